@@ -1,0 +1,69 @@
+"""MileGPO credit assignment and its baselines over a :class:`StepBatch`.
+
+>>> from milegpo.credit import StepBatch, estimate, presets, diagnostics
+>>> result = estimate(batch, "milegpo", presets.ALFWORLD, variant="full")
+>>> result.advantages  # (N,) float64, input row order
+
+Backends: ``reference`` (plain Python, one function per equation: the oracle),
+``torch`` (vectorised over the whole batch, CPU or CUDA), ``triton`` (the same
+pipeline on the Triton kernels of :mod:`milegpo_kernels`), ``auto`` (Triton for
+CUDA tensors, torch otherwise).
+"""
+
+from __future__ import annotations
+
+from . import presets
+from .batch import FIELDS, SINK, BatchError, StepBatch
+from .config import METHODS, VARIANTS, CreditConfig, check_method
+from .result import CreditResult
+
+BACKENDS = ("auto", "reference", "torch", "triton")
+
+
+def estimate(
+    batch: StepBatch,
+    method: str,
+    config: CreditConfig = presets.ALFWORLD,
+    variant: str = "full",
+    backend: str = "auto",
+) -> CreditResult:
+    """Advantages of one rollout batch.
+
+    batch: a validated :class:`StepBatch` of N rows.
+    method: ``grpo`` | ``gigpo`` | ``graphgpo`` | ``milegpo``.
+    config: a :class:`CreditConfig` (``presets.ALFWORLD`` or ``presets.WEBSHOP``).
+    variant: MileGPO ablation ``md`` (eq. 7) | ``rcs`` (eq. 8) | ``full`` (eq. 19);
+      ignored by the other methods.
+    backend: ``auto`` | ``reference`` | ``torch`` | ``triton``.
+
+    Returns a :class:`CreditResult`; ``.advantages`` is (N,) float64 in input order.
+    """
+    if not isinstance(batch, StepBatch):
+        raise TypeError(f"estimate: batch must be a StepBatch, got {type(batch).__name__}")
+    check_method(method, variant)
+    if not isinstance(config, CreditConfig):
+        raise TypeError(f"estimate: config must be a CreditConfig, got {type(config).__name__}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown credit backend {backend!r}; expected one of {BACKENDS}")
+    if backend == "reference":
+        from .reference import estimate_reference
+
+        return estimate_reference(batch, method, config, variant)
+    if backend == "auto":
+        backend = "triton" if batch.device.type == "cuda" else "torch"
+    from .vectorized import estimate_vectorized
+
+    return estimate_vectorized(batch, method, config, variant, backend=backend)
+
+
+def diagnostics(result: CreditResult) -> dict:
+    """Credit diagnostics of spec section 11; see :mod:`milegpo.credit.diagnostics`."""
+    from .diagnostics import credit_diagnostics
+
+    return credit_diagnostics(result)
+
+
+__all__ = [
+    "BACKENDS", "FIELDS", "METHODS", "SINK", "VARIANTS", "BatchError", "CreditConfig", "CreditResult",
+    "StepBatch", "diagnostics", "estimate", "presets",
+]

@@ -1,0 +1,37 @@
+"""milegpo_kernels: GPU ops on flat tensors for MileGPO credit and the policy loss.
+
+Every op has a torch implementation (the CPU path and the oracle of its Triton
+kernel) and one public function that picks the backend: Triton for CUDA tensors,
+torch for CPU tensors; ``backend="triton"`` on CPU runs the kernels under Triton's
+interpreter (``TRITON_INTERPRET=1``). This package never imports milegpo, TRL,
+transformers or an environment.
+"""
+
+from .counting import DistinctCounts, count_distinct
+from .graph import INF, hop_distance, max_times_potential
+from .grouping import DenseIds, dense_ids, lexsort
+from .segment import (
+    max_normalize,
+    segment_count,
+    segment_max,
+    segment_normalize,
+    segment_sum,
+    sibling_mean,
+)
+
+__all__ = [
+    "INF",
+    "DenseIds",
+    "DistinctCounts",
+    "count_distinct",
+    "dense_ids",
+    "hop_distance",
+    "lexsort",
+    "max_normalize",
+    "max_times_potential",
+    "segment_count",
+    "segment_max",
+    "segment_normalize",
+    "segment_sum",
+    "sibling_mean",
+]

@@ -1,0 +1,88 @@
+"""Graph relaxation over the rollout graph's edges (spec sections 3-6).
+
+Edges are given as ``src``/``dst`` node ids (E,) int64; padded edge slots may be
+self-loops, which change nothing. Both ops iterate to the fixed point; the number
+of rounds is bounded by the longest shortest path of the graph.
+
+- :func:`hop_distance`: directed hop distance from every node to the nearest
+  target node (min-plus relaxation, ``dist[src] = min(dist[src], dist[dst] + 1)``);
+  :data:`INF` where no target is reachable.
+- :func:`max_times_potential`: ``phi(s) = max over v of seed(v) * factor^d(s, v)``,
+  the max-times fixed point ``phi[src] = max(phi[src], factor * phi[dst])``. The
+  power is formed by repeated multiplication (seed * factor * factor ...), which is
+  also how the plain-Python reference forms it, so both agree to the last bit on
+  CPU. Needs ``0 <= factor <= 1`` and ``seed >= 0``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._backend import resolve
+
+INF = 1 << 62
+
+
+def _check_edges(src, dst, num_nodes, name):
+    if src.dtype != torch.int64 or dst.dtype != torch.int64:
+        raise TypeError(f"{name}: src and dst must be int64, got {src.dtype}, {dst.dtype}")
+    if src.shape != dst.shape or src.dim() != 1:
+        raise ValueError(f"{name}: src and dst must be (E,), got {tuple(src.shape)}, {tuple(dst.shape)}")
+
+
+def hop_distance_torch(src, dst, target: torch.Tensor, max_rounds: int | None = None) -> torch.Tensor:
+    _check_edges(src, dst, target.shape[0], "hop_distance")
+    if target.dtype != torch.bool or target.dim() != 1:
+        raise TypeError(f"hop_distance: target must be (V,) bool, got {target.dtype} {tuple(target.shape)}")
+    inf = torch.full_like(target, INF, dtype=torch.int64)
+    dist = torch.where(target, torch.zeros_like(inf), inf)
+    if src.numel() == 0:
+        return dist
+    rounds = target.shape[0] if max_rounds is None else max_rounds
+    for _ in range(rounds + 1):
+        cand = (dist[dst] + 1).clamp_(max=INF)
+        new = dist.scatter_reduce(0, src, cand, reduce="amin", include_self=True)
+        if torch.equal(new, dist):
+            break
+        dist = new
+    return dist
+
+
+def max_times_potential_torch(src, dst, seed: torch.Tensor, factor: float, max_rounds: int | None = None):
+    _check_edges(src, dst, seed.shape[0], "max_times_potential")
+    if not (0.0 <= factor <= 1.0):
+        raise ValueError(f"max_times_potential: factor must be in [0, 1], got {factor}")
+    if not seed.dtype.is_floating_point:
+        raise TypeError(f"max_times_potential: seed must be floating point, got {seed.dtype}")
+    phi = seed.clone()
+    if src.numel() == 0:
+        return phi
+    idx = src if seed.dim() == 1 else src[:, None].expand(-1, seed.shape[1])
+    rounds = seed.shape[0] if max_rounds is None else max_rounds
+    for _ in range(rounds + 1):
+        cand = phi[dst] * factor
+        new = phi.scatter_reduce(0, idx, cand, reduce="amax", include_self=True)
+        if torch.equal(new, phi):
+            break
+        phi = new
+    return phi
+
+
+def hop_distance(src, dst, target, *, backend: str = "auto") -> torch.Tensor:
+    """Hop distance to the nearest target. src, dst: (E,) int64; target: (V,) bool.
+    Returns (V,) int64, :data:`INF` where unreachable."""
+    if resolve(backend, src, dst, target) == "triton":
+        from .triton_graph import hop_distance_triton
+
+        return hop_distance_triton(src, dst, target)
+    return hop_distance_torch(src, dst, target)
+
+
+def max_times_potential(src, dst, seed, factor: float, *, backend: str = "auto") -> torch.Tensor:
+    """Max-times potential. src, dst: (E,) int64; seed: (V,) or (V, k) float, >= 0.
+    Returns the same shape as seed."""
+    if resolve(backend, src, dst, seed) == "triton":
+        from .triton_graph import max_times_potential_triton
+
+        return max_times_potential_triton(src, dst, seed, factor)
+    return max_times_potential_torch(src, dst, seed, factor)

@@ -1,0 +1,87 @@
+"""State-key grouping: tuples of int64 columns -> dense ids.
+
+``dense_ids(group, key)`` turns (group, 64-bit state key) pairs into node ids and
+``dense_ids(group, state, next_state)`` turns transitions into edge ids, with no
+host synchronisation: the number of distinct tuples stays a 0-d device tensor and
+every per-id array downstream is allocated at the static capacity ``M`` (the
+number of input tuples).
+
+The torch implementation sorts lexicographically (stable sorts, last column
+first) and numbers the runs; ids are then in ascending tuple order. The Triton
+implementation may number ids in another order: callers must not rely on the
+order, only on ``ids`` being dense in ``[0, count)``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ._backend import resolve
+
+
+class DenseIds(NamedTuple):
+    """ids: (M,) int64 in [0, count); count: 0-d int64 tensor; is_first: (M,) bool,
+    True for exactly one input position of every distinct tuple."""
+
+    ids: torch.Tensor
+    count: torch.Tensor
+    is_first: torch.Tensor
+
+
+def _check_cols(cols: tuple[torch.Tensor, ...]) -> int:
+    if not cols:
+        raise ValueError("dense_ids needs at least one column")
+    m = cols[0].shape[0]
+    for i, c in enumerate(cols):
+        if c.dim() != 1:
+            raise ValueError(f"dense_ids: column {i} must be 1-d, got shape {tuple(c.shape)}")
+        if c.dtype != torch.int64:
+            raise TypeError(f"dense_ids: column {i} must be int64, got {c.dtype}")
+        if c.shape[0] != m:
+            raise ValueError(f"dense_ids: column {i} has length {c.shape[0]}, column 0 has {m}")
+        if c.device != cols[0].device:
+            raise ValueError(f"dense_ids: column {i} is on {c.device}, column 0 on {cols[0].device}")
+    return m
+
+
+def lexsort(*cols: torch.Tensor) -> torch.Tensor:
+    """Permutation sorting the tuples (cols[0], cols[1], ...) ascending; stable."""
+    m = cols[0].shape[0]
+    order = torch.arange(m, device=cols[0].device)
+    for c in reversed(cols):
+        order = order[torch.sort(c[order], stable=True).indices]
+    return order
+
+
+def dense_ids_torch(*cols: torch.Tensor) -> DenseIds:
+    m = _check_cols(cols)
+    device = cols[0].device
+    if m == 0:
+        empty = torch.empty(0, dtype=torch.int64, device=device)
+        return DenseIds(empty, torch.zeros((), dtype=torch.int64, device=device), empty.bool())
+    order = lexsort(*cols)
+    boundary = torch.zeros(m, dtype=torch.bool, device=device)
+    boundary[0] = True
+    for c in cols:
+        cs = c[order]
+        boundary[1:] |= cs[1:] != cs[:-1]
+    rank = torch.cumsum(boundary.to(torch.int64), 0) - 1
+    ids = torch.empty(m, dtype=torch.int64, device=device)
+    ids[order] = rank
+    is_first = torch.empty(m, dtype=torch.bool, device=device)
+    is_first[order] = boundary
+    return DenseIds(ids, rank[-1] + 1, is_first)
+
+
+def dense_ids(*cols: torch.Tensor, backend: str = "auto", **kwargs) -> DenseIds:
+    """Dense ids of int64 tuples: ``dense_ids(group, key)`` -> node ids.
+
+    cols: each (M,) int64 on one device. Returns :class:`DenseIds`.
+    """
+    if resolve(backend, *cols) == "triton":
+        from .triton_grouping import dense_ids_triton
+
+        return dense_ids_triton(*cols, **kwargs)
+    return dense_ids_torch(*cols)
