@@ -40,13 +40,17 @@ def _check(seg, member, positive, num_segments):
         raise ValueError(f"count_distinct: num_segments must be >= 0, got {num_segments}")
 
 
-def count_distinct_torch(seg, member, positive, num_segments: int) -> DistinctCounts:
+def count_distinct_torch(seg, member, positive, num_segments: int, num_members: int | None = None) -> DistinctCounts:
     _check(seg, member, positive, num_segments)
     device = seg.device
     zeros = torch.zeros(num_segments, dtype=torch.int64, device=device)
     if seg.shape[0] == 0:
         return DistinctCounts(zeros, zeros.clone(), zeros.clone())
-    pairs = dense_ids_torch(seg, member)
+    if num_members is not None and num_segments * num_members < (1 << 62):
+        # members are dense ids: one sort of the packed pair instead of two
+        pairs = dense_ids_torch(seg * num_members + member)
+    else:
+        pairs = dense_ids_torch(seg, member)
     first = pairs.is_first.to(torch.int64)
     distinct = zeros.clone().scatter_add_(0, seg, first)
     distinct_pos = zeros.clone().scatter_add_(0, seg, first * positive.to(torch.int64))
@@ -60,16 +64,19 @@ def count_distinct(
     positive: torch.Tensor,
     num_segments: int,
     *,
+    num_members: int | None = None,
     backend: str = "auto",
 ) -> DistinctCounts:
     """Distinct-member counts per segment.
 
     seg: (M,) int64 in [0, num_segments); member: (M,) int64 (e.g. trajectory id);
     positive: (M,) bool, constant per member (its trajectory succeeded).
+    num_members: optional bound with member in [0, num_members) (dense ids), which
+    lets the torch path sort one packed key instead of two columns.
     Returns :class:`DistinctCounts` of (num_segments,) int64 tensors.
     """
     if resolve(backend, seg, member) == "triton":
         from .triton_counting import count_distinct_triton
 
         return count_distinct_triton(seg, member, positive, num_segments)
-    return count_distinct_torch(seg, member, positive, num_segments)
+    return count_distinct_torch(seg, member, positive, num_segments, num_members)

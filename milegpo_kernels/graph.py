@@ -40,7 +40,7 @@ def hop_distance_torch(src, dst, target: torch.Tensor, max_rounds: int | None = 
         return dist
     rounds = target.shape[0] if max_rounds is None else max_rounds
     for _ in range(rounds + 1):
-        cand = (dist[dst] + 1).clamp_(max=INF)
+        cand = (dist.index_select(0, dst) + 1).clamp_(max=INF)
         new = dist.scatter_reduce(0, src, cand, reduce="amin", include_self=True)
         if torch.equal(new, dist):
             break
@@ -60,7 +60,7 @@ def max_times_potential_torch(src, dst, seed: torch.Tensor, factor: float, max_r
     idx = src if seed.dim() == 1 else src[:, None].expand(-1, seed.shape[1])
     rounds = seed.shape[0] if max_rounds is None else max_rounds
     for _ in range(rounds + 1):
-        cand = phi[dst] * factor
+        cand = phi.index_select(0, dst) * factor
         new = phi.scatter_reduce(0, idx, cand, reduce="amax", include_self=True)
         if torch.equal(new, phi):
             break

@@ -51,7 +51,7 @@ def lexsort(*cols: torch.Tensor) -> torch.Tensor:
     m = cols[0].shape[0]
     order = torch.arange(m, device=cols[0].device)
     for c in reversed(cols):
-        order = order[torch.sort(c[order], stable=True).indices]
+        order = order.index_select(0, torch.sort(c.index_select(0, order), stable=True).indices)
     return order
 
 
@@ -61,17 +61,15 @@ def dense_ids_torch(*cols: torch.Tensor) -> DenseIds:
     if m == 0:
         empty = torch.empty(0, dtype=torch.int64, device=device)
         return DenseIds(empty, torch.zeros((), dtype=torch.int64, device=device), empty.bool())
-    order = lexsort(*cols)
+    order = torch.sort(cols[0], stable=True).indices if len(cols) == 1 else lexsort(*cols)
     boundary = torch.zeros(m, dtype=torch.bool, device=device)
     boundary[0] = True
     for c in cols:
-        cs = c[order]
+        cs = c.index_select(0, order)
         boundary[1:] |= cs[1:] != cs[:-1]
     rank = torch.cumsum(boundary.to(torch.int64), 0) - 1
-    ids = torch.empty(m, dtype=torch.int64, device=device)
-    ids[order] = rank
-    is_first = torch.empty(m, dtype=torch.bool, device=device)
-    is_first[order] = boundary
+    ids = torch.empty(m, dtype=torch.int64, device=device).scatter_(0, order, rank)
+    is_first = torch.empty(m, dtype=torch.bool, device=device).scatter_(0, order, boundary)
     return DenseIds(ids, rank[-1] + 1, is_first)
 
 

@@ -61,7 +61,7 @@ def segment_min(x, seg, num_segments: int, valid=None, fill: float = 0.0) -> tor
 
 def max_normalize_torch(x, seg, num_segments: int, valid=None) -> torch.Tensor:
     """x / (max of x over its segment), 0 where that max is 0; x >= 0 (eqs. 8, 13, 16, 18)."""
-    mx = segment_max(x, seg, num_segments, valid)[seg]
+    mx = segment_max(x, seg, num_segments, valid).index_select(0, seg)
     out = torch.where(mx > 0, x / torch.where(mx > 0, mx, torch.ones_like(mx)), torch.zeros_like(x))
     return _mask(out, valid)
 
@@ -71,8 +71,8 @@ def sibling_mean_torch(x, seg, num_segments: int, valid=None):
 
     Returns (mean (M,), n (M,) int64): n is the number of valid elements in the
     element's segment; mean is 0 where n <= 1 (eqs. 12 and 15)."""
-    total = segment_sum(x, seg, num_segments, valid)[seg]
-    n = segment_count(seg, num_segments, valid)[seg]
+    total = segment_sum(x, seg, num_segments, valid).index_select(0, seg)
+    n = segment_count(seg, num_segments, valid).index_select(0, seg)
     others = (n - 1).clamp(min=1).to(x.dtype)
     mean = torch.where(n > 1, (total - x) / others, torch.zeros_like(x))
     return _mask(mean, valid), n
@@ -95,18 +95,18 @@ def segment_normalize_torch(
         raise ValueError(f"segment_normalize: singleton must be one of {SINGLETON_MODES}, got {singleton!r}")
     n = segment_count(seg, num_segments)
     mean = segment_sum(x, seg, num_segments) / n.clamp(min=1).to(x.dtype)
-    dev = x - mean[seg]
+    dev = x - mean.index_select(0, seg)
     if mode == "mean_std":
         var = segment_sum(dev * dev, seg, num_segments) / (n - 1).clamp(min=1).to(x.dtype)
-        out = dev / (var.sqrt()[seg] + eps)
+        out = dev / (var.sqrt().index_select(0, seg) + eps)
     else:
         out = dev
     mx = segment_max(x, seg, num_segments)
     mn = segment_min(x, seg, num_segments)
     scale = torch.maximum(torch.maximum(mx.abs(), mn.abs()), torch.ones_like(mx))
     equal = (mx - mn) <= EQUAL_TOL * scale
-    ns = n[seg]
-    out = torch.where(equal[seg], torch.zeros_like(out), out)
+    ns = n.index_select(0, seg)
+    out = torch.where(equal.index_select(0, seg), torch.zeros_like(out), out)
     if singleton == "zero":
         single = torch.zeros_like(x)
     else:

@@ -166,7 +166,7 @@ class StepBatch:
 def trajectory_order(batch: StepBatch) -> torch.Tensor:
     """Permutation that sorts rows by (traj, t); stable, no host sync."""
     o1 = torch.sort(batch.t, stable=True).indices
-    return o1[torch.sort(batch.traj[o1], stable=True).indices]
+    return o1.index_select(0, torch.sort(batch.traj.index_select(0, o1), stable=True).indices)
 
 
 def validate_batch(batch: StepBatch) -> None:

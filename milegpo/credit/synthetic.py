@@ -1,0 +1,204 @@
+"""Synthetic rollout batches for tests and benchmarks.
+
+:func:`random_batch` walks a small random directed state graph per task group, the
+way an agent wanders an ALFWorld room: every trajectory starts in the group's start
+state, follows a "spine" towards the goal-ish states with some probability and a
+random branch otherwise (revisits, self-loops, shared prefixes), and an invalid
+action keeps the state (a self-loop). A trajectory succeeds with probability
+``success_p`` each time it stands in a goal-ish state (its winning step gets reward
+``win_reward`` and next_state :data:`SINK`); otherwise it fails or is truncated at a
+random length <= ``horizon``. Deterministic by ``seed`` (numpy Generator).
+
+:func:`benchmark_batch` is the issue's benchmark shape: 16 groups x 8 trajectories
+x 50 steps = 6,400 rows, every trajectory exactly ``horizon`` steps long.
+
+:func:`paths_batch` builds a batch from hand-written visit sequences (tests).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .batch import SINK, StepBatch
+
+OUTCOMES = (None, "success", "fail")
+
+
+def _distinct_ints(rng: np.random.Generator, n: int, low: int, high: int) -> np.ndarray:
+    """n distinct int64 values in [low, high)."""
+    while True:
+        vals = rng.integers(low, high, size=n, dtype=np.int64)
+        if len(np.unique(vals)) == n:
+            return vals
+
+
+def _state_graph(rng: np.random.Generator, n_states: int, self_loop_p: float, max_out_degree: int):
+    """Successor lists of a random graph on 0..n_states-1; successor 0 of state i is the spine i+1."""
+    succ = []
+    for i in range(n_states):
+        spine = min(i + 1, n_states - 1)
+        k = int(rng.integers(0, max_out_degree))
+        extra = rng.integers(0, n_states, size=k).tolist()
+        out = [spine] + [j for j in extra if j != spine and j != i]
+        if rng.random() < self_loop_p and i not in out:
+            out.append(i)
+        succ.append(list(dict.fromkeys(out)))
+    return succ
+
+
+def random_batch(
+    n_groups: int = 4,
+    group_size: int | Sequence[int] = 8,
+    horizon: int = 20,
+    *,
+    seed: int = 0,
+    n_states: int = 12,
+    max_out_degree: int = 3,
+    spine_p: float = 0.6,
+    self_loop_p: float = 0.3,
+    invalid_p: float = 0.05,
+    success_p: float = 0.5,
+    goal_frac: float = 0.25,
+    outcome: str | None | Sequence[str | None] = None,
+    fixed_length: bool = False,
+    win_reward: float = 10.0,
+    shuffle: bool = True,
+    device=None,
+) -> StepBatch:
+    """A random rollout batch of ``n_groups`` task groups.
+
+    group_size: trajectories per group, an int or one int per group (1 gives a
+      singleton group).
+    horizon: the longest trajectory, in steps; with ``fixed_length`` every
+      trajectory has exactly ``horizon`` steps and can only win on its last step
+      (with probability ``success_p`` if it ever stood in a goal-ish state).
+    n_states: states per group graph (keys are random int64s, negative ones
+      included, never SINK); the last ``goal_frac`` of them are goal-ish.
+    outcome: ``None`` (random), ``"success"`` (every trajectory of the group wins,
+      at the latest on its last step) or ``"fail"`` (none wins); one value or one
+      per group.
+    shuffle: return the rows in a random order (the estimators must not care).
+
+    Returns a validated :class:`StepBatch`; rows of a trajectory have the
+    trajectory's ``success``; rewards are ``win_reward`` on the winning step, else 0.
+    """
+    if n_groups < 0 or horizon < 1 or n_states < 1:
+        raise ValueError(f"random_batch: need n_groups >= 0, horizon >= 1, n_states >= 1; got "
+                         f"{n_groups}, {horizon}, {n_states}")
+    sizes = [group_size] * n_groups if isinstance(group_size, (int, np.integer)) else list(group_size)
+    outcomes = [outcome] * n_groups if outcome is None or isinstance(outcome, str) else list(outcome)
+    if len(sizes) != n_groups or len(outcomes) != n_groups:
+        raise ValueError(f"random_batch: group_size / outcome need {n_groups} values, got "
+                         f"{len(sizes)} / {len(outcomes)}")
+    for o in outcomes:
+        if o not in OUTCOMES:
+            raise ValueError(f"random_batch: outcome must be one of {OUTCOMES}, got {o!r}")
+    rng = np.random.default_rng(seed)
+    group_ids = _distinct_ints(rng, n_groups, -1_000_000, 1_000_000).tolist()
+    n_traj = int(sum(sizes))
+    traj_ids = (rng.permutation(n_traj) + int(rng.integers(-1_000_000, 1_000_000))).tolist()
+    n_goal = max(1, int(round(goal_frac * n_states)))
+
+    cols = {k: [] for k in ("group", "traj", "t", "state", "next_state", "success", "reward", "invalid")}
+    k_traj = 0
+    for gi in range(n_groups):
+        keys = _distinct_ints(rng, n_states, -(1 << 63), SINK).tolist()
+        succ = _state_graph(rng, n_states, self_loop_p, max_out_degree)
+        goal = set(range(n_states - n_goal, n_states))
+        forced = outcomes[gi]
+        for _ in range(sizes[gi]):
+            length = horizon if fixed_length else int(rng.integers(1, horizon + 1))
+            u = rng.random((length, 4)).tolist()
+            states, nexts, rewards, invalid = [], [], [], []
+            cur, won, seen_goal = 0, False, False
+            for t in range(length):
+                ut = u[t]
+                seen_goal = seen_goal or cur in goal
+                last = t == length - 1
+                if fixed_length:
+                    win = last and (forced == "success" or (forced is None and seen_goal and ut[2] < success_p))
+                else:
+                    win = (forced != "fail" and cur in goal and ut[2] < success_p) or (forced == "success" and last)
+                states.append(keys[cur])
+                if win:
+                    nexts.append(SINK)
+                    rewards.append(win_reward)
+                    invalid.append(False)
+                    won = True
+                    break
+                if ut[0] < invalid_p:
+                    nxt = cur
+                    invalid.append(True)
+                else:
+                    options = succ[cur]
+                    nxt = options[0] if ut[1] < spine_p else options[int(ut[3] * len(options))]
+                    invalid.append(False)
+                nexts.append(keys[nxt])
+                rewards.append(0.0)
+                cur = nxt
+            n = len(states)
+            cols["group"] += [group_ids[gi]] * n
+            cols["traj"] += [traj_ids[k_traj]] * n
+            cols["t"] += list(range(n))
+            cols["state"] += states
+            cols["next_state"] += nexts
+            cols["success"] += [won] * n
+            cols["reward"] += rewards
+            cols["invalid"] += invalid
+            k_traj += 1
+    arrays = {
+        "group": np.asarray(cols["group"], dtype=np.int64), "traj": np.asarray(cols["traj"], dtype=np.int64),
+        "t": np.asarray(cols["t"], dtype=np.int64), "state": np.asarray(cols["state"], dtype=np.int64),
+        "next_state": np.asarray(cols["next_state"], dtype=np.int64),
+        "success": np.asarray(cols["success"], dtype=bool), "reward": np.asarray(cols["reward"], dtype=np.float64),
+        "invalid": np.asarray(cols["invalid"], dtype=bool),
+    }
+    if shuffle and len(arrays["t"]):
+        perm = rng.permutation(len(arrays["t"]))
+        arrays = {k: v[perm] for k, v in arrays.items()}
+    return StepBatch(**arrays, device=device)
+
+
+def benchmark_batch(n_groups: int = 16, group_size: int = 8, horizon: int = 50, *, seed: int = 0,
+                    n_states: int = 40, **kwargs) -> StepBatch:
+    """The benchmark shape: ``n_groups`` x ``group_size`` trajectories of exactly ``horizon`` steps
+    (16 x 8 x 50 = 6,400 rows by default); other options as :func:`random_batch`."""
+    return random_batch(n_groups, group_size, horizon, seed=seed, n_states=n_states, fixed_length=True, **kwargs)
+
+
+def paths_batch(paths: Sequence, *, win_reward: float = 10.0, invalid: dict | None = None,
+                rewards: dict | None = None, shuffle_seed: int | None = None) -> StepBatch:
+    """A batch from hand-written trajectories.
+
+    paths: one ``(group, [s_0, s_1, ..., s_T])`` per trajectory (trajectory ids
+      0, 1, ... in this order); the sequence holds every visited state including
+      the last next_state; a trajectory whose last element is :data:`SINK` is a
+      success and gets ``win_reward`` on its last step.
+    invalid: {trajectory index: step indices whose action was invalid}.
+    rewards: {trajectory index: list of per-step rewards} overriding the default.
+    shuffle_seed: shuffle the rows with this seed (None keeps (traj, t) order).
+    """
+    rows = []
+    invalid = invalid or {}
+    rewards = rewards or {}
+    for k, (group, seq) in enumerate(paths):
+        if len(seq) < 2:
+            raise ValueError(f"paths_batch: trajectory {k} needs at least [s_0, s_1], got {seq}")
+        ok = seq[-1] == SINK
+        steps = len(seq) - 1
+        rew = rewards.get(k, [0.0] * (steps - 1) + [win_reward if ok else 0.0])
+        if len(rew) != steps:
+            raise ValueError(f"paths_batch: trajectory {k} has {steps} steps but {len(rew)} rewards")
+        bad = set(invalid.get(k, ()))
+        for t in range(steps):
+            rows.append({"group": group, "traj": k, "t": t, "state": seq[t], "next_state": seq[t + 1],
+                         "success": ok, "reward": float(rew[t]), "invalid": t in bad})
+    if shuffle_seed is not None:
+        order = np.random.default_rng(shuffle_seed).permutation(len(rows)).tolist()
+        rows = [rows[i] for i in order]
+    return StepBatch.from_rows(rows)
+
+
+__all__ = ["random_batch", "benchmark_batch", "paths_batch"]

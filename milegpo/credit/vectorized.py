@@ -1,0 +1,301 @@
+"""The vectorised estimator: the whole batch at once, built from milegpo_kernels ops.
+
+No Python loop over rows, nodes, edges or groups: every per-group quantity is a
+segment reduction, every graph quantity a relaxation over the edge list. Per-node
+and per-edge arrays are allocated at a static capacity (2N nodes, N edges, N
+groups) so that nothing here needs the host to learn a count: on CUDA tensors
+with the Triton ops the pipeline makes no host synchronisation; the per-node
+table is trimmed to the real node count only when it is read.
+
+The same function runs the ``torch`` backend (torch twins of the ops) and the
+``triton`` backend (the Triton kernels; on CPU under Triton's interpreter).
+Equations refer to docs/milegpo-spec.md; the plain-Python twin of each step is in
+:mod:`milegpo.credit.reference`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+from milegpo_kernels import (
+    INF,
+    count_distinct,
+    dense_ids,
+    hop_distance,
+    lexsort,
+    max_normalize,
+    max_times_potential,
+    segment_count,
+    segment_max,
+    segment_normalize,
+    segment_sum,
+    sibling_mean,
+)
+
+from .batch import SINK, StepBatch, trajectory_order
+from .config import CreditConfig
+from .result import NODE_KEYS, ROW_KEYS, CreditResult
+
+F64 = torch.float64
+
+
+class LazyNodes(Mapping):
+    """Per-node arrays held at capacity; trimmed to ``count`` nodes on first read."""
+
+    def __init__(self, padded: dict[str, torch.Tensor], count: torch.Tensor):
+        self._padded, self._count, self._trimmed = padded, count, None
+
+    def _table(self) -> dict[str, torch.Tensor]:
+        if self._trimmed is None:
+            n = int(self._count)
+            self._trimmed = {k: v[:n] for k, v in self._padded.items()}
+        return self._trimmed
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __iter__(self):
+        return iter(self._padded)
+
+    def __len__(self):
+        return len(self._padded)
+
+
+def discounted_returns(reward: torch.Tensor, same_next: torch.Tensor, gamma: float) -> torch.Tensor:
+    """R_t = reward_t + gamma * R_{t+1} inside each trajectory (GiGPO step return).
+
+    reward: (N,) float64 in (traj, t) order; same_next: (N,) bool, row i+1 is the
+    same trajectory. A segmented linear-recurrence scan (Hillis-Steele doubling,
+    ceil(log2 N) rounds): no host sync, no loop over rows.
+    """
+    n = reward.shape[0]
+    a = reward.clone()
+    b = torch.where(same_next, torch.full_like(reward, gamma), torch.zeros_like(reward))
+    # nxt[i]: the row whose value R_i still depends on (i + 2^k inside the trajectory)
+    idx = torch.arange(n, device=reward.device)
+    nxt = torch.where(same_next, idx + 1, idx)
+    live = same_next.clone()
+    for _ in range(max(1, math.ceil(math.log2(max(n, 2))))):
+        a = torch.where(live, a + b * a.index_select(0, nxt), a)
+        b = torch.where(live, b * b.index_select(0, nxt), b)
+        live_next = live & live.index_select(0, nxt)
+        nxt = torch.where(live, nxt.index_select(0, nxt), nxt)
+        live = live_next
+    return a
+
+
+def estimate_vectorized(
+    batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str = "torch"
+) -> CreditResult:
+    ops = {"backend": backend}
+    cfg = config
+    n = len(batch)
+    dev = batch.device
+    if n == 0:
+        return _empty(batch, method, config, variant, backend)
+
+    order = trajectory_order(batch)
+    g_raw = batch.group.index_select(0, order)
+    tr = batch.traj.index_select(0, order)
+    s = batch.state.index_select(0, order)
+    ns = batch.next_state.index_select(0, order)
+    y = batch.success.index_select(0, order)
+    rew = batch.reward.index_select(0, order).to(F64)
+    inv = batch.invalid.index_select(0, order)
+    same_next = torch.zeros(n, dtype=torch.bool, device=dev)
+    same_next[:-1] = tr[1:] == tr[:-1]
+    last = ~same_next
+
+    gid = dense_ids(g_raw, **ops).ids
+    # rows are in (traj, t) order: trajectory ids are the run numbers of traj
+    tid = torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64, device=dev), same_next[:-1].logical_not().to(
+        torch.int64)]), 0)
+
+    def unsort(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x).scatter_(0, order, x)
+
+    # Episode term: Z = sum of the trajectory's rewards - invalid penalty (eq. 22)
+    traj_return = segment_sum(rew, tid, n)
+    z = traj_return.index_select(0, tid) - cfg.invalid_penalty * inv.to(F64)
+    ez = segment_normalize(z, gid, n, cfg.norm, cfg.norm_eps, "unit", **ops)
+    rows: dict[str, torch.Tensor] = {"episode_score": z, "episode_adv": ez}
+
+    if method == "grpo":
+        return _finish(batch, method, config, variant, backend, ez, rows, {}, None, unsort)
+
+    if method == "gigpo":
+        step_seg = dense_ids(gid, s, **ops).ids
+        ret = discounted_returns(rew, same_next, cfg.gamma)
+        step_adv = segment_normalize(ret, step_seg, n, cfg.norm, cfg.norm_eps, "zero", **ops)
+        rows.update(step_return=ret, step_adv=step_adv)
+        adv = ez + cfg.step_weight * step_adv
+        return _finish(batch, method, config, variant, backend, adv, rows, {}, None, unsort)
+
+    # ---------------------------------------------------------------- the graph
+    vcap = 2 * n
+    inc_gid = torch.cat([gid, gid])
+    inc_key = torch.cat([s, ns])
+    node_ids = dense_ids(inc_gid, inc_key, **ops)
+    u, v = node_ids.ids[:n], node_ids.ids[n:]
+    n_nodes = node_ids.count
+    node_slot = torch.arange(vcap, device=dev)
+    node_valid = node_slot < n_nodes
+    node_gid = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_(0, node_ids.ids, inc_gid)
+    node_key = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_(0, node_ids.ids, inc_key)
+    node_graw = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_(0, node_ids.ids, torch.cat([g_raw, g_raw]))
+    is_sink = node_valid & (node_key == SINK)
+
+    edge_ids = dense_ids(u * vcap + v, **ops)  # (group, state, next_state) as a packed node pair
+    e = edge_ids.ids
+    ecap = n
+    edge_valid = torch.arange(ecap, device=dev) < edge_ids.count
+    src = torch.zeros(ecap, dtype=torch.int64, device=dev).scatter_(0, e, u)
+    dst = torch.zeros(ecap, dtype=torch.int64, device=dev).scatter_(0, e, v)
+
+    # Distinct-trajectory counts (section 2). A trajectory touches a node as the
+    # state of a row or the next_state of a row; the next_state of a non-last row
+    # is the state of the next row, so counting all of them changes no set.
+    node_counts = count_distinct(torch.cat([u, v]), torch.cat([tid, tid]), torch.cat([y, y]), vcap, num_members=n,
+                                 **ops)
+    n_traj, n_pos = node_counts.distinct, node_counts.distinct_pos
+    n_neg = n_traj - n_pos
+    visits = segment_count(u, vcap) + segment_count(v, vcap, valid=last)
+    n_re = visits - n_traj
+    edge_counts = count_distinct(e, tid, y, ecap, num_members=n, **ops)
+    e_traj, e_pos = edge_counts.distinct, edge_counts.distinct_pos
+    e_neg = e_traj - e_pos
+    group_counts = count_distinct(gid, tid, y, n, num_members=n, **ops)
+    k_all = group_counts.distinct.clamp(min=1).to(F64)
+    k_pos = group_counts.distinct_pos.to(F64)
+    k_neg = (group_counts.distinct - group_counts.distinct_pos).to(F64)
+    pq_pos = (k_pos / k_all).index_select(0, node_gid)  # p_q+
+    pq_neg = 1.0 - pq_pos  # p_q-
+
+    # GraphGPO return r^G = c * gamma_G^d(s_{t+1}, g) (eq. 1); one reverse BFS from g.
+    dist = hop_distance(src, dst, is_sink, **ops)
+    finite = dist < INF
+    powers = torch.cumprod(torch.cat([torch.full((1,), cfg.c, dtype=F64, device=dev),
+                                      torch.full((vcap,), cfg.gamma_g, dtype=F64, device=dev)]), 0)
+    r_graph_node = torch.where(finite, powers.index_select(0, dist.clamp(max=vcap)), torch.zeros(vcap, dtype=F64, device=dev))
+    r_graph = r_graph_node.index_select(0, v)
+    a_graph = segment_normalize(r_graph, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)
+    rows.update(r_graph=r_graph, a_graph=a_graph, node=u, next_node=v)
+    nodes = {"group": node_graw, "key": node_key, "is_sink": is_sink,
+             "dist": torch.where(finite, dist, torch.full_like(dist, -1))}
+
+    if method == "graphgpo":
+        adv = cfg.w_step * a_graph + cfg.w_ep * ez
+        return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort)
+
+    tol = cfg.threshold_tol
+    zero_v = torch.zeros(vcap, dtype=F64, device=dev)
+    n_traj_f = n_traj.clamp(min=1).to(F64)
+    p_pos = n_pos.to(F64) / n_traj_f
+    p_neg = n_neg.to(F64) / n_traj_f
+
+    # Milestone scores S0+ (eqs. 2-5)
+    cand_pos = node_valid & ~is_sink & (n_pos >= cfg.min_node_support)
+    lift = (p_pos - pq_pos).clamp(min=0.0)
+    coverage = n_pos.to(F64) / k_pos.clamp(min=1.0).index_select(0, node_gid)
+    non_self = edge_valid & (src != dst)
+    deg = (segment_count(src, vcap, valid=non_self) + segment_count(dst, vcap, valid=non_self)).to(F64)
+    success_visited = node_valid & ~is_sink & (n_pos >= 1)
+    max_deg = segment_max(deg, node_gid, n, valid=success_visited).index_select(0, node_gid)
+    centrality = torch.where(max_deg > 0, deg / torch.where(max_deg > 0, max_deg, 1.0), zero_v)
+    s0_pos = torch.where(cand_pos, cfg.w_s * lift + cfg.w_m * coverage + cfg.w_c * centrality, zero_v)
+
+    # Trap scores S- (eq. 6)
+    trap_pre = node_valid & ~is_sink & (n_pos == 0) & ((n_neg >= cfg.min_trap_visits) | (n_re > 0))
+    lift_neg = (p_neg - pq_neg).clamp(min=0.0)
+    freq_neg = n_neg.to(F64) / k_neg.clamp(min=1.0).index_select(0, node_gid)
+    loop_rate = n_re.to(F64) / n_traj_f
+    s_neg = torch.where(trap_pre, cfg.w_f * lift_neg + cfg.w_l * freq_neg * loop_rate, zero_v)
+    cand_neg = trap_pre & (s_neg >= cfg.min_trap_score - tol)
+
+    # Reliability calibration: max-normalised scores (eq. 8)
+    s0_bar = max_normalize(s0_pos, node_gid, n, valid=cand_pos, **ops)
+    s_neg_bar = max_normalize(s_neg, node_gid, n, valid=cand_neg, **ops)
+
+    # Progress-contrastive calibration (eqs. 11-18)
+    e_traj_f = e_traj.clamp(min=1).to(F64)
+    ep_pos = e_pos.to(F64) / e_traj_f
+    ep_neg = e_neg.to(F64) / e_traj_f
+    edge_gid = node_gid.index_select(0, src)
+    mu_pos, n_branch = sibling_mean(ep_pos, src, vcap, valid=edge_valid, **ops)
+    zero_e = torch.zeros(ecap, dtype=F64, device=dev)
+    c_tilde = torch.where(edge_valid & (n_branch > 1), ep_pos - mu_pos, zero_e)  # eq. 12
+    c_tilde = torch.where(c_tilde.abs() > tol, c_tilde, zero_e)  # a rounding residue of mu+ is no margin
+    c_max = segment_max(c_tilde.abs(), edge_gid, n, valid=edge_valid).index_select(0, edge_gid)
+    c_edge = torch.where(c_max > 0, c_tilde / torch.where(c_max > 0, c_max, 1.0), zero_e)  # eq. 13
+    b = segment_max(c_edge, dst, vcap, valid=non_self & (c_edge > tol))  # eq. 14
+    b = torch.where(is_sink, zero_v, b)  # g is never a candidate: no evidence is reported for it
+    dd = torch.where(finite.index_select(0, src) & finite.index_select(0, dst), (dist.index_select(0, src) - dist.index_select(0, dst)).to(F64), zero_e)
+    mu_neg, _ = sibling_mean(ep_neg, src, vcap, valid=edge_valid, **ops)
+    lneg_edge = torch.where(n_branch > 1, (ep_neg - mu_neg).clamp(min=0.0),
+                            (p_neg.index_select(0, dst) - pq_neg.index_select(0, dst)).clamp(min=0.0))
+    psi = cfg.a_d * dd + cfg.a_s * (p_pos.index_select(0, dst) - pq_pos.index_select(0, dst)) - cfg.a_f * lneg_edge  # eq. 15
+    psi_tilde = segment_max(psi, dst, vcap, valid=non_self & (e_pos >= 1) & (psi > tol))
+    psi_bar = max_normalize(psi_tilde, node_gid, n, valid=node_valid & ~is_sink, **ops)  # eq. 16
+    evidence = cfg.w_bc * b + cfg.w_pg * psi_bar  # eq. 17
+    retained = cand_pos & ((psi_bar > tol) | (coverage >= cfg.theta_m - tol) | ((cfg.kappa_bc == 1) & (b > tol)))
+    s_pcc = torch.where(cand_pos, torch.where(retained, s0_pos * (1.0 + cfg.w_pcc * evidence), cfg.rho * s0_pos),
+                        zero_v)  # eq. 18
+    s_pcc_bar = max_normalize(s_pcc, node_gid, n, valid=cand_pos, **ops)
+
+    # Potentials (eqs. 7, 8, 19): one joint max-times relaxation for Phi+ and Phi-
+    if variant == "md":
+        seeds = torch.stack([cand_pos.to(F64), cand_neg.to(F64)], 1)
+    elif variant == "rcs":
+        seeds = torch.stack([s0_bar, s_neg_bar], 1)
+    else:
+        seeds = torch.stack([s_pcc_bar, s_neg_bar], 1)
+    phi = max_times_potential(src, dst, seeds, cfg.omega, **ops)
+    phi_pos, phi_neg = phi[:, 0], phi[:, 1]
+
+    # Shaping terms (eqs. 9-10) and the shaped return (eq. 20)
+    delta_pos = (cfg.gamma_phi * cfg.w_pos * phi_pos.index_select(0, v) - cfg.w_pos * phi_pos.index_select(0, u)).clamp(min=0.0)
+    delta_neg = (cfg.gamma_phi * cfg.w_neg * phi_neg.index_select(0, v) - cfg.w_neg * phi_neg.index_select(0, u)).clamp(min=0.0)
+    r_shaped = r_graph + cfg.c * cfg.lam * (delta_pos - delta_neg)
+    a_mix = segment_normalize(r_shaped, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)
+    a_res = a_mix - a_graph  # eq. 21
+    adv = cfg.w_step * (a_graph + cfg.eta * a_res) + cfg.w_ep * ez  # eq. 22
+    rows.update(r_shaped=r_shaped, a_mix=a_mix, a_res=a_res, delta_pos=delta_pos, delta_neg=delta_neg)
+    nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=coverage, is_milestone=cand_pos,
+                 is_trap=cand_neg, s0_pos=s0_pos, s_neg=s_neg, s_pcc=s_pcc, b=b, psi_bar=psi_bar,
+                 retained=retained, phi_pos=phi_pos, phi_neg=phi_neg)
+    return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort)
+
+
+def _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort) -> CreditResult:
+    out_rows = {k: unsort(rows[k]) for k in ROW_KEYS[method]}
+    if n_nodes is not None and backend == "torch":
+        # the torch ops number nodes in (group, key) order already
+        node_table = LazyNodes({k: nodes[k] for k in NODE_KEYS[method]}, n_nodes)
+    elif n_nodes is not None:
+        # canonical node order: (group, key) ascending, padding slots last
+        vcap = nodes["key"].shape[0]
+        pad = (torch.arange(vcap, device=adv.device) >= n_nodes).to(torch.int64)
+        perm = lexsort(pad, nodes["group"], nodes["key"])
+        rank = torch.empty_like(perm).scatter_(0, perm, torch.arange(vcap, device=adv.device))
+        out_rows["node"] = rank.index_select(0, out_rows["node"])
+        out_rows["next_node"] = rank.index_select(0, out_rows["next_node"])
+        padded = {k: nodes[k].index_select(0, perm) for k in NODE_KEYS[method]}
+        node_table = LazyNodes(padded, n_nodes)
+    else:
+        node_table = {}
+    return CreditResult(method, variant, config, backend, batch, unsort(adv), out_rows, node_table)
+
+
+def _empty(batch, method, config, variant, backend) -> CreditResult:
+    dev = batch.device
+    f = torch.zeros(0, dtype=F64, device=dev)
+    i = torch.zeros(0, dtype=torch.int64, device=dev)
+    rows = {k: (i if k in ("node", "next_node") else f) for k in ROW_KEYS[method]}
+    nodes = {k: (i if k in ("group", "key", "dist", "n_traj", "n_pos", "n_revisit") else
+                 torch.zeros(0, dtype=torch.bool, device=dev) if k in ("is_sink", "is_milestone", "is_trap",
+                                                                      "retained") else f)
+             for k in NODE_KEYS[method]}
+    return CreditResult(method, variant, config, backend, batch, f, rows, nodes)

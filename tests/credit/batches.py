@@ -1,0 +1,56 @@
+"""Adversarial random StepBatches for the credit tests (independent of milegpo.credit.synthetic).
+
+Tiny state spaces force shared states, revisits and self-loops; outcomes are drawn
+independently of the path so that every structure (a success through a trap, a
+failure through a milestone) shows up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from milegpo.credit import SINK, StepBatch
+
+MODES = ("mixed", "all_success", "all_fail")
+
+
+def make_rows(rng: np.random.Generator, n_groups: int, k: int, horizon: int, n_states: int = 6,
+              p_success: float = 0.5, p_self: float = 0.2, p_invalid: float = 0.15, mode: str = "mixed",
+              one_step: bool = False) -> list[dict]:
+    rows = []
+    traj_ids = rng.permutation(10 * n_groups * k + 10)[: n_groups * k] - 5 * n_groups * k  # negatives too
+    group_ids = rng.choice(np.arange(-1000, 1000), size=n_groups, replace=False)
+    j = 0
+    for g in range(n_groups):
+        keys = rng.integers(-(2**63), 2**63 - 1, size=n_states, dtype=np.int64)
+        succ = [rng.choice(n_states, size=int(rng.integers(1, 4))) for _ in range(n_states)]
+        group_mode = mode if mode != "mixed" else str(rng.choice(MODES, p=[0.8, 0.1, 0.1]))
+        for _ in range(k):
+            tr = int(traj_ids[j])
+            j += 1
+            length = 1 if one_step else int(rng.integers(1, horizon + 1))
+            won = group_mode == "all_success" or (group_mode == "mixed" and rng.random() < p_success)
+            s = 0
+            total = 0.0
+            for t in range(length):
+                invalid = bool(rng.random() < p_invalid)
+                if invalid or rng.random() < p_self:
+                    nxt = s
+                else:
+                    nxt = int(rng.choice(succ[s]))
+                last = t == length - 1
+                reward = 10.0 if (last and won) else 0.0
+                total += reward
+                rows.append(dict(group=int(group_ids[g]), traj=tr, t=t, state=int(keys[s]),
+                                 next_state=SINK if (last and won) else int(keys[nxt]), success=won,
+                                 reward=reward, invalid=invalid))
+                s = nxt
+    return rows
+
+
+def make_batch(seed: int, shuffle: bool = True, **kwargs) -> StepBatch:
+    rng = np.random.default_rng(seed)
+    rows = make_rows(rng, **kwargs)
+    if shuffle:
+        rows = [rows[i] for i in rng.permutation(len(rows))]
+    return StepBatch.from_rows(rows)

@@ -1,0 +1,123 @@
+"""StepBatch validation (spec section 1) and CreditConfig / estimate argument errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from milegpo.credit import SINK, BatchError, CreditConfig, StepBatch, estimate, presets
+
+
+def rows_ok():
+    # traj 0 wins in two steps, traj 1 fails in two steps; rows deliberately shuffled
+    return [
+        dict(group=0, traj=1, t=1, state=3, next_state=3, success=False, reward=0.0, invalid=True),
+        dict(group=0, traj=0, t=0, state=1, next_state=2, success=True, reward=0.0, invalid=False),
+        dict(group=0, traj=1, t=0, state=1, next_state=3, success=False, reward=0.0, invalid=False),
+        dict(group=0, traj=0, t=1, state=2, next_state=SINK, success=True, reward=10.0, invalid=False),
+    ]
+
+
+def test_valid_batch_and_roundtrip(tmp_path):
+    b = StepBatch.from_rows(rows_ok())
+    assert len(b) == 4
+    assert b.reward.dtype == torch.float64 and b.state.dtype == torch.int64 and b.success.dtype == torch.bool
+    path = tmp_path / "b.npz"
+    b.save(path)
+    c = StepBatch.load(path)
+    for k, v in b.as_dict().items():
+        assert torch.equal(v, getattr(c, k))
+    assert c.rows() == b.rows()
+
+
+def test_empty_batch():
+    b = StepBatch.from_rows([])
+    assert len(b) == 0
+    r = estimate(b, "milegpo", backend="torch")
+    assert r.advantages.shape == (0,)
+
+
+def _mutate(i, **changes):
+    rows = rows_ok()
+    rows[i] = {**rows[i], **changes}
+    return rows
+
+
+@pytest.mark.parametrize(
+    "rows, pattern",
+    [
+        (_mutate(1, next_state=7), r"row 1 \(traj 0, t 0\): next_state 7 differs from the state"),
+        (_mutate(3, next_state=9), r"row 3 .*successful trajectory must have next_state == SINK"),
+        (_mutate(0, next_state=SINK), r"row 0 .*failed trajectory ends in the success sink"),
+        (_mutate(2, state=SINK), r"row 2 .*sink .* is used as a state"),
+        (_mutate(0, t=2), r"row 0 \(traj 1, t 2\): step indices .* expected t=1"),
+        (_mutate(2, t=1), r"trajectory 1 has more than one row with t=1"),
+        (_mutate(1, t=-1), r"step indices"),
+        (_mutate(0, reward=float("nan")), r"row 0 .*reward is nan"),
+        (_mutate(0, reward=float("inf")), r"row 0 .*reward is inf"),
+        (_mutate(0, group=5), r"row 0 .*group differs"),
+        (_mutate(0, success=True), r"success differs"),
+    ],
+)
+def test_malformed_rows_name_the_row(rows, pattern):
+    with pytest.raises(BatchError, match=pattern):
+        StepBatch.from_rows(rows)
+
+
+def test_lengths_and_dtypes():
+    cols = {k: [r[k] for r in rows_ok()] for k in rows_ok()[0]}
+    bad = {**cols, "reward": cols["reward"][:3]}
+    with pytest.raises(BatchError, match="different lengths"):
+        StepBatch(**bad)
+    with pytest.raises(TypeError, match=r"StepBatch.state: expected an integer dtype"):
+        StepBatch(**{**cols, "state": np.asarray(cols["state"], dtype=np.float64)})
+    with pytest.raises(TypeError, match=r"StepBatch.success: expected bool"):
+        StepBatch(**{**cols, "success": [0.0, 1.0, 0.0, 1.0]})
+    with pytest.raises(TypeError, match=r"StepBatch.invalid: expected bool \(or 0/1\), row 1 holds 2"):
+        StepBatch(**{**cols, "invalid": [0, 2, 0, 0]})
+    with pytest.raises(TypeError, match="expected numbers"):
+        StepBatch(**{**cols, "group": ["a", "b", "c", "d"]})
+    with pytest.raises(ValueError, match="1-d"):
+        StepBatch(**{**cols, "traj": np.zeros((4, 1), dtype=np.int64)})
+    with pytest.raises(BatchError, match=r"row 2: missing key"):
+        StepBatch.from_rows(rows_ok()[:2] + [{"group": 0}])
+    with pytest.raises(BatchError, match=r"unknown key"):
+        StepBatch.from_rows([{**rows_ok()[0], "action": 3}])
+    # 0/1 integers are accepted for the bool fields
+    ok = StepBatch(**{**cols, "success": [0, 1, 0, 1], "invalid": [1, 0, 0, 0]})
+    assert ok.success.dtype == torch.bool
+
+
+def test_estimate_argument_errors():
+    b = StepBatch.from_rows(rows_ok())
+    with pytest.raises(ValueError, match="unknown credit method 'ppo'"):
+        estimate(b, "ppo")
+    with pytest.raises(ValueError, match="unknown MileGPO variant 'half'"):
+        estimate(b, "milegpo", variant="half")
+    with pytest.raises(ValueError, match="unknown credit backend 'jax'"):
+        estimate(b, "milegpo", backend="jax")
+    with pytest.raises(TypeError, match="config must be a CreditConfig"):
+        estimate(b, "milegpo", {"eta": 1.0})
+    with pytest.raises(TypeError, match="batch must be a StepBatch"):
+        estimate(rows_ok(), "milegpo")
+
+
+def test_config_errors_and_presets():
+    assert presets.ALFWORLD.norm == "mean_std" and presets.WEBSHOP.norm == "mean"
+    assert presets.WEBSHOP.eta == 1.0 and presets.WEBSHOP.kappa_bc == 1 and presets.WEBSHOP.rho == 0.5
+    assert presets.ALFWORLD.theta_m == 1.1 and presets.ALFWORLD.eta == 0.2
+    with pytest.raises(ValueError, match=r"unknown CreditConfig field\(s\) \['etaa'\]"):
+        presets.ALFWORLD.replace(etaa=0.1)
+    with pytest.raises(ValueError, match="omega must be in"):
+        CreditConfig(omega=1.5)
+    with pytest.raises(ValueError, match="norm must be one of"):
+        CreditConfig(norm="std")
+    with pytest.raises(ValueError, match="kappa_bc must be 0 or 1"):
+        CreditConfig(kappa_bc=2)
+    with pytest.raises(ValueError, match="min_node_support must be a whole number >= 1"):
+        CreditConfig(min_node_support=0)
+    with pytest.raises(TypeError, match="eta must be a number"):
+        CreditConfig(eta="0.2")
+    with pytest.raises(ValueError, match="c must be finite"):
+        CreditConfig(c=float("nan"))
+    with pytest.raises(TypeError):
+        CreditConfig(unknown=1)
