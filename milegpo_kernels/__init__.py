@@ -10,6 +10,7 @@ transformers or an environment.
 from .counting import DistinctCounts, count_distinct
 from .graph import INF, hop_distance, max_times_potential
 from .grouping import DenseIds, dense_ids, lexsort
+from .policy_loss import PolicyLossStats, fused_policy_loss, naive_policy_loss
 from .segment import (
     max_normalize,
     segment_count,
@@ -21,14 +22,17 @@ from .segment import (
 
 __all__ = [
     "INF",
+    "PolicyLossStats",
     "DenseIds",
     "DistinctCounts",
     "count_distinct",
     "dense_ids",
+    "fused_policy_loss",
     "hop_distance",
     "lexsort",
     "max_normalize",
     "max_times_potential",
+    "naive_policy_loss",
     "segment_count",
     "segment_max",
     "segment_normalize",

@@ -1,0 +1,191 @@
+"""Credit-assignment ops: Triton vs torch vs plain Python (pytest-benchmark).
+
+Run: ``pytest bench/test_kernels.py --benchmark-json=out.json`` and turn the json
+into a table with ``python scripts/bench_table.py out.json``.
+
+Inputs are rollout batches of realistic shape: groups of K=8 trajectories of T=50
+steps (16 groups = 6,400 rows, 160 = 64,000, 1,600 = 640,000), states drawn from 30
+64-bit keys per group along a noisy progress index (trajectories share and revisit
+states), about 40% of trajectories ending in the success sink ``(1 << 63) - 1``.
+The graph ops run on the rollout graph of that batch (distinct states as nodes,
+distinct transitions as edges, the sink as the target).
+
+Implementations (``impl``):
+- ``python``: the plain-Python references of tests/kernels/test_credit_ops.py on
+  lists (only up to 64,000 rows: too slow beyond);
+- ``torch``: the torch twins on CPU tensors;
+- ``torch_cuda`` / ``triton``: the torch twins / the Triton kernels on CUDA tensors
+  (only with a GPU; each call is followed by ``torch.cuda.synchronize()``).
+
+Before timing, every torch/triton result is checked against the torch twin on CPU
+(exact for integers, 1e-9 relative for float sums), so a wrong kernel fails
+instead of reporting a speed-up.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from milegpo_kernels import (  # noqa: E402
+    count_distinct,
+    dense_ids,
+    hop_distance,
+    max_normalize,
+    max_times_potential,
+    segment_normalize,
+    sibling_mean,
+)
+from tests.kernels.test_credit_ops import (  # noqa: E402
+    py_count_distinct,
+    py_dense_ids,
+    py_hop_distance,
+    py_max_normalize,
+    py_max_times_potential,
+    py_segment_normalize,
+    py_sibling_mean,
+)
+
+SINK = (1 << 63) - 1
+K, T, N_STATES = 8, 50, 30
+SIZES = [6_400, 64_000, 640_000]
+PYTHON_MAX_ROWS = 64_000
+HAS_CUDA = torch.cuda.is_available()
+IMPLS = ["python", "torch", "torch_cuda", "triton"]
+FACTOR = 0.9
+
+
+@functools.lru_cache(maxsize=None)
+def rollout(rows: int) -> dict[str, torch.Tensor]:
+    """One rollout batch of ``rows`` steps and its graph, as CPU tensors."""
+    n_groups = rows // (K * T)
+    rng = np.random.default_rng(rows)
+    group = np.repeat(np.arange(n_groups), K * T)
+    traj = np.repeat(np.arange(n_groups * K), T)
+    t = np.tile(np.arange(T), n_groups * K)
+    keys = rng.integers(-(2**63), 2**63 - 1, size=(n_groups, N_STATES), dtype=np.int64)
+    idx = np.clip(t * N_STATES // T + rng.integers(-3, 4, size=rows), 0, N_STATES - 1)
+    state = keys[group, idx]
+    success = (rng.random(n_groups * K) < 0.4)[traj]
+    next_state = np.roll(state, -1)
+    last = t == T - 1
+    next_state[last] = np.where(success[last], SINK, keys[group[last], N_STATES - 1])
+    d = {
+        "group": torch.from_numpy(group),
+        "traj": torch.from_numpy(traj),
+        "state": torch.from_numpy(state),
+        "next_state": torch.from_numpy(next_state),
+        "success": torch.from_numpy(success),
+        "reward": torch.from_numpy(rng.standard_normal(rows)),
+    }
+    # rollout graph: nodes (group, key) over states and next states, edges distinct transitions
+    nodes = dense_ids(torch.cat([d["group"], d["group"]]), torch.cat([d["state"], d["next_state"]]), backend="torch")
+    v = int(nodes.count)
+    node_of_state, node_of_next = nodes.ids[:rows], nodes.ids[rows:]
+    edges = dense_ids(d["group"], d["state"], d["next_state"], backend="torch")
+    src, dst = node_of_state[edges.is_first], node_of_next[edges.is_first]
+    node_key = torch.empty(v, dtype=torch.int64)
+    node_key[nodes.ids] = torch.cat([d["state"], d["next_state"]])
+    node_group = torch.empty(v, dtype=torch.int64)
+    node_group[nodes.ids] = torch.cat([d["group"], d["group"]])
+    seed = torch.where(torch.from_numpy(rng.random(v) < 0.05), torch.from_numpy(rng.random(v)), torch.zeros(v, dtype=torch.float64))
+    d.update(
+        num_nodes=torch.tensor(v), num_groups=torch.tensor(n_groups), node_of_state=node_of_state, src=src, dst=dst,
+        target=node_key == SINK, seed=seed, node_value=torch.from_numpy(rng.random(v)), node_group=node_group,
+        edge_value=torch.from_numpy(rng.standard_normal(src.shape[0])),
+    )
+    return d
+
+
+# op -> (argument builder from a rollout dict, python reference, public op)
+def _args(op: str, r: dict) -> tuple:
+    v, g = int(r["num_nodes"]), int(r["num_groups"])
+    return {
+        "dense_ids_nodes": lambda: (r["group"], r["state"]),
+        "dense_ids_edges": lambda: (r["group"], r["state"], r["next_state"]),
+        "count_distinct": lambda: (r["node_of_state"], r["traj"], r["success"], v),
+        "hop_distance": lambda: (r["src"], r["dst"], r["target"]),
+        "max_times_potential": lambda: (r["src"], r["dst"], r["seed"], FACTOR),
+        "segment_normalize": lambda: (r["reward"], r["node_of_state"], v),
+        "sibling_mean": lambda: (r["edge_value"], r["src"], v),
+        "max_normalize": lambda: (r["node_value"], r["node_group"], g),
+    }[op]()
+
+
+OPS = {
+    "dense_ids_nodes": (py_dense_ids, dense_ids),
+    "dense_ids_edges": (py_dense_ids, dense_ids),
+    "count_distinct": (py_count_distinct, count_distinct),
+    "hop_distance": (py_hop_distance, hop_distance),
+    "max_times_potential": (py_max_times_potential, max_times_potential),
+    "segment_normalize": (py_segment_normalize, segment_normalize),
+    "sibling_mean": (py_sibling_mean, sibling_mean),
+    "max_normalize": (py_max_normalize, max_normalize),
+}
+
+
+def _to(args, device):
+    return tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _as_list(x):
+    return x.tolist() if isinstance(x, torch.Tensor) else x
+
+
+def _check(op, got, want):
+    """got (any device) vs the CPU torch twin's result."""
+    if op.startswith("dense_ids"):
+        assert int(got.count) == int(want.count) and torch.equal(got.is_first.cpu(), want.is_first)
+        return
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for a, b in zip(got, want):
+        a = a.cpu()
+        if b.dtype.is_floating_point:
+            assert torch.allclose(a, b, rtol=1e-9, atol=1e-12), f"{op}: kernel result differs from the torch twin"
+        else:
+            assert torch.equal(a, b), f"{op}: kernel result differs from the torch twin"
+
+
+@pytest.mark.parametrize("rows", SIZES)
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    "op",
+    [pytest.param(op, marks=pytest.mark.benchmark(group=op)) for op in OPS],
+)
+def test_op(benchmark, op, impl, rows):
+    if impl == "python" and rows > PYTHON_MAX_ROWS:
+        pytest.skip(f"plain Python only up to {PYTHON_MAX_ROWS} rows")
+    if impl in ("torch_cuda", "triton") and not HAS_CUDA:
+        pytest.skip("needs CUDA")
+    r = rollout(rows)
+    py_fn, fn = OPS[op]
+    args = _args(op, r)
+    benchmark.extra_info.update(op=op, impl=impl, rows=rows)
+    benchmark.group = op
+    if impl == "python":
+        py_args = tuple(_as_list(a) for a in args)
+        benchmark.pedantic(py_fn, args=py_args, rounds=3, iterations=1, warmup_rounds=0)
+        return
+    device, backend = ("cpu", "torch") if impl == "torch" else ("cuda", "torch" if impl == "torch_cuda" else "triton")
+    dev_args = _to(args, device)
+    want = fn(*args, backend="torch")
+    _check(op, fn(*dev_args, backend=backend), want)  # also compiles the kernels
+
+    if device == "cuda":
+        def call():
+            out = fn(*dev_args, backend=backend)
+            torch.cuda.synchronize()
+            return out
+    else:
+        def call():
+            return fn(*dev_args, backend=backend)
+
+    benchmark.pedantic(call, rounds=5 if rows >= 640_000 else 20, iterations=1, warmup_rounds=1)

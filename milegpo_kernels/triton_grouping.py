@@ -1,0 +1,120 @@
+"""Triton kernels for state-key grouping: int64 tuples -> dense ids, no host sync.
+
+Design: an open-addressing hash table (linear probing) whose slots store a *row
+index* of the input, never a key value, so every int64 key (negative keys, the
+success sink ``(1 << 63) - 1``) is a legal key and ``-1`` can mark an empty slot.
+
+1. ``_insert_kernel``: every row hashes its tuple (splitmix64 over the columns) and
+   probes. ``atomic_cas(slot, -1, row)`` claims an empty slot; a slot already held by
+   row ``r`` is compared column by column against ``r``'s tuple (read from the input,
+   which no one writes, so no ordering question arises). Equal tuple: the row joins
+   that slot and ``atomic_min(slot, row)`` makes the slot end up holding the
+   *smallest* row of the tuple, whatever the race order. Different tuple: next slot.
+   The row records its slot.
+2. ``_resolve_kernel``: ``rep[row] = table[slot[row]]`` (the tuple's first row) and
+   ``first[row] = rep[row] == row``.
+3. ``rank = cumsum(first)`` (a device op) and ``ids = rank[rep] - 1``: ids are dense,
+   numbered in order of first occurrence, deterministic; ``count = rank[-1]`` stays
+   a 0-d device tensor.
+
+Capacity is static: the table has ``next_pow2(2 * M)`` slots (load factor <= 1/2)
+unless ``table_size`` (>= M, so that every distinct tuple fits) is given, e.g. a
+tiny one to force long collision chains in tests.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .grouping import DenseIds, _check_cols
+
+BLOCK = 1024
+EMPTY = tl.constexpr(-1)  # empty slot; slots hold row indices >= 0
+
+
+@triton.jit
+def _mix64(h):
+    # splitmix64 finaliser on uint64 (wrapping multiply, logical shifts)
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EB
+    return h ^ (h >> 31)
+
+
+@triton.jit
+def _insert_kernel(keys_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.constexpr, BLOCK: tl.constexpr):
+    """keys: (NCOLS, M) int64 row-major; table: (T,) int64 filled with -1; slot: (M,) int64 out."""
+    pid = tl.program_id(0).to(tl.int64)
+    rows = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    inb = rows < M
+    h = tl.full((BLOCK,), 0x2545F4914F6CDD1D, tl.uint64)
+    for c in tl.static_range(NCOLS):
+        col = tl.load(keys_ptr + c * M + rows, mask=inb, other=0)
+        h = _mix64(h ^ col.to(tl.uint64, bitcast=True))
+    t64 = T.to(tl.int64)
+    slot = (h % t64.to(tl.uint64)).to(tl.int64)
+    active = inb
+    n_active = tl.sum(active.to(tl.int32), axis=0)
+    while n_active > 0:
+        # inactive lanes compare against -2, which no slot ever holds: a plain read
+        cmp = tl.where(active, EMPTY, -2).to(tl.int64)
+        prev = tl.atomic_cas(table_ptr + slot, cmp, rows)
+        inserted = active & (prev == EMPTY)
+        taken = active & (prev != EMPTY)
+        other = tl.where(taken, prev, 0)
+        same = taken
+        for c in tl.static_range(NCOLS):
+            mine = tl.load(keys_ptr + c * M + rows, mask=taken, other=0)
+            theirs = tl.load(keys_ptr + c * M + other, mask=taken, other=0)
+            same = same & (mine == theirs)
+        tl.atomic_min(table_ptr + slot, rows, mask=same)
+        active = active & ~(inserted | same)
+        slot = tl.where(active, (slot + 1) % t64, slot)
+        n_active = tl.sum(active.to(tl.int32), axis=0)
+    tl.store(slot_ptr + rows, slot, mask=inb)
+
+
+@triton.jit
+def _resolve_kernel(table_ptr, slot_ptr, rep_ptr, first_ptr, M, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    rows = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    inb = rows < M
+    slot = tl.load(slot_ptr + rows, mask=inb, other=0)
+    rep = tl.load(table_ptr + slot, mask=inb, other=0)
+    tl.store(rep_ptr + rows, rep, mask=inb)
+    tl.store(first_ptr + rows, (rep == rows).to(tl.int64), mask=inb)
+
+
+def _table_size(m: int, table_size: int | None) -> int:
+    if table_size is None:
+        return max(16, triton.next_power_of_2(2 * m))
+    if table_size < max(m, 1):
+        raise ValueError(f"dense_ids: table_size must be >= the number of rows ({m}), got {table_size}")
+    return max(2, int(table_size))  # >= 2: a table of 1 would be specialised as a constant
+
+
+def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None) -> DenseIds:
+    """Dense ids of int64 tuples via a GPU hash table (see the module docstring).
+
+    cols: each (M,) int64 on one device. Ids are numbered in order of first
+    occurrence (not in sorted order like the torch twin); ``is_first`` marks the
+    first occurrence of each tuple. table_size: hash table slots (>= M); default
+    ``next_pow2(2 M)``.
+    """
+    m = _check_cols(cols)
+    device = cols[0].device
+    if m == 0:
+        empty = torch.empty(0, dtype=torch.int64, device=device)
+        return DenseIds(empty, torch.zeros((), dtype=torch.int64, device=device), empty.bool())
+    t = _table_size(m, table_size)
+    keys = torch.stack([c.contiguous() for c in cols])  # (NCOLS, M)
+    table = torch.full((t,), EMPTY.value, dtype=torch.int64, device=device)
+    slot = torch.empty(m, dtype=torch.int64, device=device)
+    grid = (triton.cdiv(m, BLOCK),)
+    _insert_kernel[grid](keys, table, slot, m, t, NCOLS=len(cols), BLOCK=BLOCK)
+    rep = torch.empty(m, dtype=torch.int64, device=device)
+    first = torch.empty(m, dtype=torch.int64, device=device)
+    _resolve_kernel[grid](table, slot, rep, first, m, BLOCK=BLOCK)
+    rank = torch.cumsum(first, 0)
+    return DenseIds(rank[rep] - 1, rank[-1], first.bool())

@@ -1,0 +1,294 @@
+"""Triton kernels for segment reductions: normalisation, sibling means, max-normalisation.
+
+Each op is a scatter pass that accumulates per-segment statistics with atomics,
+then an elementwise pass that gathers them back and applies the torch twin's
+formula term by term (same operations, same order, scalars in x's dtype), so
+only the float sums can differ from the twin, in their last bits (atomics land
+in any order). Counts are int64 atomics (exact), maxima and minima are atomics on
+an order-preserving integer image of the float bits (exact), so the twin's
+"all values equal" rule (``max - min <= 1e-12 * max(|max|, |min|, 1)``) gives the
+same exact zeros.
+
+Order-preserving image: for IEEE bits ``b`` read as a signed int, ``b`` itself when
+``b >= 0`` (non-negative floats order like their bits), ``b ^ 0x7ff..f`` when
+``b < 0`` (flips the magnitude of negative floats); the map is its own inverse.
+
+Rows whose ``seg`` lies outside ``[0, num_segments)`` are skipped (the torch twin
+raises on them; checking here would need a host sync).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .segment import EQUAL_TOL, NORM_MODES, SINGLETON_MODES, _check_seg
+
+BLOCK = 1024
+_BITS = {torch.float64: torch.int64, torch.float32: torch.int32}
+
+
+@triton.jit
+def _ordered(bits, IS64: tl.constexpr):
+    if IS64:
+        flipped = bits ^ 0x7FFFFFFFFFFFFFFF
+    else:
+        flipped = bits ^ 0x7FFFFFFF
+    return tl.where(bits >= 0, bits, flipped)
+
+
+@triton.jit
+def _rows(M, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    return pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+
+
+# ---------------------------------------------------------------------------
+# segment_normalize
+# ---------------------------------------------------------------------------
+
+
+@triton.jit
+def _norm_stats_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, max_ptr, min_ptr, M, S,
+                       IS64: tl.constexpr, BLOCK: tl.constexpr):
+    """cnt += 1, sum += x, max/min of the ordered int image of x, per segment."""
+    rows = _rows(M, BLOCK)
+    inb = rows < M
+    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
+    ok = inb & (seg >= 0) & (seg < S)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+    tl.atomic_add(cnt_ptr + seg, tl.full((BLOCK,), 1, tl.int64), mask=ok)
+    tl.atomic_add(sum_ptr + seg, x, mask=ok)
+    key = _ordered(x.to(max_ptr.dtype.element_ty, bitcast=True), IS64)
+    tl.atomic_max(max_ptr + seg, key, mask=ok)
+    tl.atomic_min(min_ptr + seg, key, mask=ok)
+
+
+@triton.jit
+def _norm_var_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, M, S, BLOCK: tl.constexpr):
+    """sq += (x - mean)^2 per segment."""
+    rows = _rows(M, BLOCK)
+    inb = rows < M
+    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
+    ok = inb & (seg >= 0) & (seg < S)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+    n = tl.load(cnt_ptr + seg, mask=ok, other=1)
+    total = tl.load(sum_ptr + seg, mask=ok, other=0.0)
+    mean = total / tl.maximum(n, 1).to(x.dtype)
+    dev = x - mean
+    tl.atomic_add(sq_ptr + seg, dev * dev, mask=ok)
+
+
+@triton.jit
+def _norm_out_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, max_ptr, min_ptr, par_ptr, out_ptr, M, S,
+                     MEAN_STD: tl.constexpr, UNIT: tl.constexpr, IS64: tl.constexpr, BLOCK: tl.constexpr):
+    """par: (3,) in x's dtype = (eps, 1 + eps, EQUAL_TOL)."""
+    rows = _rows(M, BLOCK)
+    inb = rows < M
+    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
+    ok = inb & (seg >= 0) & (seg < S)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=inb, other=0.0)
+    eps = tl.load(par_ptr)
+    one_eps = tl.load(par_ptr + 1)
+    tol = tl.load(par_ptr + 2)
+    n = tl.load(cnt_ptr + seg, mask=ok, other=1)
+    total = tl.load(sum_ptr + seg, mask=ok, other=0.0)
+    mean = total / tl.maximum(n, 1).to(x.dtype)
+    dev = x - mean
+    if MEAN_STD:
+        sq = tl.load(sq_ptr + seg, mask=ok, other=0.0)
+        var = sq / tl.maximum(n - 1, 1).to(x.dtype)
+        if IS64:
+            std = tl.sqrt(var)  # sqrt.rn.f64: correctly rounded, like torch
+        else:
+            std = tl.sqrt_rn(var)
+        out = dev / (std + eps)
+    else:
+        out = dev
+    mx = _ordered(tl.load(max_ptr + seg, mask=ok, other=0), IS64).to(x.dtype, bitcast=True)
+    mn = _ordered(tl.load(min_ptr + seg, mask=ok, other=0), IS64).to(x.dtype, bitcast=True)
+    scale = tl.maximum(tl.maximum(tl.abs(mx), tl.abs(mn)), 1.0)
+    equal = (mx - mn) <= tol * scale
+    out = tl.where(equal, 0.0, out)
+    if UNIT:
+        if MEAN_STD:
+            single = x / one_eps
+        else:
+            single = x
+    else:
+        single = tl.zeros_like(x)
+    out = tl.where(n == 1, single, out)
+    tl.store(out_ptr + rows, out, mask=inb)
+
+
+def _check_float(x, name):
+    if x.dtype not in _BITS or x.dim() != 1:
+        raise TypeError(f"{name}: x must be (M,) float32 or float64 on the triton path, got {x.dtype} {tuple(x.shape)}")
+
+
+def segment_normalize_triton(x, seg, num_segments: int, mode: str = "mean_std", eps: float = 1e-6,
+                             singleton: str = "zero") -> torch.Tensor:
+    """Normalise x inside its segment; same contract as
+    :func:`milegpo_kernels.segment.segment_normalize_torch`. x: (M,) float; seg: (M,) int64."""
+    _check_seg(x, seg, num_segments, "segment_normalize")
+    if mode not in NORM_MODES:
+        raise ValueError(f"segment_normalize: mode must be one of {NORM_MODES}, got {mode!r}")
+    if singleton not in SINGLETON_MODES:
+        raise ValueError(f"segment_normalize: singleton must be one of {SINGLETON_MODES}, got {singleton!r}")
+    _check_float(x, "segment_normalize")
+    m = x.shape[0]
+    out = torch.empty_like(x)
+    if m == 0:
+        return out
+    dev, ity = x.device, _BITS[x.dtype]
+    x, seg = x.contiguous(), seg.contiguous()
+    s = max(num_segments, 1)
+    cnt = torch.zeros(s, dtype=torch.int64, device=dev)
+    tot = torch.zeros(s, dtype=x.dtype, device=dev)
+    sq = torch.zeros(s, dtype=x.dtype, device=dev)
+    mx = torch.full((s,), torch.iinfo(ity).min, dtype=ity, device=dev)
+    mn = torch.full((s,), torch.iinfo(ity).max, dtype=ity, device=dev)
+    par = torch.full((3,), eps, dtype=x.dtype, device=dev)  # fill kernels, no host->device copy
+    par[1:2].fill_(1.0 + eps)
+    par[2:3].fill_(EQUAL_TOL)
+    is64 = x.dtype == torch.float64
+    grid = (triton.cdiv(m, BLOCK),)
+    _norm_stats_kernel[grid](x, seg, cnt, tot, mx, mn, m, num_segments, IS64=is64, BLOCK=BLOCK)
+    if mode == "mean_std":
+        _norm_var_kernel[grid](x, seg, cnt, tot, sq, m, num_segments, BLOCK=BLOCK)
+    _norm_out_kernel[grid](x, seg, cnt, tot, sq, mx, mn, par, out, m, num_segments,
+                           MEAN_STD=mode == "mean_std", UNIT=singleton == "unit", IS64=is64, BLOCK=BLOCK)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# sibling_mean
+# ---------------------------------------------------------------------------
+
+
+@triton.jit
+def _sum_count_kernel(x_ptr, seg_ptr, valid_ptr, sum_ptr, cnt_ptr, M, S, HAS_VALID: tl.constexpr,
+                      BLOCK: tl.constexpr):
+    rows = _rows(M, BLOCK)
+    inb = rows < M
+    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
+    ok = inb & (seg >= 0) & (seg < S)
+    if HAS_VALID:
+        ok = ok & (tl.load(valid_ptr + rows, mask=ok, other=0) != 0)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+    tl.atomic_add(sum_ptr + seg, x, mask=ok)
+    tl.atomic_add(cnt_ptr + seg, tl.full((BLOCK,), 1, tl.int64), mask=ok)
+
+
+@triton.jit
+def _sibling_out_kernel(x_ptr, seg_ptr, valid_ptr, sum_ptr, cnt_ptr, mean_ptr, n_ptr, M, S,
+                        HAS_VALID: tl.constexpr, BLOCK: tl.constexpr):
+    rows = _rows(M, BLOCK)
+    inb = rows < M
+    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
+    ok = inb & (seg >= 0) & (seg < S)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=inb, other=0.0)
+    total = tl.load(sum_ptr + seg, mask=ok, other=0.0)
+    n = tl.load(cnt_ptr + seg, mask=ok, other=0)
+    others = tl.maximum(n - 1, 1).to(x.dtype)
+    mean = tl.where(n > 1, (total - x) / others, 0.0)
+    if HAS_VALID:
+        valid = tl.load(valid_ptr + rows, mask=inb, other=0) != 0
+        mean = tl.where(valid, mean, 0.0)
+    tl.store(mean_ptr + rows, mean, mask=inb)
+    tl.store(n_ptr + rows, n, mask=inb)
+
+
+def _valid_arg(valid, x):
+    if valid is None:
+        return x, False  # dummy pointer, never read
+    if valid.dtype != torch.bool or valid.shape != x.shape:
+        raise TypeError(f"valid must be a bool tensor of shape {tuple(x.shape)}, got {valid.dtype} {tuple(valid.shape)}")
+    return valid.contiguous().view(torch.int8), True
+
+
+def sibling_mean_triton(x, seg, num_segments: int, valid=None):
+    """Mean of x over the other valid elements of each element's segment; same
+    contract as :func:`milegpo_kernels.segment.sibling_mean_torch`.
+    Returns (mean (M,) x.dtype, n (M,) int64)."""
+    _check_seg(x, seg, num_segments, "sibling_mean")
+    _check_float(x, "sibling_mean")
+    m = x.shape[0]
+    mean = torch.empty_like(x)
+    n = torch.empty(m, dtype=torch.int64, device=x.device)
+    if m == 0:
+        return mean, n
+    x, seg = x.contiguous(), seg.contiguous()
+    v, has_valid = _valid_arg(valid, x)
+    s = max(num_segments, 1)
+    tot = torch.zeros(s, dtype=x.dtype, device=x.device)
+    cnt = torch.zeros(s, dtype=torch.int64, device=x.device)
+    grid = (triton.cdiv(m, BLOCK),)
+    _sum_count_kernel[grid](x, seg, v, tot, cnt, m, num_segments, HAS_VALID=has_valid, BLOCK=BLOCK)
+    _sibling_out_kernel[grid](x, seg, v, tot, cnt, mean, n, m, num_segments, HAS_VALID=has_valid, BLOCK=BLOCK)
+    return mean, n
+
+
+# ---------------------------------------------------------------------------
+# max_normalize
+# ---------------------------------------------------------------------------
+
+
+@triton.jit
+def _seg_max_kernel(x_ptr, seg_ptr, valid_ptr, max_ptr, M, S, HAS_VALID: tl.constexpr, BLOCK: tl.constexpr):
+    """max over the int bits of x, from 0: only non-negative x can raise it."""
+    rows = _rows(M, BLOCK)
+    inb = rows < M
+    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
+    ok = inb & (seg >= 0) & (seg < S)
+    if HAS_VALID:
+        ok = ok & (tl.load(valid_ptr + rows, mask=ok, other=0) != 0)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+    tl.atomic_max(max_ptr + seg, x.to(max_ptr.dtype.element_ty, bitcast=True), mask=ok)
+
+
+@triton.jit
+def _max_out_kernel(x_ptr, seg_ptr, valid_ptr, max_ptr, out_ptr, M, S, HAS_VALID: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    rows = _rows(M, BLOCK)
+    inb = rows < M
+    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
+    ok = inb & (seg >= 0) & (seg < S)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=inb, other=0.0)
+    mx = tl.load(max_ptr + seg, mask=ok, other=0).to(x.dtype, bitcast=True)
+    pos = mx > 0
+    out = tl.where(pos, x / tl.where(pos, mx, 1.0), 0.0)
+    if HAS_VALID:
+        valid = tl.load(valid_ptr + rows, mask=inb, other=0) != 0
+        out = tl.where(valid, out, 0.0)
+    tl.store(out_ptr + rows, out, mask=inb)
+
+
+def max_normalize_triton(x, seg, num_segments: int, valid=None) -> torch.Tensor:
+    """x / (max of x over its segment's valid elements), 0 where that max is not
+    positive; same contract as :func:`milegpo_kernels.segment.max_normalize_torch`.
+
+    The max starts at 0 and is taken on the int bit pattern of x (order-preserving
+    for x >= 0; negative x never raise it, which gives the twin's result: a
+    segment whose max is <= 0 maps to 0)."""
+    _check_seg(x, seg, num_segments, "max_normalize")
+    _check_float(x, "max_normalize")
+    m = x.shape[0]
+    out = torch.empty_like(x)
+    if m == 0:
+        return out
+    x, seg = x.contiguous(), seg.contiguous()
+    v, has_valid = _valid_arg(valid, x)
+    mx = torch.zeros(max(num_segments, 1), dtype=_BITS[x.dtype], device=x.device)
+    grid = (triton.cdiv(m, BLOCK),)
+    _seg_max_kernel[grid](x, seg, v, mx, m, num_segments, HAS_VALID=has_valid, BLOCK=BLOCK)
+    _max_out_kernel[grid](x, seg, v, mx, out, m, num_segments, HAS_VALID=has_valid, BLOCK=BLOCK)
+    return out

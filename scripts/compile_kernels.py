@@ -1,0 +1,176 @@
+"""Compile every Triton kernel variant the project launches for an H100/H200 (sm_90), on a
+machine without a GPU: Triton's front end plus ptxas, no driver needed.
+
+Step 1 (``--record``, under TRITON_INTERPRET=1): run every public op on small inputs and
+record each kernel launch's argument types and constexpr values.
+Step 2 (default): replay those signatures through ``triton.compile`` for sm_90.
+The interpreter runs kernels as Python and so misses errors of compiled mode (a Python
+global read inside a kernel, an unsupported op, a type clash); this catches them.
+
+    python scripts/compile_kernels.py            # both steps, exit 1 on any failure
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+MODULES = [
+    "milegpo_kernels.triton_grouping",
+    "milegpo_kernels.triton_counting",
+    "milegpo_kernels.triton_graph",
+    "milegpo_kernels.triton_segment",
+    "milegpo_kernels.policy_loss.fused",
+]
+
+
+def _type_of(value) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        names = {torch.float32: "fp32", torch.float64: "fp64", torch.bfloat16: "bf16", torch.float16: "fp16",
+                 torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8", torch.bool: "i1"}
+        return "*" + names[value.dtype]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -(2**31) <= value < 2**31 else "i64"
+    if isinstance(value, float):
+        return "fp32"
+    raise TypeError(f"cannot type argument {value!r}")
+
+
+def record(path: str) -> None:
+    import importlib
+
+    import torch
+
+    launches: dict[str, dict] = {}
+
+    class Recorder:
+        def __init__(self, module, name, kernel):
+            self.module, self.name, self.kernel = module, name, kernel
+
+        def __call__(self, *args, **kwargs):  # a @triton.jit helper called from inside a kernel
+            return self.kernel(*args, **kwargs)
+
+        def __getitem__(self, grid):
+            launch = self.kernel[grid]
+
+            def run(*args, **kwargs):
+                fn = self.kernel.fn
+                import inspect
+
+                params = list(inspect.signature(fn).parameters)
+                bound = dict(zip(params, args))
+                bound.update(kwargs)
+                annotations = fn.__annotations__
+                sig, const = {}, {}
+                for p in params:
+                    if "constexpr" in str(annotations.get(p, "")):
+                        sig[p] = "constexpr"
+                        const[p] = bound[p]
+                    else:
+                        sig[p] = _type_of(bound[p])
+                key = f"{self.module}.{self.name}:" + json.dumps([sig, const], sort_keys=True, default=str)
+                launches[key] = {"module": self.module, "kernel": self.name, "signature": sig, "constexprs": const}
+                return launch(*args, **kwargs)
+
+            return run
+
+    for mod_name in MODULES:
+        mod = importlib.import_module(mod_name)
+        for name in dir(mod):
+            obj = getattr(mod, name)
+            if type(obj).__name__ == "InterpretedFunction":
+                setattr(mod, name, Recorder(mod_name, name, obj))
+
+    from milegpo_kernels import (count_distinct, dense_ids, fused_policy_loss, hop_distance, max_normalize,
+                                 max_times_potential, segment_normalize, sibling_mean)
+
+    tb = {"backend": "triton"}
+    gen = torch.Generator().manual_seed(0)
+    n = 300
+    a = torch.randint(0, 5, (n,), generator=gen)
+    b = torch.randint(-50, 50, (n,), generator=gen)
+    c = torch.randint(-50, 50, (n,), generator=gen)
+    dense_ids(a, **tb), dense_ids(a, b, **tb), dense_ids(a, b, c, **tb)
+    count_distinct(a, b, b > 0, 5, **tb)
+    src, dst = torch.randint(0, 40, (n,), generator=gen), torch.randint(0, 40, (n,), generator=gen)
+    hop_distance(src, dst, torch.arange(40) == 3, **tb)
+    for dt in (torch.float64, torch.float32):
+        x = torch.rand(n, generator=gen, dtype=torch.float64).to(dt)
+        max_times_potential(src, dst, torch.rand(40, generator=gen, dtype=torch.float64).to(dt), 0.5, **tb)
+        max_times_potential(src, dst, torch.rand(40, 2, generator=gen, dtype=torch.float64).to(dt), 0.5, **tb)
+        for mode in ("mean_std", "mean"):
+            for single in ("zero", "unit"):
+                segment_normalize(x, a, 5, mode, 1e-6, single, **tb)
+        for valid in (None, b > 0):
+            sibling_mean(x, a, 5, valid, **tb)
+            max_normalize(x.abs(), a, 5, valid, **tb)
+    B, T, H, V = 2, 5, 16, 67
+    for dt in (torch.float32, torch.bfloat16):
+        for adv_shape in ((B,), (B, T)):
+            for old, ref, beta, delta, bias in ((False, False, 0.0, None, False), (True, True, 0.04, 2.0, True)):
+                hidden = torch.randn(B, T, H, generator=gen).to(dt).requires_grad_()
+                weight = torch.randn(V, H, generator=gen).to(dt).requires_grad_()
+                ids = torch.randint(0, V, (B, T), generator=gen)
+                mask = torch.ones(B, T)
+                mask[0, -1] = 0
+                adv = torch.randn(*adv_shape, generator=gen)
+                loss, _ = fused_policy_loss(
+                    hidden, weight, ids, mask, adv,
+                    torch.randn(B, T, generator=gen) - 3 if old else None,
+                    torch.randn(B, T, generator=gen) - 3 if ref else None,
+                    bias=torch.randn(V, generator=gen).to(dt).requires_grad_() if bias else None,
+                    beta=beta, delta=delta, backend="triton", vocab_chunk=32)
+                loss.backward()
+    with open(path, "w") as f:
+        json.dump(list(launches.values()), f, indent=1, default=str)
+    print(f"recorded {len(launches)} distinct kernel launches")
+
+
+def compile_all(path: str) -> int:
+    import importlib
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    target = GPUTarget("cuda", 90, 32)
+    failures = 0
+    with open(path) as f:
+        launches = json.load(f)
+    for item in launches:
+        fn = getattr(importlib.import_module(item["module"]), item["kernel"])
+        name = f"{item['kernel']} {item['constexprs']} {sorted(set(item['signature'].values()) - {'constexpr'})}"
+        try:
+            k = triton.compile(ASTSource(fn=fn, signature=item["signature"], constexprs=item["constexprs"]),
+                               target=target)
+            print(f"OK   {name}  ({len(k.asm['cubin'])} B cubin)")
+        except Exception as e:  # report every failure, then exit non-zero
+            failures += 1
+            print(f"FAIL {name}: {type(e).__name__}: {str(e)[:2000]}")
+    print(f"{len(launches) - failures} of {len(launches)} kernel variants compiled for sm_90")
+    return 1 if failures else 0
+
+
+def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--record":
+        record(sys.argv[2])
+        return 0
+    if len(sys.argv) > 2 and sys.argv[1] == "--compile":
+        return compile_all(sys.argv[2])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "launches.json")
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        subprocess.run([sys.executable, __file__, "--record", path], check=True, env=env)
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        return subprocess.run([sys.executable, __file__, "--compile", path], env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

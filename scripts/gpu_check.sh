@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# GPU check: compiled Triton kernels' tests and the benchmarks, within ~8 minutes.
+#
+# Usage (from anywhere, on a CUDA machine with the project's deps installed; no network):
+#   OUT=/some/dir bash scripts/gpu_check.sh
+# Writes to $OUT (default ./gpu_out):
+#   gpu_results.md       summary: device, test outcomes, benchmark tables with ratios
+#   gpu_info.txt         nvidia-smi / torch / triton versions
+#   tests_*.log|xml      pytest output and junit xml of each test run
+#   bench_<file>.json    pytest-benchmark json of each bench/test_*.py
+#   bench_<file>.log     its pytest output
+# Every step has its own timeout and the script keeps a total budget, so one slow or
+# hanging step cannot eat the others; the exit status is non-zero if a test run failed.
+set -u
+
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu_out}"
+mkdir -p "$OUT"
+BUDGET_S="${BUDGET_S:-470}"            # whole script, seconds (< 8 minutes)
+if python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  export TRITON_INTERPRET=0            # compiled kernels, not the interpreter (tests/conftest.py defaults it to 1)
+else
+  echo "WARNING: no CUDA device: dry run with Triton's interpreter, GPU-only columns skipped"
+  export TRITON_INTERPRET=1
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # the working tree, installed or not
+export PYTHONDONTWRITEBYTECODE=1
+PYTEST=(python -m pytest -p no:cacheprovider -q -rfEs)
+status=0
+
+left() { echo $(( BUDGET_S - SECONDS )); }
+step_timeout() {  # min(wanted, time left - 20 s reserve), at least 10
+  local want=$1 l; l=$(( $(left) - 20 ))
+  (( l < want )) && want=$l
+  (( want < 10 )) && want=10
+  echo "$want"
+}
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 || echo "nvidia-smi unavailable"
+  python - <<'EOF' 2>&1
+import torch, triton
+print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())
+print("triton", triton.__version__)
+if torch.cuda.is_available():
+    print("device", torch.cuda.get_device_name(0))
+EOF
+} > "$OUT/gpu_info.txt"
+cat "$OUT/gpu_info.txt"
+
+run_tests() {  # name, timeout, pytest args...
+  local name=$1 t; t=$(step_timeout "$2"); shift 2
+  echo "== tests: $name (timeout ${t}s)"
+  timeout --kill-after=10 "$t" "${PYTEST[@]}" --junitxml="$OUT/tests_$name.xml" "$@" > "$OUT/tests_$name.log" 2>&1
+  local rc=$?
+  tail -n 5 "$OUT/tests_$name.log"
+  # 5 = nothing collected (e.g. no test marked gpu outside tests/kernels): not a failure
+  if (( rc != 0 && rc != 5 )); then status=1; fi
+  echo "$name rc=$rc" >> "$OUT/tests_rc.txt"
+}
+
+: > "$OUT/tests_rc.txt"
+# 1. kernel tests: every file in tests/kernels (credit ops, policy loss, ...) on CUDA
+run_tests kernels 170 tests/kernels
+# 2. anything else marked gpu (e.g. end-to-end estimate(..., backend="triton"))
+run_tests gpu_marked 60 tests -m gpu --ignore=tests/kernels
+
+# 3. benchmarks: each bench file separately, its own json; kernels and the fused loss
+#    first, then any other suite in bench/ while the budget lasts
+benches=()
+for f in bench/test_kernels.py bench/test_policy_loss.py bench/test_*.py; do
+  [ -e "$f" ] || continue
+  [[ " ${benches[*]} " == *" $f "* ]] || benches+=("$f")
+done
+for f in "${benches[@]}"; do
+  name=$(basename "$f" .py)
+  if (( $(left) < 40 )); then echo "$name: skipped, budget spent" | tee -a "$OUT/bench_skipped.txt"; continue; fi
+  case "$name" in test_kernels) want=150 ;; test_policy_loss) want=120 ;; *) want=90 ;; esac
+  t=$(step_timeout "$want")
+  echo "== bench: $name (timeout ${t}s)"
+  timeout --kill-after=10 "$t" "${PYTEST[@]}" "$f" --benchmark-only --benchmark-json="$OUT/bench_$name.json" \
+    --benchmark-columns=median,min,rounds > "$OUT/bench_$name.log" 2>&1
+  rc=$?
+  tail -n 3 "$OUT/bench_$name.log"
+  echo "$name rc=$rc" >> "$OUT/bench_rc.txt"
+done
+
+# 4. the summary
+{
+  echo "# GPU check"
+  echo
+  echo '```'
+  cat "$OUT/gpu_info.txt"
+  echo '```'
+  echo
+  echo "## Tests"
+  echo
+  echo "exit codes (124 = timed out, 5 = nothing collected): $(tr '\n' ' ' < "$OUT/tests_rc.txt")"
+  echo
+  for x in "$OUT"/tests_*.log; do
+    [ -e "$x" ] || continue
+    echo "- \`$(basename "$x" .log)\`: $(grep -E '(passed|failed|error|deselected|no tests ran)' "$x" | tail -n 1)"
+    grep -E '^(FAILED|ERROR) ' "$x" | head -n 20 | sed 's/^/    - /'
+  done
+  echo
+  echo "## Benchmarks"
+  echo
+  [ -e "$OUT/bench_rc.txt" ] && sed 's/^/- /' "$OUT/bench_rc.txt" && echo
+  [ -e "$OUT/bench_skipped.txt" ] && sed 's/^/- /' "$OUT/bench_skipped.txt" && echo
+  shopt -s nullglob
+  jsons=("$OUT"/bench_*.json)
+  if (( ${#jsons[@]} )); then python scripts/bench_table.py "${jsons[@]}"; else echo "_no benchmark json_"; fi
+  echo
+  echo "_total ${SECONDS}s_"
+} > "$OUT/gpu_results.md"
+echo "wrote $OUT/gpu_results.md (${SECONDS}s)"
+exit $status

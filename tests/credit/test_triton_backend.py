@@ -1,0 +1,59 @@
+"""estimate(..., backend="triton") equals the plain-Python reference for every method,
+variant and preset. On CPU the Triton kernels run under Triton's interpreter
+(tests/conftest.py sets TRITON_INTERPRET=1), so shapes stay small here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from milegpo.credit import SINK, estimate, presets
+from milegpo.credit.synthetic import paths_batch
+from milegpo_kernels._backend import interpreter_on
+
+from .batches import make_batch
+from .test_estimate import compare
+
+pytestmark = pytest.mark.skipif(not (interpreter_on() or torch.cuda.is_available()),
+                                reason="needs a GPU or TRITON_INTERPRET=1")
+
+
+@pytest.mark.parametrize("seed, kwargs", [
+    (0, dict(n_groups=2, k=4, horizon=8)),
+    (1, dict(n_groups=3, k=5, horizon=12, n_states=3, p_self=0.6)),
+    (2, dict(n_groups=2, k=6, horizon=6, mode="all_fail")),
+    (3, dict(n_groups=2, k=4, horizon=6, mode="all_success")),
+    (4, dict(n_groups=4, k=1, horizon=5)),
+    (5, dict(n_groups=2, k=4, horizon=4, one_step=True)),
+])
+def test_triton_matches_reference(seed, kwargs):
+    compare(make_batch(seed, **kwargs), backend="triton")
+
+
+def test_triton_equal_branch_margins_and_exact_zero():
+    paths = []
+    for x in (1, 2, 3):
+        paths += [(0, [100, x, SINK])] * 3 + [(0, [100, x])] * 4
+    compare(paths_batch(paths, shuffle_seed=1), backend="triton")
+    same = paths_batch([(0, [11, 12, 13, SINK])] * 6, rewards={k: [0.0, 0.0, 9.025] for k in range(6)})
+    for method in ("grpo", "gigpo", "graphgpo", "milegpo"):
+        r = estimate(same, method, presets.ALFWORLD, backend="triton")
+        assert torch.equal(r.advantages, torch.zeros(len(same), dtype=torch.float64))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.gpu
+def test_cuda_estimate_makes_no_host_sync():
+    from milegpo.credit.synthetic import benchmark_batch
+
+    batch = benchmark_batch(n_groups=16).to("cuda")
+    estimate(batch, "milegpo", presets.ALFWORLD, backend="auto")  # warm-up: compile the kernels
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for method in ("grpo", "gigpo", "graphgpo", "milegpo"):
+            result = estimate(batch, method, presets.ALFWORLD, backend="auto")
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    ref = estimate(batch.to("cpu"), "milegpo", presets.ALFWORLD, backend="torch")
+    torch.testing.assert_close(result.advantages.cpu(), ref.advantages, atol=1e-9, rtol=1e-9)
