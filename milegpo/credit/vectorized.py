@@ -64,6 +64,12 @@ class LazyNodes(Mapping):
         return len(self._padded)
 
 
+def _capacity(count: torch.Tensor, bound: int, static: bool) -> int:
+    """Array size for ``count`` items: the static bound (no host sync: the GPU path), or the
+    count itself (on the host reading it is free, and smaller arrays are faster)."""
+    return bound if static else int(count)
+
+
 def discounted_returns(reward: torch.Tensor, same_next: torch.Tensor, gamma: float) -> torch.Tensor:
     """R_t = reward_t + gamma * R_{t+1} inside each trajectory (GiGPO step return).
 
@@ -88,9 +94,14 @@ def discounted_returns(reward: torch.Tensor, same_next: torch.Tensor, gamma: flo
 
 
 def estimate_vectorized(
-    batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str = "torch"
+    batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str = "torch",
+    static_shapes: bool | None = None,
 ) -> CreditResult:
+    """See :func:`milegpo.credit.estimate`. ``static_shapes``: size per-node / per-edge /
+    per-group arrays by their static bounds (2N, N, N) instead of the real counts; the
+    default is True on CUDA (no host sync) and False on CPU (smaller arrays)."""
     ops = {"backend": backend}
+    static = batch.device.type == "cuda" if static_shapes is None else static_shapes
     cfg = config
     n = len(batch)
     dev = batch.device
@@ -109,68 +120,83 @@ def estimate_vectorized(
     same_next[:-1] = tr[1:] == tr[:-1]
     last = ~same_next
 
-    gid = dense_ids(g_raw, **ops).ids
+    group_ids = dense_ids(g_raw, **ops)
+    gid = group_ids.ids
+    gcap = _capacity(group_ids.count, n, static)
     # rows are in (traj, t) order: trajectory ids are the run numbers of traj
-    tid = torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64, device=dev), same_next[:-1].logical_not().to(
-        torch.int64)]), 0)
+    first = torch.ones(n, dtype=torch.bool, device=dev)
+    first[1:] = last[:-1]
+    tid = torch.cumsum(first.to(torch.int64), 0) - 1
 
     def unsort(x: torch.Tensor) -> torch.Tensor:
         return torch.empty_like(x).scatter_(0, order, x)
 
     # Episode term: Z = sum of the trajectory's rewards - invalid penalty (eq. 22)
-    traj_return = segment_sum(rew, tid, n)
+    traj_return = segment_sum(rew, tid, _capacity(tid[-1] + 1, n, static))
     z = traj_return.index_select(0, tid) - cfg.invalid_penalty * inv.to(F64)
-    ez = segment_normalize(z, gid, n, cfg.norm, cfg.norm_eps, "unit", **ops)
+    ez = segment_normalize(z, gid, gcap, cfg.norm, cfg.norm_eps, "unit", **ops)
     rows: dict[str, torch.Tensor] = {"episode_score": z, "episode_adv": ez}
 
     if method == "grpo":
         return _finish(batch, method, config, variant, backend, ez, rows, {}, None, unsort)
 
     if method == "gigpo":
-        step_seg = dense_ids(gid, s, **ops).ids
+        step_seg = dense_ids(gid, s, **ops)
         ret = discounted_returns(rew, same_next, cfg.gamma)
-        step_adv = segment_normalize(ret, step_seg, n, cfg.norm, cfg.norm_eps, "zero", **ops)
+        step_cap = _capacity(step_seg.count, n, static)
+        step_adv = segment_normalize(ret, step_seg.ids, step_cap, cfg.norm, cfg.norm_eps, "zero", **ops)
         rows.update(step_return=ret, step_adv=step_adv)
         adv = ez + cfg.step_weight * step_adv
         return _finish(batch, method, config, variant, backend, adv, rows, {}, None, unsort)
 
     # ---------------------------------------------------------------- the graph
-    vcap = 2 * n
-    inc_gid = torch.cat([gid, gid])
-    inc_key = torch.cat([s, ns])
+    # Node incidences: every row's state, plus the next_state of the rows whose
+    # next_state is not the next row's state: the last rows (all rows on the GPU
+    # layout, where selecting the last rows would need a host sync; the extra
+    # incidences repeat nodes already there and change no node set or count).
+    tail = torch.arange(n, device=dev) if static else torch.nonzero(last).squeeze(1)
+    inc_gid = torch.cat([gid, gid.index_select(0, tail)])
+    inc_key = torch.cat([s, ns.index_select(0, tail)])
     node_ids = dense_ids(inc_gid, inc_key, **ops)
-    u, v = node_ids.ids[:n], node_ids.ids[n:]
+    vcap = _capacity(node_ids.count, 2 * n, static)
+    u, v_tail = node_ids.ids[:n], node_ids.ids[n:]
+    # s_{t+1} of a non-last row is the state of the next row
+    v = torch.cat([u[1:], u[:1]]).scatter_(0, tail, v_tail)
     n_nodes = node_ids.count
     node_slot = torch.arange(vcap, device=dev)
     node_valid = node_slot < n_nodes
     node_gid = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_(0, node_ids.ids, inc_gid)
     node_key = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_(0, node_ids.ids, inc_key)
-    node_graw = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_(0, node_ids.ids, torch.cat([g_raw, g_raw]))
+    node_graw = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_(
+        0, node_ids.ids, torch.cat([g_raw, g_raw.index_select(0, tail)]))
     is_sink = node_valid & (node_key == SINK)
 
     edge_ids = dense_ids(u * vcap + v, **ops)  # (group, state, next_state) as a packed node pair
     e = edge_ids.ids
-    ecap = n
+    ecap = _capacity(edge_ids.count, n, static)
     edge_valid = torch.arange(ecap, device=dev) < edge_ids.count
     src = torch.zeros(ecap, dtype=torch.int64, device=dev).scatter_(0, e, u)
     dst = torch.zeros(ecap, dtype=torch.int64, device=dev).scatter_(0, e, v)
 
     # Distinct-trajectory counts (section 2). A trajectory touches a node as the
-    # state of a row or the next_state of a row; the next_state of a non-last row
-    # is the state of the next row, so counting all of them changes no set.
-    node_counts = count_distinct(torch.cat([u, v]), torch.cat([tid, tid]), torch.cat([y, y]), vcap, num_members=n,
-                                 **ops)
+    # state of a row or the next_state of a row: the node incidences above.
+    # A visit is a row's state or the next_state of a trajectory's last row.
+    tail_tid = tid.index_select(0, tail)
+    node_counts = count_distinct(node_ids.ids, torch.cat([tid, tail_tid]), torch.cat([y, y.index_select(0, tail)]),
+                                 vcap, num_members=n, **ops)
     n_traj, n_pos = node_counts.distinct, node_counts.distinct_pos
     n_neg = n_traj - n_pos
-    visits = segment_count(u, vcap) + segment_count(v, vcap, valid=last)
+    visits = segment_count(u, vcap) + segment_count(v_tail, vcap, valid=last.index_select(0, tail))
     n_re = visits - n_traj
     edge_counts = count_distinct(e, tid, y, ecap, num_members=n, **ops)
     e_traj, e_pos = edge_counts.distinct, edge_counts.distinct_pos
     e_neg = e_traj - e_pos
-    group_counts = count_distinct(gid, tid, y, n, num_members=n, **ops)
-    k_all = group_counts.distinct.clamp(min=1).to(F64)
-    k_pos = group_counts.distinct_pos.to(F64)
-    k_neg = (group_counts.distinct - group_counts.distinct_pos).to(F64)
+    # K and K+ per group: one trajectory per first row (a trajectory has one group)
+    k_count = segment_count(gid, gcap, valid=first)
+    k_pos_count = segment_count(gid, gcap, valid=first & y)
+    k_all = k_count.clamp(min=1).to(F64)
+    k_pos = k_pos_count.to(F64)
+    k_neg = (k_count - k_pos_count).to(F64)
     pq_pos = (k_pos / k_all).index_select(0, node_gid)  # p_q+
     pq_neg = 1.0 - pq_pos  # p_q-
 
@@ -203,7 +229,7 @@ def estimate_vectorized(
     non_self = edge_valid & (src != dst)
     deg = (segment_count(src, vcap, valid=non_self) + segment_count(dst, vcap, valid=non_self)).to(F64)
     success_visited = node_valid & ~is_sink & (n_pos >= 1)
-    max_deg = segment_max(deg, node_gid, n, valid=success_visited).index_select(0, node_gid)
+    max_deg = segment_max(deg, node_gid, gcap, valid=success_visited).index_select(0, node_gid)
     centrality = torch.where(max_deg > 0, deg / torch.where(max_deg > 0, max_deg, 1.0), zero_v)
     s0_pos = torch.where(cand_pos, cfg.w_s * lift + cfg.w_m * coverage + cfg.w_c * centrality, zero_v)
 
@@ -216,8 +242,8 @@ def estimate_vectorized(
     cand_neg = trap_pre & (s_neg >= cfg.min_trap_score - tol)
 
     # Reliability calibration: max-normalised scores (eq. 8)
-    s0_bar = max_normalize(s0_pos, node_gid, n, valid=cand_pos, **ops)
-    s_neg_bar = max_normalize(s_neg, node_gid, n, valid=cand_neg, **ops)
+    s0_bar = max_normalize(s0_pos, node_gid, gcap, valid=cand_pos, **ops)
+    s_neg_bar = max_normalize(s_neg, node_gid, gcap, valid=cand_neg, **ops)
 
     # Progress-contrastive calibration (eqs. 11-18)
     e_traj_f = e_traj.clamp(min=1).to(F64)
@@ -228,7 +254,7 @@ def estimate_vectorized(
     zero_e = torch.zeros(ecap, dtype=F64, device=dev)
     c_tilde = torch.where(edge_valid & (n_branch > 1), ep_pos - mu_pos, zero_e)  # eq. 12
     c_tilde = torch.where(c_tilde.abs() > tol, c_tilde, zero_e)  # a rounding residue of mu+ is no margin
-    c_max = segment_max(c_tilde.abs(), edge_gid, n, valid=edge_valid).index_select(0, edge_gid)
+    c_max = segment_max(c_tilde.abs(), edge_gid, gcap, valid=edge_valid).index_select(0, edge_gid)
     c_edge = torch.where(c_max > 0, c_tilde / torch.where(c_max > 0, c_max, 1.0), zero_e)  # eq. 13
     b = segment_max(c_edge, dst, vcap, valid=non_self & (c_edge > tol))  # eq. 14
     b = torch.where(is_sink, zero_v, b)  # g is never a candidate: no evidence is reported for it
@@ -238,12 +264,12 @@ def estimate_vectorized(
                             (p_neg.index_select(0, dst) - pq_neg.index_select(0, dst)).clamp(min=0.0))
     psi = cfg.a_d * dd + cfg.a_s * (p_pos.index_select(0, dst) - pq_pos.index_select(0, dst)) - cfg.a_f * lneg_edge  # eq. 15
     psi_tilde = segment_max(psi, dst, vcap, valid=non_self & (e_pos >= 1) & (psi > tol))
-    psi_bar = max_normalize(psi_tilde, node_gid, n, valid=node_valid & ~is_sink, **ops)  # eq. 16
+    psi_bar = max_normalize(psi_tilde, node_gid, gcap, valid=node_valid & ~is_sink, **ops)  # eq. 16
     evidence = cfg.w_bc * b + cfg.w_pg * psi_bar  # eq. 17
     retained = cand_pos & ((psi_bar > tol) | (coverage >= cfg.theta_m - tol) | ((cfg.kappa_bc == 1) & (b > tol)))
     s_pcc = torch.where(cand_pos, torch.where(retained, s0_pos * (1.0 + cfg.w_pcc * evidence), cfg.rho * s0_pos),
                         zero_v)  # eq. 18
-    s_pcc_bar = max_normalize(s_pcc, node_gid, n, valid=cand_pos, **ops)
+    s_pcc_bar = max_normalize(s_pcc, node_gid, gcap, valid=cand_pos, **ops)
 
     # Potentials (eqs. 7, 8, 19): one joint max-times relaxation for Phi+ and Phi-
     if variant == "md":

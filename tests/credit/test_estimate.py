@@ -25,11 +25,18 @@ def assert_same(a, b, what):
         torch.testing.assert_close(a.cpu(), b.cpu(), atol=ATOL, rtol=RTOL, msg=lambda m: f"{what}: {m}")
 
 
-def compare(batch: StepBatch, backend: str = "torch", cases=CASES, presets_=PRESETS) -> None:
+def compare(batch: StepBatch, backend: str = "torch", cases=CASES, presets_=PRESETS, static_shapes=None) -> None:
+    """Every method / variant / preset of ``backend`` against the reference. ``static_shapes=True``
+    runs the GPU layout (arrays at their static bounds, padding slots) on CPU."""
+    from milegpo.credit.vectorized import estimate_vectorized
+
     for pname, cfg in presets_.items():
         for method, variant in cases:
             ref = estimate(batch, method, cfg, variant, backend="reference")
-            got = estimate(batch, method, cfg, variant, backend=backend)
+            if static_shapes is None:
+                got = estimate(batch, method, cfg, variant, backend=backend)
+            else:
+                got = estimate_vectorized(batch, method, cfg, variant, backend=backend, static_shapes=static_shapes)
             tag = f"{method}/{variant}/{pname}"
             assert got.advantages.dtype == torch.float64
             assert_same(got.advantages, ref.advantages, f"{tag} advantages")
@@ -72,6 +79,12 @@ def test_torch_matches_reference_edge_cases(kind):
     else:
         batch = make_batch(4, n_groups=2, k=16, horizon=50, n_states=30)
     compare(batch)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_static_shapes_layout_matches_reference(seed):
+    # the layout the GPU path uses: per-node arrays of 2N slots, per-edge / per-group of N
+    compare(make_batch(seed, n_groups=3, k=6, horizon=15, n_states=5), static_shapes=True)
 
 
 def test_synthetic_batches_match_reference():
