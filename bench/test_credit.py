@@ -1,10 +1,13 @@
-"""End-to-end credit: the plain-Python reference vs the vectorised torch backend.
+"""End-to-end credit: plain-Python reference vs vectorised torch (CPU, and CUDA when
+present) vs the Triton pipeline (CUDA only).
 
 MileGPO full (ALFWorld preset) on 16 groups x 8 trajectories x 50 steps = 6,400 rows
-and on 10x that (160 groups, 64,000 rows). Ratios are measured in this run:
-``speedup_vs_reference`` (reference median / torch median, same batch) and
-``growth_vs_6400`` (64,000-row median / 6,400-row median, same backend; linear
-growth is 10). A speed-up is recorded only after torch matched the reference on the
+and on 10x that (160 groups, 64,000 rows). Ratios are measured in this run and put
+in ``extra_info`` and the end-of-run table (bench/conftest.py):
+``speedup_vs_reference`` (reference median / this median, same batch),
+``speedup_vs_torch_cpu`` and ``speedup_vs_torch_cuda`` for the Triton pipeline,
+``growth_vs_6400`` (64,000-row median / 6,400-row median, same backend; linear is 10).
+A speed-up is recorded only after the backend matched the reference on the
 benchmark batch itself.
 """
 
@@ -17,8 +20,10 @@ from milegpo.credit import estimate, presets
 from milegpo.credit.synthetic import benchmark_batch
 
 SIZES = {6400: 16, 64000: 160}
+BACKENDS = ["reference", "torch", "torch_cuda", "triton"]
+HAS_CUDA = torch.cuda.is_available()
 _BATCHES: dict[int, object] = {}
-_CHECKED: set[int] = set()
+_REFERENCE: dict[int, torch.Tensor] = {}
 
 
 def batch_of(rows: int):
@@ -28,28 +33,37 @@ def batch_of(rows: int):
     return _BATCHES[rows]
 
 
-def check_agreement(rows: int) -> None:
-    if rows in _CHECKED:
-        return
-    b = batch_of(rows)
-    ref = estimate(b, "milegpo", presets.ALFWORLD, "full", backend="reference").advantages
-    got = estimate(b, "milegpo", presets.ALFWORLD, "full", backend="torch").advantages
-    torch.testing.assert_close(got, ref, atol=1e-9, rtol=1e-9)
-    _CHECKED.add(rows)
+def reference_advantages(rows: int) -> torch.Tensor:
+    if rows not in _REFERENCE:
+        _REFERENCE[rows] = estimate(batch_of(rows), "milegpo", presets.ALFWORLD, "full", backend="reference").advantages
+    return _REFERENCE[rows]
 
 
 @pytest.mark.parametrize("rows", sorted(SIZES))
-@pytest.mark.parametrize("backend", ["reference", "torch"])
-def test_credit_milegpo_full(benchmark, medians, record_ratio, rows, backend):
+@pytest.mark.parametrize("impl", BACKENDS)
+def test_credit_milegpo_full(benchmark, medians, record_ratio, rows, impl):
+    if impl in ("torch_cuda", "triton") and not HAS_CUDA:
+        pytest.skip("needs CUDA")
     benchmark.group = f"credit milegpo full, {rows} rows"
-    b = batch_of(rows)
-    check_agreement(rows)
-    rounds = 3 if backend == "reference" else 10
-    benchmark.pedantic(estimate, args=(b, "milegpo", presets.ALFWORLD, "full", backend), rounds=rounds,
-                       iterations=1, warmup_rounds=1)
-    benchmark.extra_info.update(rows=rows, backend=backend, torch_threads=torch.get_num_threads())
-    medians[f"{backend}/{rows}"] = benchmark.stats.stats.median
-    if backend == "torch" and f"reference/{rows}" in medians:
-        record_ratio(benchmark, "speedup_vs_reference", medians[f"reference/{rows}"] / medians[f"torch/{rows}"])
-    if rows == 64000 and f"{backend}/6400" in medians:
-        record_ratio(benchmark, "growth_vs_6400", medians[f"{backend}/64000"] / medians[f"{backend}/6400"])
+    device = "cuda" if impl in ("torch_cuda", "triton") else "cpu"
+    backend = {"torch_cuda": "torch"}.get(impl, impl)
+    b = batch_of(rows).to(device)
+
+    def run():
+        out = estimate(b, "milegpo", presets.ALFWORLD, "full", backend=backend).advantages
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    if impl != "reference":  # correctness gate (also compiles the kernels)
+        torch.testing.assert_close(run().cpu(), reference_advantages(rows), atol=1e-9, rtol=1e-9)
+    benchmark.pedantic(run, rounds=3 if impl == "reference" else 10, iterations=1, warmup_rounds=1)
+    benchmark.extra_info.update(rows=rows, impl=impl, torch_threads=torch.get_num_threads())
+    me = medians[f"{impl}/{rows}"] = benchmark.stats.stats.median
+    for other in ("reference", "torch", "torch_cuda"):
+        if other != impl and f"{other}/{rows}" in medians and BACKENDS.index(other) < BACKENDS.index(impl):
+            name = {"reference": "speedup_vs_reference", "torch": "speedup_vs_torch_cpu",
+                    "torch_cuda": "speedup_vs_torch_cuda"}[other]
+            record_ratio(benchmark, name, medians[f"{other}/{rows}"] / me)
+    if rows == 64000 and f"{impl}/6400" in medians:
+        record_ratio(benchmark, "growth_vs_6400", me / medians[f"{impl}/6400"])

@@ -48,10 +48,10 @@ def segment_max(x, seg, num_segments: int, valid=None, fill: float = 0.0) -> tor
     """Max of x per segment, ``fill`` for segments with no valid element."""
     _check_seg(x, seg, num_segments, "segment_max")
     lowest = torch.finfo(x.dtype).min if x.dtype.is_floating_point else torch.iinfo(x.dtype).min
-    vals = x if valid is None else torch.where(valid, x, torch.full_like(x, lowest))
+    vals = x if valid is None else torch.where(valid, x, lowest)
     out = torch.full((num_segments,), lowest, dtype=x.dtype, device=x.device)
     out = out.scatter_reduce_(0, seg, vals, reduce="amax", include_self=True)
-    return torch.where(out == lowest, torch.full_like(out, fill), out)
+    return out.masked_fill_(out == lowest, fill)
 
 
 def segment_min(x, seg, num_segments: int, valid=None, fill: float = 0.0) -> torch.Tensor:
@@ -93,25 +93,26 @@ def segment_normalize_torch(
         raise ValueError(f"segment_normalize: mode must be one of {NORM_MODES}, got {mode!r}")
     if singleton not in SINGLETON_MODES:
         raise ValueError(f"segment_normalize: singleton must be one of {SINGLETON_MODES}, got {singleton!r}")
-    n = segment_count(seg, num_segments)
-    mean = segment_sum(x, seg, num_segments) / n.clamp(min=1).to(x.dtype)
+    zeros = torch.zeros(num_segments, dtype=x.dtype, device=x.device)
+    n = zeros.scatter_add(0, seg, torch.ones_like(x))  # exact: counts are small integers
+    mean = zeros.scatter_add(0, seg, x) / n.clamp(min=1)
     dev = x - mean.index_select(0, seg)
     if mode == "mean_std":
-        var = segment_sum(dev * dev, seg, num_segments) / (n - 1).clamp(min=1).to(x.dtype)
-        out = dev / (var.sqrt().index_select(0, seg) + eps)
+        var = zeros.scatter_add(0, seg, dev * dev) / (n - 1).clamp(min=1)
+        out = dev / (var.sqrt_().index_select(0, seg) + eps)
     else:
         out = dev
-    mx = segment_max(x, seg, num_segments)
-    mn = segment_min(x, seg, num_segments)
-    scale = torch.maximum(torch.maximum(mx.abs(), mn.abs()), torch.ones_like(mx))
+    # include_self=False: a segment's max / min over its own elements only
+    mx = zeros.scatter_reduce(0, seg, x, reduce="amax", include_self=False)
+    mn = zeros.scatter_reduce(0, seg, x, reduce="amin", include_self=False)
+    scale = torch.maximum(mx.abs(), mn.abs()).clamp_(min=1.0)
     equal = (mx - mn) <= EQUAL_TOL * scale
-    ns = n.index_select(0, seg)
-    out = torch.where(equal.index_select(0, seg), torch.zeros_like(out), out)
+    single = n == 1
     if singleton == "zero":
-        single = torch.zeros_like(x)
-    else:
-        single = x / (1.0 + eps) if mode == "mean_std" else x
-    return torch.where(ns == 1, single, out)
+        return torch.where((equal | single).index_select(0, seg), torch.zeros_like(out), out)
+    out = torch.where(equal.index_select(0, seg), torch.zeros_like(out), out)
+    unit = x / (1.0 + eps) if mode == "mean_std" else x
+    return torch.where(single.index_select(0, seg), unit, out)
 
 
 def segment_normalize(x, seg, num_segments: int, mode="mean_std", eps=1e-6, singleton="zero", *, backend="auto"):

@@ -70,6 +70,20 @@ def _capacity(count: torch.Tensor, bound: int, static: bool) -> int:
     return bound if static else int(count)
 
 
+def _stacked(op, xs, seg, num_segments: int, valid=None, **kwargs):
+    """One call of a segment op for several value arrays over the same segments (the
+    copies' segments offset by ``num_segments``): fewer, larger ops. Returns one
+    result per array (for ops returning tuples, a tuple per array)."""
+    k = len(xs)
+    cat_seg = torch.cat([seg + i * num_segments for i in range(k)])
+    if valid is not None:
+        kwargs["valid"] = torch.cat(valid) if isinstance(valid, (list, tuple)) else valid.repeat(k)
+    out = op(torch.cat(xs), cat_seg, k * num_segments, **kwargs)
+    if isinstance(out, tuple):
+        return list(zip(*(o.chunk(k) for o in out)))
+    return out.chunk(k)
+
+
 def discounted_returns(reward: torch.Tensor, same_next: torch.Tensor, gamma: float) -> torch.Tensor:
     """R_t = reward_t + gamma * R_{t+1} inside each trajectory (GiGPO step return).
 
@@ -207,12 +221,13 @@ def estimate_vectorized(
                                       torch.full((vcap,), cfg.gamma_g, dtype=F64, device=dev)]), 0)
     r_graph_node = torch.where(finite, powers.index_select(0, dist.clamp(max=vcap)), torch.zeros(vcap, dtype=F64, device=dev))
     r_graph = r_graph_node.index_select(0, v)
-    a_graph = segment_normalize(r_graph, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)
-    rows.update(r_graph=r_graph, a_graph=a_graph, node=u, next_node=v)
+    rows.update(r_graph=r_graph, node=u, next_node=v)
     nodes = {"group": node_graw, "key": node_key, "is_sink": is_sink,
              "dist": torch.where(finite, dist, torch.full_like(dist, -1))}
 
     if method == "graphgpo":
+        a_graph = segment_normalize(r_graph, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)
+        rows.update(a_graph=a_graph)
         adv = cfg.w_step * a_graph + cfg.w_ep * ez
         return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort)
 
@@ -242,15 +257,14 @@ def estimate_vectorized(
     cand_neg = trap_pre & (s_neg >= cfg.min_trap_score - tol)
 
     # Reliability calibration: max-normalised scores (eq. 8)
-    s0_bar = max_normalize(s0_pos, node_gid, gcap, valid=cand_pos, **ops)
-    s_neg_bar = max_normalize(s_neg, node_gid, gcap, valid=cand_neg, **ops)
+    s0_bar, s_neg_bar = _stacked(max_normalize, [s0_pos, s_neg], node_gid, gcap, [cand_pos, cand_neg], **ops)
 
     # Progress-contrastive calibration (eqs. 11-18)
     e_traj_f = e_traj.clamp(min=1).to(F64)
     ep_pos = e_pos.to(F64) / e_traj_f
     ep_neg = e_neg.to(F64) / e_traj_f
     edge_gid = node_gid.index_select(0, src)
-    mu_pos, n_branch = sibling_mean(ep_pos, src, vcap, valid=edge_valid, **ops)
+    (mu_pos, n_branch), (mu_neg, _) = _stacked(sibling_mean, [ep_pos, ep_neg], src, vcap, edge_valid, **ops)
     zero_e = torch.zeros(ecap, dtype=F64, device=dev)
     c_tilde = torch.where(edge_valid & (n_branch > 1), ep_pos - mu_pos, zero_e)  # eq. 12
     c_tilde = torch.where(c_tilde.abs() > tol, c_tilde, zero_e)  # a rounding residue of mu+ is no margin
@@ -259,7 +273,6 @@ def estimate_vectorized(
     b = segment_max(c_edge, dst, vcap, valid=non_self & (c_edge > tol))  # eq. 14
     b = torch.where(is_sink, zero_v, b)  # g is never a candidate: no evidence is reported for it
     dd = torch.where(finite.index_select(0, src) & finite.index_select(0, dst), (dist.index_select(0, src) - dist.index_select(0, dst)).to(F64), zero_e)
-    mu_neg, _ = sibling_mean(ep_neg, src, vcap, valid=edge_valid, **ops)
     lneg_edge = torch.where(n_branch > 1, (ep_neg - mu_neg).clamp(min=0.0),
                             (p_neg.index_select(0, dst) - pq_neg.index_select(0, dst)).clamp(min=0.0))
     psi = cfg.a_d * dd + cfg.a_s * (p_pos.index_select(0, dst) - pq_pos.index_select(0, dst)) - cfg.a_f * lneg_edge  # eq. 15
@@ -285,10 +298,11 @@ def estimate_vectorized(
     delta_pos = (cfg.gamma_phi * cfg.w_pos * phi_pos.index_select(0, v) - cfg.w_pos * phi_pos.index_select(0, u)).clamp(min=0.0)
     delta_neg = (cfg.gamma_phi * cfg.w_neg * phi_neg.index_select(0, v) - cfg.w_neg * phi_neg.index_select(0, u)).clamp(min=0.0)
     r_shaped = r_graph + cfg.c * cfg.lam * (delta_pos - delta_neg)
-    a_mix = segment_normalize(r_shaped, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)
+    a_graph, a_mix = _stacked(segment_normalize, [r_graph, r_shaped], u, vcap, mode=cfg.norm, eps=cfg.norm_eps,
+                              singleton="zero", **ops)
     a_res = a_mix - a_graph  # eq. 21
     adv = cfg.w_step * (a_graph + cfg.eta * a_res) + cfg.w_ep * ez  # eq. 22
-    rows.update(r_shaped=r_shaped, a_mix=a_mix, a_res=a_res, delta_pos=delta_pos, delta_neg=delta_neg)
+    rows.update(a_graph=a_graph, r_shaped=r_shaped, a_mix=a_mix, a_res=a_res, delta_pos=delta_pos, delta_neg=delta_neg)
     nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=coverage, is_milestone=cand_pos,
                  is_trap=cand_neg, s0_pos=s0_pos, s_neg=s_neg, s_pcc=s_pcc, b=b, psi_bar=psi_bar,
                  retained=retained, phi_pos=phi_pos, phi_neg=phi_neg)
