@@ -18,12 +18,12 @@ def _add_credit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
 
 
-def _run_methods(batch, preset: str, variant: str, backend: str, show_rows: int) -> int:
+def _run_methods(batch, preset: str, variant: str, backend: str, show_rows: int, plots: str | None = None) -> int:
     import torch
     from tqdm.auto import tqdm
 
     from milegpo.credit import METHODS, diagnostics, estimate, presets
-    from milegpo.credit.diagnostics import format_diagnostics
+    from milegpo.credit.diagnose import format_diagnostics
 
     config = presets.get_preset(preset)
     results = {}
@@ -35,7 +35,9 @@ def _run_methods(batch, preset: str, variant: str, backend: str, show_rows: int)
     n = len(batch)
     n_traj = len(torch.unique(batch.traj))
     n_groups = len(torch.unique(batch.group))
-    print(f"\nbatch: {n} steps, {n_traj} trajectories, {n_groups} task groups; preset {preset}, variant {variant}")
+    n_won = len(torch.unique(batch.traj[batch.success]))
+    print(f"\nbatch: {n} steps, {n_traj} trajectories ({n_won} successful), {n_groups} task groups; "
+          f"preset {preset}, variant {variant}")
     print(f"\n{'method':<10} {'time ms':>9} {'adv mean':>9} {'adv std':>9} {'adv min':>9} {'adv max':>9}")
     for m, r in results.items():
         a = r.advantages
@@ -46,6 +48,12 @@ def _run_methods(batch, preset: str, variant: str, backend: str, show_rows: int)
         print(mile.table(max_rows=show_rows))
     print("\ncredit diagnostics (spec section 11):")
     print(format_diagnostics(diagnostics(mile)))
+    if plots:
+        from milegpo.plots import plot_advantages
+
+        path = plot_advantages(results, f"{plots}/advantages_by_method.png",
+                               title=f"advantages by method ({n} steps, preset {preset})")
+        print(f"\nwrote {path}")
     return 0
 
 
@@ -56,14 +64,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.save:
         batch.save(args.save)
         print(f"saved the rollout batch to {args.save}")
-    return _run_methods(batch, args.preset, args.variant, args.backend, args.rows)
+    return _run_methods(batch, args.preset, args.variant, args.backend, args.rows, args.plots)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from milegpo.credit import StepBatch
 
     batch = StepBatch.load(args.batch)
-    return _run_methods(batch, args.preset, args.variant, args.backend, args.rows)
+    return _run_methods(batch, args.preset, args.variant, args.backend, args.rows, args.plots)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,11 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rows", type=int, default=24, help="rows of the per-step table to print")
     p.add_argument("--save", default=None, help="also write the generated StepBatch to this .npz file")
+    p.add_argument("--plots", default="milegpo_demo", help="folder for the PNG plots ('' for none)")
     _add_credit_args(p)
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("replay", help="recompute credit and diagnostics for a stored StepBatch (.npz)")
     p.add_argument("batch", help="a StepBatch .npz file")
     p.add_argument("--rows", type=int, default=24)
+    p.add_argument("--plots", default="", help="folder for the PNG plots ('' for none)")
     _add_credit_args(p)
     p.set_defaults(func=cmd_replay)
     return parser

@@ -57,8 +57,8 @@ def estimate(
 
 
 def diagnostics(result: CreditResult) -> dict:
-    """Credit diagnostics of spec section 11; see :mod:`milegpo.credit.diagnostics`."""
-    from .diagnostics import credit_diagnostics
+    """Credit diagnostics of spec section 11; see :mod:`milegpo.credit.diagnose`."""
+    from .diagnose import credit_diagnostics
 
     return credit_diagnostics(result)
 

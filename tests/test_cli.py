@@ -1,0 +1,27 @@
+"""The `milegpo` command and the plots."""
+
+from milegpo.cli import main
+from milegpo.credit import StepBatch
+from milegpo.plots import plot_credit_diagnostics, plot_training
+
+
+def test_demo_prints_methods_diagnostics_and_writes_plot(tmp_path, capsys):
+    batch_file = tmp_path / "batch.npz"
+    assert main(["demo", "--groups", "2", "--group-size", "4", "--horizon", "8", "--plots", str(tmp_path),
+                 "--save", str(batch_file)]) == 0
+    out = capsys.readouterr().out
+    for word in ("grpo", "gigpo", "graphgpo", "milegpo", "tie_correction_rate", "shared_state_coverage"):
+        assert word in out
+    assert (tmp_path / "advantages_by_method.png").stat().st_size > 1000
+    assert len(StepBatch.load(batch_file)) > 0
+    assert main(["replay", str(batch_file), "--preset", "webshop", "--variant", "rcs", "--rows", "0"]) == 0
+    assert "preset webshop, variant rcs" in capsys.readouterr().out
+
+
+def test_training_and_diagnostics_plots(tmp_path):
+    history = [{"iteration": i, "success_rate": 0.1 * i, "invalid_rate": 0.5 / i, "episode_length": 20 - i,
+                "eval_id_success": 0.1 * i, "tie_correction_rate": float("nan") if i == 1 else 0.2,
+                "support_local": 3, "support_coverage": 1, "support_weak": 2, "pcc_progress_share": 0.4,
+                "pcc_branch_share": 0.3} for i in range(1, 5)]
+    assert plot_training(history, tmp_path / "t.png").stat().st_size > 1000
+    assert plot_credit_diagnostics(history, tmp_path / "d.png").stat().st_size > 1000
