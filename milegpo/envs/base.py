@@ -1,0 +1,195 @@
+"""The environment protocol: tasks, text environments, canonical state keys, horizons.
+
+Every environment of the project speaks one protocol (:class:`TextEnv`)::
+
+    obs, admissible, info = env.reset(task)
+    obs, reward, done, won, info = env.step(action)      # info["admissible_actions"]
+
+A subclass implements two hooks, :meth:`TextEnv._reset` and :meth:`TextEnv._step`;
+the base class counts steps, truncates at the horizon, marks invalid actions and
+attaches the canonical state key of every observation (``info["state_key"]``).
+
+This module imports nothing heavy (no torch): pool workers import it at start-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: the success sink key of the credit module (``milegpo.credit.batch.SINK``, int64 max),
+#: repeated here so that pool workers need not import torch; a test checks they agree.
+SINK: int = (1 << 63) - 1
+
+#: ALFWorld's answer to an action that does nothing; every world here uses it for invalid actions.
+NOTHING_HAPPENS = "Nothing happens."
+
+#: the default episode length (ALFWorld's 50 steps).
+DEFAULT_HORIZON = 50
+
+_WS = re.compile(r"\s+")
+
+
+def canonical_state(text: str) -> str:
+    """The canonical text of an observation: the raw environment feedback, whitespace collapsed.
+
+    As verl-agent's GiGPO anchor observation, the state is the feedback text itself (not
+    the prompt, not the history); two observations with the same words are one state.
+    """
+    return _WS.sub(" ", text).strip()
+
+
+def state_key(text: str) -> int:
+    """Signed 64-bit key of ``canonical_state(text)``: blake2b-64, stable across processes.
+
+    Never returns :data:`SINK` (that value is remapped to ``SINK - 1``), so a state hash
+    can never be mistaken for the success sink. Returns a Python int in [-2**63, 2**63 - 2].
+    """
+    digest = hashlib.blake2b(canonical_state(text).encode("utf-8"), digest_size=8).digest()
+    key = int.from_bytes(digest, "little", signed=True)
+    return SINK - 1 if key == SINK else key
+
+
+def stable_seed(*parts: Any) -> int:
+    """A 63-bit seed derived from ``parts`` (stable across processes, unlike ``hash``)."""
+    text = "\x1f".join(repr(p) for p in parts)
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+
+
+@dataclass(frozen=True)
+class Task:
+    """One game to play. All episodes of a task group play the same Task, hence the same game.
+
+    task_id: unique name (e.g. ``"household/train/17"``, or the game's path for ALFWorld);
+    env: which world plays it (``"household"``, ``"textworld"``, ``"alfworld"``; see
+    :data:`milegpo.envs.ENV_KINDS`); seed: the generator seed (embedded world, TextWorld);
+    game_file: the game on disk (ALFWorld ``game.tw-pddl``, TextWorld ``.z8``/``.ulx``);
+    task_type: e.g. ``"pick_heat_then_place_in_recep"`` or ``"tw-cooking"``; split:
+    ``"train"``, ``"id"`` (ALFWorld valid_seen) or ``"ood"`` (valid_unseen); horizon: the
+    step budget, the episode is truncated (done, not won) when it is spent; options: extra
+    generator settings as ``(name, value)`` pairs (hashable, so a Task can key a dict).
+    """
+
+    task_id: str
+    env: str = "household"
+    seed: int | None = None
+    game_file: str | None = None
+    task_type: str = ""
+    split: str = "train"
+    horizon: int = DEFAULT_HORIZON
+    options: tuple[tuple[str, Any], ...] = field(default=())
+
+    def option(self, name: str, default: Any = None) -> Any:
+        for k, v in self.options:
+            if k == name:
+                return v
+        return default
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class EnvError(RuntimeError):
+    """An environment that cannot play the task it was given (missing file, unknown kind)."""
+
+
+class TextEnv(ABC):
+    """A text game played one action at a time.
+
+    ``reset(task) -> (observation, admissible_actions, info)``;
+    ``step(action) -> (observation, reward, done, won, info)``.
+
+    ``info`` always holds: ``state_key`` (int, :func:`state_key` of the observation),
+    ``admissible_actions`` (list[str]), ``step`` (steps taken so far), ``invalid`` (the
+    action was not admissible; the world answered, usually "Nothing happens."),
+    ``truncated`` (the horizon was reached before a win), ``won``, ``lost`` (the game
+    ended without a win before the horizon, e.g. a burnt meal in TextWorld), and on reset
+    ``task`` (the Task as a dict), ``goal`` (the task sentence) and ``game_id`` (a
+    fingerprint of the game: equal for every episode of one task group).
+
+    Subclasses implement :meth:`_reset` and :meth:`_step`; optionally :meth:`expert_action`.
+    A step after ``done`` raises :class:`EnvError`.
+    """
+
+    #: name used in :data:`milegpo.envs.ENV_KINDS`
+    kind: str = ""
+
+    def __init__(self) -> None:
+        self.task: Task | None = None
+        self.steps = 0
+        self.done = True
+        self.won = False
+        self.last_obs = ""
+        self.admissible: list[str] = []
+
+    # ------------------------------------------------------------------ hooks
+    @abstractmethod
+    def _reset(self, task: Task) -> tuple[str, list[str], dict]:
+        """Start ``task``; return (observation, admissible actions, info with 'goal', 'game_id')."""
+
+    @abstractmethod
+    def _step(self, action: str) -> tuple[str, float, bool, list[str], dict]:
+        """Play ``action``; return (observation, reward, won, admissible actions, info).
+
+        ``info["lost"] = True`` ends the episode without a win (a game that can be lost).
+        """
+
+    def expert_action(self) -> str | None:
+        """The next action of the world's expert from the current state, or None if it has none."""
+        return None
+
+    def close(self) -> None:
+        """Free what the environment holds (processes, files)."""
+
+    # ------------------------------------------------------------------ protocol
+    def reset(self, task: Task) -> tuple[str, list[str], dict]:
+        if task.horizon < 1:
+            raise ValueError(f"Task {task.task_id!r}: horizon must be >= 1, got {task.horizon}")
+        obs, admissible, info = self._reset(task)
+        self.task, self.steps, self.done, self.won = task, 0, False, False
+        self.last_obs, self.admissible = obs, list(admissible)
+        info = dict(info)
+        info.update(state_key=state_key(obs), admissible_actions=list(admissible), step=0, invalid=False,
+                    truncated=False, won=False, lost=False, task=task.to_dict())
+        info.setdefault("goal", "")
+        info.setdefault("game_id", task.task_id)
+        return obs, list(admissible), info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if self.task is None:
+            raise EnvError(f"{type(self).__name__}.step called before reset")
+        if self.done:
+            raise EnvError(f"{type(self).__name__}.step: episode of task {self.task.task_id!r} is done "
+                           f"(after {self.steps} steps); call reset")
+        action = action.strip()
+        invalid = action not in self.admissible
+        obs, reward, won, admissible, info = self._step(action)
+        self.steps += 1
+        lost = bool(info.get("lost", False)) and not won
+        truncated = (not won) and (not lost) and self.steps >= self.task.horizon
+        self.done, self.won = bool(won or lost or truncated), bool(won)
+        self.last_obs, self.admissible = obs, list(admissible)
+        info = dict(info)
+        info.update(state_key=state_key(obs), admissible_actions=list(admissible), step=self.steps,
+                    invalid=bool(invalid and not won), truncated=truncated, won=bool(won), lost=lost)
+        return obs, float(reward), self.done, bool(won), info
+
+
+def success_by_task_type(task_types, won) -> dict[str, float]:
+    """Success rate per task type (plus ``"all"``) from parallel sequences of task types and outcomes."""
+    task_types, won = list(task_types), [bool(w) for w in won]
+    if len(task_types) != len(won):
+        raise ValueError(f"success_by_task_type: {len(task_types)} task types but {len(won)} outcomes")
+    out: dict[str, float] = {}
+    for t in sorted(set(task_types)):
+        ws = [w for tt, w in zip(task_types, won) if tt == t]
+        out[t] = sum(ws) / len(ws)
+    out["all"] = sum(won) / len(won) if won else float("nan")
+    return out
+
+
+__all__ = ["SINK", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
+           "state_key", "stable_seed"]

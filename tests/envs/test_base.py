@@ -1,0 +1,120 @@
+"""The protocol: state keys, tasks, horizon, invalid actions (on the embedded world)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from milegpo.envs import NOTHING_HAPPENS, SINK, EnvError, HouseholdEnv, Task, canonical_state, household_tasks, state_key
+from milegpo.envs import base as envbase
+from milegpo.envs import success_by_task_type
+
+
+def test_sink_is_the_credit_modules_sink():
+    from milegpo.credit.batch import SINK as CREDIT_SINK
+
+    assert SINK == CREDIT_SINK == (1 << 63) - 1
+
+
+def test_state_key_is_signed_blake2b_of_canonical_text():
+    text = "You arrive at  countertop 1.\n On the countertop 1, you see nothing. "
+    assert canonical_state(text) == "You arrive at countertop 1. On the countertop 1, you see nothing."
+    want = int.from_bytes(hashlib.blake2b(canonical_state(text).encode(), digest_size=8).digest(), "little", signed=True)
+    assert state_key(text) == want
+    assert state_key(text) == state_key(canonical_state(text))
+    assert state_key("a") != state_key("b")
+    keys = [state_key(f"obs {i}") for i in range(2000)]
+    assert all(-(1 << 63) <= k < SINK for k in keys)
+    assert any(k < 0 for k in keys) and any(k > 0 for k in keys)
+
+
+def test_state_key_is_stable_across_processes():
+    texts = ["Nothing happens.", "You pick up the apple 1 from the countertop 1.", "ünïcode ✓"]
+    code = "from milegpo.envs import state_key; import sys; print([state_key(t) for t in sys.argv[1:]])"
+    env = dict(os.environ, PYTHONHASHSEED="123")  # Python's own hash() would differ; ours must not
+    out = subprocess.run([sys.executable, "-c", code, *texts], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == str([state_key(t) for t in texts])
+
+
+def test_state_key_never_returns_sink(monkeypatch):
+    class FakeDigest:
+        def digest(self):
+            return SINK.to_bytes(8, "little", signed=True)
+
+    monkeypatch.setattr(envbase.hashlib, "blake2b", lambda *a, **k: FakeDigest())
+    assert envbase.state_key("anything") == SINK - 1
+
+
+def test_importing_envs_does_not_import_torch():
+    code = "import sys, milegpo.envs, milegpo.envs.pool; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_reset_info_and_state_keys():
+    env = HouseholdEnv()
+    task = household_tasks("train", 1)[0]
+    obs, actions, info = env.reset(task)
+    assert info["state_key"] == state_key(obs)
+    assert info["admissible_actions"] == actions and actions
+    assert info["step"] == 0 and not info["invalid"] and not info["truncated"] and not info["won"]
+    assert info["goal"] and info["goal"] in obs
+    assert info["task"]["task_id"] == task.task_id
+    assert "help" not in actions
+
+
+def test_invalid_action_answers_nothing_happens_and_changes_nothing():
+    env = HouseholdEnv()
+    obs0, actions0, _ = env.reset(household_tasks("train", 1, start=5)[0])
+    obs, reward, done, won, info = env.step("dance with the fridge")
+    assert obs == NOTHING_HAPPENS and reward == 0.0 and not done and not won
+    assert info["invalid"] is True and info["step"] == 1
+    assert info["admissible_actions"] == actions0
+    assert info["state_key"] == state_key(NOTHING_HAPPENS)
+    # a valid action afterwards is not invalid
+    _, _, _, _, info = env.step(actions0[0])
+    assert info["invalid"] is False
+
+
+def test_horizon_truncates_as_done_not_won():
+    env = HouseholdEnv()
+    task = Task("h3", env="household", seed=0, split="train", horizon=3)
+    env.reset(task)
+    outs = [env.step("look") for _ in range(3)]
+    assert [o[2] for o in outs] == [False, False, True]
+    obs, reward, done, won, info = outs[-1]
+    assert done and not won and reward == 0.0 and info["truncated"] and info["step"] == 3
+    with pytest.raises(EnvError, match="is done"):
+        env.step("look")
+
+
+def test_a_win_on_the_last_allowed_step_is_a_win_not_a_truncation():
+    env = HouseholdEnv()
+    task = household_tasks("train", 1, start=2)[0]
+    walk = env.walkthrough(task)
+    env.reset(Task(task.task_id, seed=task.seed, split=task.split, horizon=len(walk)))
+    for a in walk:
+        obs, reward, done, won, info = env.step(a)
+    assert done and won and reward == 10.0 and not info["truncated"]
+
+
+def test_task_checks():
+    with pytest.raises(ValueError, match="horizon"):
+        HouseholdEnv().reset(Task("bad", seed=0, horizon=0))
+    with pytest.raises(EnvError, match="no seed"):
+        HouseholdEnv().reset(Task("noseed"))
+    with pytest.raises(EnvError, match="before reset"):
+        HouseholdEnv().step("look")
+    t = Task("x", options=(("a", 1),))
+    assert t.option("a") == 1 and t.option("b", 7) == 7 and hash(t) == hash(Task("x", options=(("a", 1),)))
+
+
+def test_success_by_task_type():
+    got = success_by_task_type(["a", "b", "a", "a"], [True, False, False, True])
+    assert got == {"a": 2 / 3, "b": 0.0, "all": 0.5}
+    with pytest.raises(ValueError):
+        success_by_task_type(["a"], [])

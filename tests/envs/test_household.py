@@ -1,0 +1,129 @@
+"""The embedded household world: generation, splits, the expert, admissible actions."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from milegpo.envs import NOTHING_HAPPENS, HouseholdEnv, Task, household_tasks
+from milegpo.envs.household import SPLITS, TASK_TYPES, UNSEEN_TYPES, generate_game
+
+
+def play_expert(env: HouseholdEnv, task: Task):
+    obs, actions, info = env.reset(task)
+    rewards, infos = [], []
+    while not env.done:
+        a = env.expert_action()
+        assert a in env.admissible, f"{task.task_id}: expert action {a!r} not admissible"
+        obs, r, done, won, info = env.step(a)
+        rewards.append(r)
+        infos.append(info)
+    return rewards, infos
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_expert_wins_every_game(split):
+    env = HouseholdEnv()
+    seen_types = set()
+    for task in household_tasks(split, 150):
+        rewards, infos = play_expert(env, task)
+        assert env.won, task.task_id
+        assert rewards[-1] == 10.0 and sum(rewards) == 10.0
+        assert not any(i["invalid"] for i in infos)
+        assert len(rewards) <= 20
+        seen_types.add(task.task_type)
+    assert seen_types == set(TASK_TYPES)
+
+
+@pytest.mark.parametrize("task_type", TASK_TYPES)
+def test_forced_task_type(task_type):
+    env = HouseholdEnv()
+    for task in household_tasks("ood", 10, task_type=task_type):
+        _, _, info = env.reset(task)
+        assert info["task_type"] == task_type == task.task_type
+        play_expert(env, task)
+        assert env.won
+
+
+def test_generation_is_deterministic_and_splits_differ():
+    a = HouseholdEnv().reset(household_tasks("train", 1, start=7)[0])
+    b = HouseholdEnv().reset(household_tasks("train", 1, start=7)[0])
+    assert a == b
+    ids = {s: {generate_game(s, i).game_id for i in range(200)} for s in SPLITS}
+    assert not ids["train"] & ids["id"] and not ids["train"] & ids["ood"] and not ids["id"] & ids["ood"]
+    assert len(ids["train"]) == 200
+
+
+def test_drawn_type_and_forced_type_are_one_game():
+    for seed in range(20):
+        g = generate_game("train", seed)
+        assert generate_game("train", seed, g.task_type).game_id == g.game_id
+        t = household_tasks("train", 1, start=seed)[0]
+        assert HouseholdEnv().reset(t)[2]["game_id"] == HouseholdEnv().reset(
+            Task("x", seed=seed, split="train"))[2]["game_id"]
+
+
+def test_ood_has_unseen_layouts_and_object_types():
+    def layout(g):
+        return tuple(g.receptacles)
+
+    def types(g):
+        return {o.rsplit(" ", 1)[0] for objs in g.contents.values() for o in objs}
+
+    seen = [generate_game(s, i) for s in ("train", "id") for i in range(300)]
+    ood = [generate_game("ood", i) for i in range(300)]
+    unseen_types = UNSEEN_TYPES
+    assert not {layout(g) for g in seen} & {layout(g) for g in ood}
+    assert not set().union(*map(types, seen)) & unseen_types
+    assert set().union(*map(types, ood)) & unseen_types
+    assert sum(g.target_type in unseen_types for g in ood) > 50  # the goal object is often unseen
+
+
+def test_admissible_actions_are_all_valid_and_others_are_not():
+    rng = random.Random(0)
+    env = HouseholdEnv()
+    for task in household_tasks("train", 30):
+        obs, actions, info = env.reset(Task(task.task_id, seed=task.seed, split="train", horizon=40))
+        while not env.done:
+            a = rng.choice(actions)
+            obs, r, done, won, info = env.step(a)
+            assert obs != NOTHING_HAPPENS and not info["invalid"], (task.task_id, a)
+            assert "help" not in info["admissible_actions"]
+            actions = info["admissible_actions"]
+
+
+def test_expert_recovers_after_random_actions():
+    rng = random.Random(1)
+    env = HouseholdEnv()
+    for task in household_tasks("id", 40):
+        env.reset(Task(task.task_id, seed=task.seed, split="id", horizon=200))
+        for _ in range(15):
+            if env.done:
+                break
+            env.step(rng.choice(env.admissible))
+        while not env.done:
+            env.step(env.expert_action())
+        assert env.won, task.task_id
+
+
+def test_walkthrough_replays_to_a_win():
+    env = HouseholdEnv()
+    task = household_tasks("ood", 1, start=3)[0]
+    walk = env.walkthrough(task)
+    env.reset(task)
+    for a in walk:
+        out = env.step(a)
+    assert out[3] and out[1] == 10.0
+    assert env.expert_action() is None
+
+
+def test_observations_look_like_alfworld():
+    env = HouseholdEnv()
+    obs, actions, info = env.reset(household_tasks("train", 1, start=0)[0])
+    assert obs.startswith("You are in the middle of a room. Looking quickly around you, you see a ")
+    assert "\n\nYour task is to: " in obs
+    assert any(a.startswith("go to ") for a in actions) and "inventory" in actions and "look" in actions
+    go = next(a for a in actions if a.startswith("go to "))
+    obs, *_ = env.step(go)
+    assert obs.startswith(f"You arrive at {go[6:]}. ")

@@ -1,0 +1,164 @@
+"""Pools: same-game groups, batched steps, crashed and hung workers, the in-process twin."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from milegpo.envs import EnvError, HouseholdEnv, household_tasks, state_key
+from milegpo.envs.pool import EnvPool, SequentialPool
+
+
+@pytest.fixture(params=["sequential", "process"])
+def pool(request):
+    p = SequentialPool(4) if request.param == "sequential" else EnvPool(4, num_workers=2, step_timeout=20)
+    yield p
+    p.close()
+
+
+def test_group_plays_one_game_to_a_win(pool):
+    task = household_tasks("train", 1, start=11)[0]
+    walk = HouseholdEnv().walkthrough(task)
+    first = pool.reset_group(task, 4)
+    assert len({o for o, _, _ in first}) == 1
+    assert len({i["game_id"] for _, _, i in first}) == 1
+    assert len({i["state_key"] for _, _, i in first}) == 1
+    for a in walk:
+        outs = pool.step([a] * 4)
+    assert all(o.won and o.done and o.reward == 10.0 for o in outs)
+    assert pool.live_slots == []
+
+
+def test_reset_groups_and_independent_episodes(pool):
+    tasks = household_tasks("id", 2, start=3)
+    first = pool.reset_groups(tasks, 2)
+    ids = [i["game_id"] for _, _, i in first]
+    assert ids[0] == ids[1] and ids[2] == ids[3] and ids[0] != ids[2]
+    # slot 0 plays its walkthrough, slot 1 wastes its steps, slots 2-3 are not stepped for a while
+    walk = HouseholdEnv().walkthrough(tasks[0])
+    for a in walk:
+        outs = pool.step({0: a, 1: "look"})
+        assert outs[2] is None and outs[3] is None
+    assert outs[0].won and not outs[1].done
+    assert pool.live_slots == [1, 2, 3]
+    with pytest.raises(ValueError, match="slot 0 has no live episode"):
+        pool.step({0: "look"})
+    with pytest.raises(ValueError, match="expected 4 actions"):
+        pool.step(["look"])
+    outs = pool.step([None, "dance", "look", "look"])
+    assert outs[0] is None and outs[1].info["invalid"] and not outs[2].info["invalid"]
+
+
+def test_pool_matches_a_single_env():
+    task = household_tasks("ood", 1, start=5)[0]
+    env = HouseholdEnv()
+    walk = env.walkthrough(task)
+    ref = [env.reset(task)[2]["state_key"]] + [env.step(a)[4]["state_key"] for a in walk]
+    with EnvPool(2, num_workers=2) as pool:
+        got = [pool.reset_group(task)[1][2]["state_key"]] + [pool.step([a, a])[1].info["state_key"] for a in walk]
+    assert got == ref
+
+
+def test_killed_worker_truncates_its_episodes_and_the_pool_goes_on():
+    task = household_tasks("train", 1, start=4)[0]
+    walk = HouseholdEnv().walkthrough(task)
+    with EnvPool(4, num_workers=2, step_timeout=20) as pool:
+        pool.reset_group(task)
+        pool.step([walk[0]] * 4)
+        before = list(pool.last_obs)
+        os.kill(pool.pids[0], signal.SIGKILL)  # worker 0 holds slots 0 and 2
+        outs = pool.step([walk[1]] * 4)
+        for s in (0, 2):
+            o = outs[s]
+            assert o.done and not o.won and o.reward == 0.0 and o.info["truncated"]
+            assert "died" in o.info["error"] and o.info["step"] == 2
+            assert o.obs == before[s] and o.info["state_key"] == state_key(before[s])
+        assert not outs[1].done and not outs[3].done and not outs[1].info["truncated"]
+        assert pool.restarts == 1 and pool.live_slots == [1, 3]
+        for a in walk[2:]:
+            outs = pool.step([None, a, None, a])
+        assert outs[1].won and outs[3].won
+        # the restarted worker plays the next group
+        pool.reset_group(task)
+        for a in walk:
+            outs = pool.step([a] * 4)
+        assert all(o.won for o in outs)
+
+
+def test_episode_of_a_worker_killed_while_idle_is_reported_at_its_next_step():
+    task = household_tasks("train", 1, start=4)[0]
+    with EnvPool(2, num_workers=2, step_timeout=20) as pool:
+        pool.reset_group(task)
+        os.kill(pool.pids[1], signal.SIGKILL)
+        time.sleep(0.2)
+        outs = pool.step({0: "look"})  # worker 1 not asked: nothing noticed yet
+        assert not outs[0].done and outs[1] is None
+        outs = pool.step({1: "look"})
+        assert outs[1].info["truncated"] and "died" in outs[1].info["error"]
+        assert pool.restarts == 1
+
+
+def test_hung_worker_times_out_and_is_replaced():
+    task = household_tasks("train", 1, start=8)[0]
+    with EnvPool(2, num_workers=2, step_timeout=1.0) as pool:
+        pool.reset_group(task)
+        hung = pool.pids[1]
+        os.kill(hung, signal.SIGSTOP)
+        t0 = time.monotonic()
+        outs = pool.step(["look", "look"])
+        assert time.monotonic() - t0 < 10
+        assert not outs[0].done
+        assert outs[1].done and outs[1].info["truncated"] and "timed out" in outs[1].info["error"]
+        assert pool.pids[1] != hung and pool.restarts == 1
+        assert pool.reset_group(task)[1][2]["game_id"] == pool.reset_group(task)[0][2]["game_id"]
+
+
+def test_environment_exception_truncates_that_episode_only():
+    pool = SequentialPool(2)
+    task = household_tasks("train", 1)[0]
+    pool.reset_group(task)
+
+    def boom(action):
+        raise RuntimeError("engine exploded")
+
+    pool._slots.envs[0].step = boom
+    outs = pool.step(["look", "look"])
+    assert outs[0].info["truncated"] and "engine exploded" in outs[0].info["error"]
+    assert not outs[1].done
+
+
+def test_failed_reset_raises_naming_the_slot(pool):
+    from milegpo.envs import Task
+
+    with pytest.raises(EnvError, match="(?s)slot 1 .*no seed"):
+        pool.reset([household_tasks("train", 1)[0], Task("broken", env="household")])
+    with pytest.raises(EnvError, match="unknown environment kind"):
+        pool.reset([Task("x", env="nope", seed=1)])
+    with pytest.raises(ValueError, match="expected 1..4 tasks"):
+        pool.reset(household_tasks("train", 5))
+
+
+def test_reset_on_a_dead_worker_is_retried_on_a_fresh_one():
+    task = household_tasks("train", 1, start=6)[0]
+    with EnvPool(2, num_workers=2, step_timeout=20) as pool:
+        os.kill(pool.pids[0], signal.SIGKILL)
+        time.sleep(0.2)
+        first = pool.reset_group(task)
+        assert first[0][2]["game_id"] == first[1][2]["game_id"] and pool.restarts == 1
+        assert pool.live_slots == [0, 1]
+
+
+def test_slow_environment_times_out_without_signals():
+    import dataclasses
+
+    task = household_tasks("train", 1, start=9)[0]
+    slow = dataclasses.replace(task, options=(("step_delay_s", 5.0),))
+    with EnvPool(2, num_workers=2, step_timeout=0.5) as pool:
+        pool.reset([task, slow])
+        t0 = time.monotonic()
+        outs = pool.step(["look", "look"])
+        assert time.monotonic() - t0 < 4
+        assert not outs[0].done and outs[1].info["truncated"] and "timed out" in outs[1].info["error"]
