@@ -58,7 +58,9 @@ def test_credit_milegpo_full(benchmark, medians, record_ratio, rows, impl):
     if impl != "reference":  # correctness gate (also compiles the kernels)
         torch.testing.assert_close(run().cpu(), reference_advantages(rows), atol=1e-9, rtol=1e-9)
     benchmark.pedantic(run, rounds=3 if impl == "reference" else 10, iterations=1, warmup_rounds=1)
-    benchmark.extra_info.update(rows=rows, impl=impl, torch_threads=torch.get_num_threads())
+    # op / impl / rows: scripts/bench_table.py tabulates it beside the kernels ("python" = the reference)
+    benchmark.extra_info.update(op="credit_milegpo_full", impl={"reference": "python"}.get(impl, impl), rows=rows,
+                                torch_threads=torch.get_num_threads())
     me = medians[f"{impl}/{rows}"] = benchmark.stats.stats.median
     for other in ("reference", "torch", "torch_cuda"):
         if other != impl and f"{other}/{rows}" in medians and BACKENDS.index(other) < BACKENDS.index(impl):

@@ -27,6 +27,16 @@ SINK: int = (1 << 63) - 1
 #: ALFWorld's answer to an action that does nothing; every world here uses it for invalid actions.
 NOTHING_HAPPENS = "Nothing happens."
 
+#: ALFWorld's six task types; the embedded household world and the game generator use them too.
+TASK_TYPES = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
+
 #: the default episode length (ALFWorld's 50 steps).
 DEFAULT_HORIZON = 50
 

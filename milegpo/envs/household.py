@@ -37,16 +37,8 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .base import DEFAULT_HORIZON, NOTHING_HAPPENS, EnvError, Task, TextEnv, stable_seed
+from .base import DEFAULT_HORIZON, NOTHING_HAPPENS, TASK_TYPES, EnvError, Task, TextEnv, stable_seed
 
-TASK_TYPES = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
 SPLITS = ("train", "id", "ood")
 _PROP = {"pick_clean_then_place_in_recep": "clean", "pick_heat_then_place_in_recep": "hot",
          "pick_cool_then_place_in_recep": "cool"}

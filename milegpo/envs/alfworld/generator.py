@@ -39,14 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-TASK_TYPES = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
+from ..base import TASK_TYPES
+
 #: split name -> (scene numbers, offset making game seeds of the split disjoint)
 SPLIT_DIRS = ("train", "valid_seen", "valid_unseen")
 _APPLIANCE = {"pick_clean_then_place_in_recep": ("SinkBasin", "Cleanable"),
