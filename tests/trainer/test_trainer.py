@@ -1,0 +1,176 @@
+"""End-to-end MileGPOTrainer runs on CPU with a warm-started tiny Qwen2 (built in the session)."""
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from milegpo.config import MileGPOConfig
+from milegpo.credit import StepBatch, estimate
+from milegpo.trainer import MileGPOTrainer
+from tiny import easy_tasks
+
+torch.set_num_threads(1)
+
+
+class RecordingTrainer(MileGPOTrainer):
+    """Keeps, per iteration, the recorded StepBatch and every chunk the loss saw."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.records = []
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        self.records.append({**self.last_iteration, "micro_steps": out["micro_steps"]})
+        return out
+
+
+def make_args(tmp_path, **kw):
+    base = dict(output_dir=str(tmp_path / "out"), report_to="none", bf16=False, use_cpu=True, max_steps=2,
+                groups_per_iteration=2, group_size=4, horizon=6, num_train_tasks=4, max_completion_length=16,
+                per_device_train_batch_size=8, num_eval_tasks=4, gradient_checkpointing=False, logging_steps=1,
+                save_strategy="no", learning_rate=1e-3, temperature=1.0, dataloader_num_workers=0, seed=0)
+    base.update(kw)
+    return MileGPOConfig(**base)
+
+
+def tasks():
+    return easy_tasks("train", 4), {"id": easy_tasks("id", 4), "ood": easy_tasks("ood", 4)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["milegpo", "gigpo"])
+def test_two_iterations_train_on_estimate_advantages(tmp_path, warm_checkpoint, method):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(warm_checkpoint)
+    train, evals = tasks()
+    args = make_args(tmp_path, credit_method=method)
+    trainer = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+    trainer.train()
+    assert trainer.state.global_step == 2 and len(trainer.records) == 2
+
+    changed = [k for k, v in trainer.model.named_parameters() if not torch.equal(v.detach(), before[k])]
+    assert changed, "no weight changed after two iterations"
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+
+    any_nonzero = False
+    for rec in trainer.records:
+        batch = rec["batch"]
+        assert isinstance(batch, StepBatch) and len(batch) == len(rec["rollout"].rows)
+        # the advantages the loss used are the ones `estimate` returns for the recorded StepBatch
+        expected = estimate(batch, method, args.credit_config(), args.credit_variant, "reference").advantages
+        expected = expected[rec["local"]].numpy()
+        seen = []
+        for chunks in rec["micro_steps"]:
+            for ch in chunks:
+                real = ch["row_index"] >= 0
+                idx = ch["row_index"][real].tolist()
+                np.testing.assert_allclose(ch["advantages"][real].cpu().numpy(), expected[idx].astype(np.float32),
+                                           rtol=1e-6, atol=1e-6)
+                assert (ch["advantages"][~real] == 0).all() and (ch["completion_mask"][~real] == 0).all()
+                seen += idx
+        assert sorted(seen) == list(range(len(batch)))  # every row trained on, once
+        any_nonzero |= bool(np.abs(expected).max() > 0)
+    assert any_nonzero, "all advantages were zero: the warm start did not give mixed outcomes"
+
+    log = trainer.state.log_history[0]
+    for key in ("episode/success_rate", "episode/episode_length", "episode/invalid_action_rate",
+                "episode/success/look_at_obj_in_light", "rows/iteration", "credit/shared_state_coverage"):
+        assert key in log, key
+    metrics = trainer.evaluate()
+    for key in ("eval_id_success_rate", "eval_ood_success_rate", "eval_id_minus_ood"):
+        assert key in metrics
+    assert metrics["eval_id_minus_ood"] == pytest.approx(metrics["eval_id_success_rate"]
+                                                         - metrics["eval_ood_success_rate"])
+
+
+@pytest.mark.slow
+def test_checkpoint_and_resume(tmp_path, warm_checkpoint):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(warm_checkpoint)
+    train, evals = tasks()
+    args = make_args(tmp_path, save_strategy="steps", save_steps=1, max_steps=2, beta=0.0, horizon=3)
+    MileGPOTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals).train()
+    ckpt = tmp_path / "out" / "checkpoint-2"
+    assert (ckpt / "trainer_state.json").exists() and (ckpt / "optimizer.pt").exists()
+    args = make_args(tmp_path, save_strategy="no", max_steps=3, beta=0.0, horizon=3)
+    trainer = MileGPOTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    trainer.train(resume_from_checkpoint=str(ckpt))
+    assert trainer.state.global_step == 3
+    assert [h["step"] for h in trainer.state.log_history if "loss" in h] == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_unequal_rows(tmp_path):
+    script = os.path.join(os.path.dirname(__file__), "torchrun_script.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MILEGPO_OUT": str(tmp_path)}
+    with socket.socket() as s:  # a free port: other test runs may share the machine
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}", script]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    res = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(2)]
+    assert all(r["global_step"] == 2 for r in res)
+    for it in range(2):
+        rows = [r["rows"][it] for r in res]
+        assert rows[0] != rows[1], "the test needs unequal row counts per process"
+        assert res[0]["batch_rows"][it] == res[1]["batch_rows"][it] == sum(rows)
+    assert res[0]["loss_calls"] == res[1]["loss_calls"]  # the same number of forward/backward chunks
+    assert all(r["advantages_match"] for r in res)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo"])
+def test_chunking_does_not_change_the_update(tmp_path, warm_checkpoint, loss_type):
+    """One optimizer step with SGD: rows in one chunk of 256 give the weights of rows in chunks of 3, and of
+    rows in 2 accumulated micro-steps (gradient_accumulation_steps=2) of chunks of 3."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(warm_checkpoint)
+    train, evals = tasks()
+    weights = []
+    for chunk, ga in ((256, 1), (3, 1), (3, 2)):
+        args = make_args(tmp_path / f"{chunk}-{ga}", per_device_train_batch_size=chunk, max_steps=1, beta=0.0,
+                         optim="sgd", learning_rate=0.5, loss_type=loss_type, max_grad_norm=0.0, horizon=4,
+                         gradient_accumulation_steps=ga)
+        tr = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+        tr.train()
+        rec = tr.records[0]
+        assert len(tr.records) == 1 and len(rec["micro_steps"]) == ga
+        n_rows = len(rec["batch"])
+        assert len(rec["micro_steps"][0]) == math.ceil(n_rows / ga / chunk)
+        weights.append({k: v.detach().clone() for k, v in tr.model.named_parameters()})
+    for other in weights[1:]:
+        for k in weights[0]:
+            torch.testing.assert_close(weights[0][k], other[k], rtol=1e-4, atol=1e-6)
+    base = AutoModelForCausalLM.from_pretrained(warm_checkpoint)
+    moved = any(not torch.equal(v, weights[0][k]) for k, v in base.named_parameters())
+    assert moved
+
+
+@pytest.mark.slow
+def test_evaluation_during_training(tmp_path, warm_checkpoint):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(warm_checkpoint)
+    train, evals = tasks()
+    args = make_args(tmp_path, eval_strategy="steps", eval_steps=1, max_steps=2, beta=0.0, horizon=3,
+                     per_device_eval_batch_size=8)
+    tr = MileGPOTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    tr.train()
+    evals_logged = [h for h in tr.state.log_history if "eval_id_minus_ood" in h]
+    assert [h["step"] for h in evals_logged] == [1, 2]
+    assert all("eval_ood_invalid_action_rate" in h for h in evals_logged)
