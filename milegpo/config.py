@@ -54,6 +54,13 @@ class MileGPOConfig(GRPOConfig):
         credit_backend (`str`, defaults to `"auto"`): `auto`, `torch`, `triton` or `reference`.
         invalid_action_penalty (`float`, defaults to `0.1`): subtracted from the episode score of an invalid
             row (replaces the preset's `invalid_penalty`).
+    Loss:
+        use_fused_loss (`bool`, *optional*): compute the policy loss with
+            `milegpo_kernels.fused_policy_loss` (per-token log-probs gathered inside the loss from the last
+            hidden states and the LM head, no (B, T, V) logits). Default: on with CUDA, off on CPU. The loss
+            types `grpo`, `bnpo`, `dr_grpo`, `dapo` with token-level importance sampling are fused; other
+            settings (sequence-level IS, off-policy or entropy masks, an entropy bonus, vLLM IS correction)
+            use TRL's path.
     Evaluation:
         eval_splits (`list[str]`, defaults to `["id", "ood"]`): evaluation splits (ALFWorld valid_seen /
             valid_unseen); the first two give the reported gap `eval_<a>_minus_<b>`.
@@ -89,6 +96,10 @@ class MileGPOConfig(GRPOConfig):
                                         "'{\"eta\": 0.5}'."})
     credit_backend: str = field(default="auto", metadata={"help": "Credit backend: auto, torch, triton, reference."})
     invalid_action_penalty: float = field(default=0.1, metadata={"help": "Episode-score penalty of an invalid row."})
+    use_fused_loss: bool | None = field(
+        default=None, metadata={"help": "Compute the policy loss with milegpo_kernels.fused_policy_loss (log-prob "
+                                        "gather fused with the clipped loss, no full logits); default: on with "
+                                        "CUDA, off on CPU."})
     # ---- evaluation
     eval_splits: list[str] = field(default_factory=lambda: ["id", "ood"],
                                    metadata={"help": "Evaluation splits; the first two give the reported gap."})

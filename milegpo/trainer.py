@@ -405,11 +405,84 @@ class MileGPOTrainer(GRPOTrainer):
         return total
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        """TRL's GRPO loss of one chunk; row-averaged loss types are weighted by the chunk's share of rows."""
-        loss = super().compute_loss(model, inputs, return_outputs=return_outputs)
+        """TRL's GRPO loss of one chunk (or the fused kernel's, same math); row-averaged loss types are weighted
+        by the chunk's share of rows."""
+        if return_outputs:
+            raise ValueError("MileGPOTrainer does not support returning outputs")
+        if self._fused_loss_on(inputs):
+            loss = self._fused_loss(model, inputs)
+        else:
+            loss = super().compute_loss(model, inputs)
         if self.loss_type in TOKEN_NORMALISED_LOSSES:
             return loss  # normalised by the iteration's token count already; empty chunks have no tokens
         return loss * inputs["loss_weight"]
+
+    def _fused_loss_on(self, inputs) -> bool:
+        """Whether this chunk's loss goes through milegpo_kernels.fused_policy_loss (see MileGPOConfig)."""
+        wanted = self.args.use_fused_loss
+        if wanted is None:
+            wanted = self.accelerator.device.type == "cuda"
+        if not wanted:
+            return False
+        unsupported = []
+        if self.loss_type not in ("grpo", "bnpo", "dr_grpo", "dapo"):
+            unsupported.append(f"loss_type={self.loss_type}")
+        if self.importance_sampling_level != "token":
+            unsupported.append("sequence-level importance sampling")
+        if self.off_policy_mask_threshold is not None or self.top_entropy_quantile < 1.0:
+            unsupported.append("off-policy / entropy masks")
+        if self._entropy_bonus_enabled:
+            unsupported.append("an entropy bonus")
+        if "importance_sampling_ratio" in inputs:
+            unsupported.append("vLLM importance-sampling correction")
+        if unsupported:
+            if self.args.use_fused_loss:
+                raise ValueError(f"use_fused_loss=True does not support {', '.join(unsupported)}; "
+                                 "set use_fused_loss=False to use TRL's loss")
+            return False
+        return True
+
+    def _fused_loss(self, model, inputs):
+        """The GRPO loss from the last hidden states and the LM head with milegpo_kernels.fused_policy_loss:
+        log-probs, ratio, clip, k3 KL and the loss type's normaliser without (B, T, V) logits; TRL's scaling
+        for gradient accumulation on top, and TRL's metrics (KL, clip ratios, entropy)."""
+        from milegpo_kernels import fused_policy_loss
+
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        keep = completion_ids.size(1)
+        unwrapped = self.accelerator.unwrap_model(model)
+        # the decoder's last hidden states through the (possibly DDP-wrapped) model: the LM head is not applied
+        out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, logits_to_keep=1,
+                    use_cache=False)
+        hidden = out.hidden_states[-1][:, -keep - 1:-1, :]  # the positions that predict the completion tokens
+        head = unwrapped.get_output_embeddings()
+        mode = "train" if self.model.training else "eval"
+        num_items = None
+        if self.loss_type == "dapo":  # TRL's rescaling of num_items_in_batch to one accumulation window
+            num_items = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            if mode == "train":
+                num_items = num_items * self.current_gradient_accumulation_steps / self.args.steps_per_generation
+        loss, stats = fused_policy_loss(
+            hidden, head.weight, completion_ids, completion_mask, inputs["advantages"],
+            inputs.get("old_per_token_logps"), inputs.get("ref_per_token_logps") if self.beta != 0.0 else None,
+            bias=head.bias, temperature=self.temperature, epsilon_low=self.epsilon_low,
+            epsilon_high=self.epsilon_high, delta=self.args.delta, beta=self.beta, loss_type=self.loss_type,
+            num_items_in_batch=num_items, max_completion_length=self.max_completion_length,
+            bias_correction_kl=self.args.use_bias_correction_kl)
+        if self.loss_type != "dapo" and mode == "train":
+            loss = loss / self.current_gradient_accumulation_steps
+        m = self._metrics[mode]
+        gather = self.accelerator.gather
+        if self.beta != 0.0:
+            m["kl"].append(gather(stats.kl.reshape(1)).nanmean().item())
+        m["entropy"].append(gather(stats.entropy.reshape(1)).nanmean().item())
+        m["clip_ratio/low_mean"].append(gather(stats.clip_low.reshape(1)).nanmean().item())
+        m["clip_ratio/high_mean"].append(gather(stats.clip_high.reshape(1)).nanmean().item())
+        m["clip_ratio/region_mean"].append(gather(stats.clip_region.reshape(1)).nanmean().item())
+        return loss
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
