@@ -8,10 +8,14 @@ in ``extra_info`` and the end-of-run table (bench/conftest.py):
 ``speedup_vs_torch_cpu`` and ``speedup_vs_torch_cuda`` for the Triton pipeline,
 ``growth_vs_6400`` (64,000-row median / 6,400-row median, same backend; linear is 10).
 A speed-up is recorded only after the backend matched the reference on the
-benchmark batch itself.
+benchmark batch itself. The CPU torch path runs with one intra-op thread (recorded as
+``torch_threads``): at these sizes a second thread only adds synchronisation, and on a
+shared 2-core machine it made the median 2-6x slower and erratic.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 import torch
@@ -24,6 +28,16 @@ BACKENDS = ["reference", "torch", "torch_cuda", "triton"]
 HAS_CUDA = torch.cuda.is_available()
 _BATCHES: dict[int, object] = {}
 _REFERENCE: dict[int, torch.Tensor] = {}
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int):
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 def batch_of(rows: int):
@@ -55,12 +69,14 @@ def test_credit_milegpo_full(benchmark, medians, record_ratio, rows, impl):
             torch.cuda.synchronize()
         return out
 
-    if impl != "reference":  # correctness gate (also compiles the kernels)
-        torch.testing.assert_close(run().cpu(), reference_advantages(rows), atol=1e-9, rtol=1e-9)
-    benchmark.pedantic(run, rounds=3 if impl == "reference" else 10, iterations=1, warmup_rounds=1)
+    with intra_op_threads(1 if impl == "torch" else torch.get_num_threads()):
+        if impl != "reference":  # correctness gate (also compiles the kernels)
+            torch.testing.assert_close(run().cpu(), reference_advantages(rows), atol=1e-9, rtol=1e-9)
+        benchmark.pedantic(run, rounds=3 if impl == "reference" else 10, iterations=1, warmup_rounds=1)
+        used_threads = torch.get_num_threads()
     # op / impl / rows: scripts/bench_table.py tabulates it beside the kernels ("python" = the reference)
     benchmark.extra_info.update(op="credit_milegpo_full", impl={"reference": "python"}.get(impl, impl), rows=rows,
-                                torch_threads=torch.get_num_threads())
+                                torch_threads=used_threads)
     me = medians[f"{impl}/{rows}"] = benchmark.stats.stats.median
     for other in ("reference", "torch", "torch_cuda"):
         if other != impl and f"{other}/{rows}" in medians and BACKENDS.index(other) < BACKENDS.index(impl):
