@@ -44,6 +44,17 @@ def _rows(M, BLOCK: tl.constexpr):
     return pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
 
 
+@triton.jit
+def _segment_block(seg_ptr, M, S, BLOCK: tl.constexpr):
+    """This program's rows, which of them are in bounds, their segment ids, and which rows have a
+    segment id in [0, S) (the others take part in nothing)."""
+    rows = _rows(M, BLOCK)
+    inb = rows < M
+    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
+    ok = inb & (seg >= 0) & (seg < S)
+    return rows, inb, seg, ok
+
+
 # ---------------------------------------------------------------------------
 # segment_normalize
 # ---------------------------------------------------------------------------
@@ -53,10 +64,7 @@ def _rows(M, BLOCK: tl.constexpr):
 def _norm_stats_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, max_ptr, min_ptr, M, S,
                        IS64: tl.constexpr, BLOCK: tl.constexpr):
     """cnt += 1, sum += x, max/min of the ordered int image of x, per segment."""
-    rows = _rows(M, BLOCK)
-    inb = rows < M
-    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
-    ok = inb & (seg >= 0) & (seg < S)
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
     seg = tl.where(ok, seg, 0)
     x = tl.load(x_ptr + rows, mask=ok, other=0.0)
     tl.atomic_add(cnt_ptr + seg, tl.full((BLOCK,), 1, tl.int64), mask=ok)
@@ -69,10 +77,7 @@ def _norm_stats_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, max_ptr, min_ptr, M, S,
 @triton.jit
 def _norm_var_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, M, S, BLOCK: tl.constexpr):
     """sq += (x - mean)^2 per segment."""
-    rows = _rows(M, BLOCK)
-    inb = rows < M
-    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
-    ok = inb & (seg >= 0) & (seg < S)
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
     seg = tl.where(ok, seg, 0)
     x = tl.load(x_ptr + rows, mask=ok, other=0.0)
     n = tl.load(cnt_ptr + seg, mask=ok, other=1)
@@ -86,10 +91,7 @@ def _norm_var_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, M, S, BLOCK: tl.c
 def _norm_out_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, max_ptr, min_ptr, par_ptr, out_ptr, M, S,
                      MEAN_STD: tl.constexpr, UNIT: tl.constexpr, IS64: tl.constexpr, BLOCK: tl.constexpr):
     """par: (3,) in x's dtype = (eps, 1 + eps, EQUAL_TOL)."""
-    rows = _rows(M, BLOCK)
-    inb = rows < M
-    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
-    ok = inb & (seg >= 0) & (seg < S)
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
     seg = tl.where(ok, seg, 0)
     x = tl.load(x_ptr + rows, mask=inb, other=0.0)
     eps = tl.load(par_ptr)
@@ -173,10 +175,7 @@ def segment_normalize_triton(x, seg, num_segments: int, mode: str = "mean_std", 
 @triton.jit
 def _sum_count_kernel(x_ptr, seg_ptr, valid_ptr, sum_ptr, cnt_ptr, M, S, HAS_VALID: tl.constexpr,
                       BLOCK: tl.constexpr):
-    rows = _rows(M, BLOCK)
-    inb = rows < M
-    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
-    ok = inb & (seg >= 0) & (seg < S)
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
     if HAS_VALID:
         ok = ok & (tl.load(valid_ptr + rows, mask=ok, other=0) != 0)
     seg = tl.where(ok, seg, 0)
@@ -188,10 +187,7 @@ def _sum_count_kernel(x_ptr, seg_ptr, valid_ptr, sum_ptr, cnt_ptr, M, S, HAS_VAL
 @triton.jit
 def _sibling_out_kernel(x_ptr, seg_ptr, valid_ptr, sum_ptr, cnt_ptr, mean_ptr, n_ptr, M, S,
                         HAS_VALID: tl.constexpr, BLOCK: tl.constexpr):
-    rows = _rows(M, BLOCK)
-    inb = rows < M
-    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
-    ok = inb & (seg >= 0) & (seg < S)
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
     seg = tl.where(ok, seg, 0)
     x = tl.load(x_ptr + rows, mask=inb, other=0.0)
     total = tl.load(sum_ptr + seg, mask=ok, other=0.0)
@@ -243,10 +239,7 @@ def sibling_mean_triton(x, seg, num_segments: int, valid=None):
 @triton.jit
 def _seg_max_kernel(x_ptr, seg_ptr, valid_ptr, max_ptr, M, S, HAS_VALID: tl.constexpr, BLOCK: tl.constexpr):
     """max over the int bits of x, from 0: only non-negative x can raise it."""
-    rows = _rows(M, BLOCK)
-    inb = rows < M
-    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
-    ok = inb & (seg >= 0) & (seg < S)
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
     if HAS_VALID:
         ok = ok & (tl.load(valid_ptr + rows, mask=ok, other=0) != 0)
     seg = tl.where(ok, seg, 0)
@@ -257,10 +250,7 @@ def _seg_max_kernel(x_ptr, seg_ptr, valid_ptr, max_ptr, M, S, HAS_VALID: tl.cons
 @triton.jit
 def _max_out_kernel(x_ptr, seg_ptr, valid_ptr, max_ptr, out_ptr, M, S, HAS_VALID: tl.constexpr,
                     BLOCK: tl.constexpr):
-    rows = _rows(M, BLOCK)
-    inb = rows < M
-    seg = tl.load(seg_ptr + rows, mask=inb, other=0)
-    ok = inb & (seg >= 0) & (seg < S)
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
     seg = tl.where(ok, seg, 0)
     x = tl.load(x_ptr + rows, mask=inb, other=0.0)
     mx = tl.load(max_ptr + seg, mask=ok, other=0).to(x.dtype, bitcast=True)
