@@ -1,8 +1,16 @@
 """The ``milegpo`` command.
 
-``milegpo demo``   credit on a generated rollout batch: every method side by side,
-                   a table of per-step credit and the credit diagnostics.
-``milegpo replay`` recompute credit and diagnostics for a stored StepBatch (.npz).
+``milegpo train``          the main job: SFT warm start, ID/OOD evaluation, MileGPO iterations, evaluation
+                           again, plots and a summary. Flags: every MileGPOConfig / GRPOConfig field, plus
+                           ``--model_name_or_path`` (default: a tiny Qwen2 built on the spot), ``--sft_epochs``...
+                           (``milegpo train --help``).
+``milegpo eval``           success of a saved policy on the ID / OOD splits, and the gap.
+``milegpo generate-games`` write games: ``alfworld OUT_DIR --train N --id N --ood N`` (ALFWorld game files)
+                           or ``household OUT.jsonl --split S --n N`` (tasks with their expert walkthroughs).
+``milegpo demo``           credit on a generated rollout batch: every method side by side,
+                           a table of per-step credit and the credit diagnostics.
+``milegpo replay``         recompute credit and diagnostics for stored rollouts: one StepBatch (.npz) or a
+                           run's ``batches/`` folder (one file per iteration).
 """
 
 from __future__ import annotations
@@ -68,16 +76,114 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from milegpo.credit import StepBatch
 
-    batch = StepBatch.load(args.batch)
+    path = Path(args.batch)
+    if path.is_dir():
+        return _replay_run(sorted(path.glob("*.npz")), args)
+    batch = StepBatch.load(path)
     return _run_methods(batch, args.preset, args.variant, args.backend, args.rows, args.plots)
+
+
+def _replay_run(files, args: argparse.Namespace) -> int:
+    """Credit diagnostics of every iteration of a run (``<output_dir>/batches``), then the last one in detail."""
+    import math
+    import re
+
+    from tqdm.auto import tqdm
+
+    from milegpo.credit import StepBatch, diagnostics, estimate, presets
+
+    if not files:
+        print(f"replay: no .npz StepBatch files in {args.batch}", file=sys.stderr)
+        return 2
+    config = presets.get_preset(args.preset)
+    history = []
+    for i, f in enumerate(tqdm(files, desc="replay", unit="iteration")):
+        m = re.search(r"(\d+)", f.stem)
+        d = diagnostics(estimate(StepBatch.load(f), "milegpo", config, variant=args.variant, backend=args.backend))
+        history.append({"iteration": int(m.group(1)) if m else i + 1, **d})
+    keys = ("rows", "shared_state_coverage", "tie_share", "tie_correction_rate", "candidates", "pcc_progress_share",
+            "pcc_branch_share")
+    print(f"\nMileGPO ({args.variant}) credit diagnostics per iteration, preset {args.preset}:")
+    print(f"{'iteration':>9} " + " ".join(f"{k:>22}" for k in keys))
+    for h in history:
+        cells = []
+        for k in keys:
+            v = h.get(k, float("nan"))
+            cells.append(f"{'nan' if v is None or (isinstance(v, float) and math.isnan(v)) else f'{v:.4g}':>22}")
+        print(f"{h['iteration']:>9} " + " ".join(cells))
+    if args.plots:
+        from milegpo.plots import plot_credit_diagnostics
+
+        print(f"wrote {plot_credit_diagnostics(history, f'{args.plots}/credit_diagnostics.png')}")
+    print(f"\nlast iteration ({files[-1].name}) by method:")
+    return _run_methods(StepBatch.load(files[-1]), args.preset, args.variant, args.backend, args.rows, args.plots)
+
+
+def cmd_train(argv: list[str]) -> int:
+    from milegpo.main_job import parse, run_train
+
+    job, cfg = parse(argv)
+    run_train(job, cfg)
+    return 0
+
+
+def cmd_eval(argv: list[str]) -> int:
+    from milegpo.main_job import parse, run_eval
+
+    job, cfg = parse(argv, prog="milegpo eval")
+    run_eval(job, cfg)
+    return 0
+
+
+def cmd_generate_games(args: argparse.Namespace) -> int:
+    if args.world == "alfworld":
+        from milegpo.envs.alfworld.__main__ import main as alfworld_main
+
+        return alfworld_main([args.out, *args.rest])
+    import json
+
+    from tqdm.auto import tqdm
+
+    from milegpo.envs import HouseholdEnv, household_tasks
+
+    p = argparse.ArgumentParser(prog="milegpo generate-games household OUT.jsonl")
+    p.add_argument("--split", default="train", choices=["train", "id", "ood"])
+    p.add_argument("--n", type=int, default=100)
+    p.add_argument("--start", type=int, default=0, help="first seed")
+    p.add_argument("--task-type", default="")
+    p.add_argument("--horizon", type=int, default=50)
+    opts = p.parse_args(args.rest)
+    tasks = household_tasks(opts.split, opts.n, start=opts.start, task_type=opts.task_type, horizon=opts.horizon)
+    env = HouseholdEnv()
+    lengths = []
+    with open(args.out, "w") as f:
+        for task in tqdm(tasks, desc="games", unit="game"):
+            obs, _, info = env.reset(task)
+            walk = env.walkthrough(task)
+            lengths.append(len(walk))
+            f.write(json.dumps({**task.to_dict(), "goal": info["goal"], "first_observation": obs,
+                                "walkthrough": walk}) + "\n")
+    print(f"wrote {len(tasks)} household games ({opts.split}) to {args.out}; expert walkthrough "
+          f"{min(lengths)}-{max(lengths)} steps, mean {sum(lengths) / len(lengths):.1f}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="milegpo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("train", add_help=False,
+                   help="SFT warm start + MileGPO training + ID/OOD evaluation + plots (flags: milegpo train --help)")
+    sub.add_parser("eval", add_help=False, help="evaluate a saved policy on the ID / OOD splits (milegpo eval --help)")
+    p = sub.add_parser("generate-games", help="write games: alfworld OUT_DIR --train N ... | household OUT.jsonl ...")
+    p.add_argument("world", choices=["alfworld", "household"])
+    p.add_argument("out", help="alfworld: root folder of the game tree; household: a .jsonl file")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options of the generator (--help after OUT)")
+    p.set_defaults(func=cmd_generate_games)
     p = sub.add_parser("demo", help="credit of every method on a generated rollout batch")
     p.add_argument("--groups", type=int, default=4, help="task groups")
     p.add_argument("--group-size", type=int, default=8, help="trajectories per group")
@@ -89,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_credit_args(p)
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("replay", help="recompute credit and diagnostics for a stored StepBatch (.npz)")
-    p.add_argument("batch", help="a StepBatch .npz file")
+    p.add_argument("batch", help="a StepBatch .npz file, or a folder of them (a run's batches/)")
     p.add_argument("--rows", type=int, default=24)
     p.add_argument("--plots", default="", help="folder for the PNG plots ('' for none)")
     _add_credit_args(p)
@@ -98,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # train / eval take the trainer's dataclass flags (TrlParser), parsed by the job itself
+    if argv and argv[0] == "train":
+        return cmd_train(argv[1:])
+    if argv and argv[0] == "eval":
+        return cmd_eval(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 

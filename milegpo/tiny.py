@@ -1,0 +1,156 @@
+"""The embedded default policy: a tokenizer and a tiny Qwen2 built on the spot, and the SFT warm start.
+
+Nothing is downloaded. :func:`make_tokenizer` trains a WordLevel tokenizer on texts of the household
+world (every admissible-action phrase is one token, so a tiny model learns to copy an action from the
+prompt); :func:`make_model` builds a 2-layer Qwen2 from a config; :func:`sft_warm_start` runs TRL's
+``SFTTrainer`` on expert walkthroughs (prompt -> ``<think>...</think> <action>a</action>``) so the
+policy emits valid actions and wins some games before reinforcement learning starts.
+
+The warm start works for any causal LM with a chat template (a real model included): the dataset is
+conversational prompt-completion, so ``SFTTrainer`` applies the model's own chat template and trains
+on the completion tokens only.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+import torch
+
+from .envs import HouseholdEnv, Task, household_tasks
+from .rollout import render_prompt
+
+SPECIAL = ["<pad>", "<unk>", "<|endoftext|>", "<|user|>", "<|assistant|>"]
+TAGS = ["<think>", "</think>", "<action>", "</action>"]
+#: user turns as ``<|user|> text``; an assistant turn as ``<|assistant|> text <|endoftext|>`` (so that the
+#: prompt rendered with ``add_generation_prompt`` is a prefix of prompt + completion, as SFTTrainer needs)
+CHAT_TEMPLATE = ("{% for m in messages %}{% if m['role'] == 'assistant' %}<|assistant|> {{ m['content'] }} "
+                 "<|endoftext|> {% else %}<|user|> {{ m['content'] }} {% endif %}{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+THOUGHT = "<think> i act </think>"
+#: the task type of the embedded CPU default (ALFWorld's shortest: find an object, take it to a lamp, use it)
+EASY_TASK_TYPE = "look_at_obj_in_light"
+
+
+def completion_text(action: str) -> str:
+    """The expert's completion for ``action``."""
+    return f"{THOUGHT} <action> {action} </action>"
+
+
+def easy_tasks(split: str, n: int, horizon: int = 8, start: int = 0) -> list[Task]:
+    """``n`` household tasks of the embedded default's task type."""
+    return household_tasks(split, n, start=start, task_type=EASY_TASK_TYPE, horizon=horizon)
+
+
+def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.0,
+                 seed: int = 0) -> list[tuple[str, str]]:
+    """(prompt text, expert completion text) for every step of an episode of each task.
+
+    explore: probability of playing a random admissible action instead of the expert's (the expert's
+    action is still the label): the policy also sees off-walkthrough states and how to recover from them.
+    Episodes end at a win or after ``task.horizon + 10`` steps."""
+    rng = random.Random(seed)
+    pairs = []
+    for task in tasks:
+        env = HouseholdEnv()
+        obs, adm, info = env.reset(Task(task.task_id, env=task.env, seed=task.seed, split=task.split,
+                                        task_type=task.task_type, horizon=task.horizon + 10))
+        hist: list[tuple[str, str]] = []
+        while not env.done:
+            expert = env.expert_action()
+            pairs.append((render_prompt(info["goal"], obs, adm, hist, len(hist), history_length),
+                          completion_text(expert)))
+            a = rng.choice(adm) if explore and adm and rng.random() < explore else expert
+            hist.append((obs, a))
+            obs, _, _, _, step_info = env.step(a)
+            adm = step_info["admissible_actions"]
+    return pairs
+
+
+def _action_phrases(tasks: Sequence[Task]) -> set[str]:
+    out: set[str] = set()
+    for task in tasks:
+        env = HouseholdEnv()
+        _, adm, _ = env.reset(task)
+        out.update(adm)
+        while not env.done:
+            _, _, _, _, info = env.step(env.expert_action())
+            out.update(info["admissible_actions"])
+    return out
+
+
+def make_tokenizer(n_tasks: int = 40, chat: bool = True):
+    """A WordLevel tokenizer trained on household texts of every split, with every admissible-action phrase
+    of the easy tasks as one token (left padding, ``<|endoftext|>`` as EOS, the chat template above)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus, phrases = [], set()
+    for split in ("train", "id", "ood"):
+        tasks = household_tasks(split, n_tasks, horizon=50)
+        corpus += [p + " " + c for p, c in expert_pairs(tasks)]
+        corpus += [HouseholdEnv().reset(t)[0] + " Nothing happens." for t in tasks]
+        phrases |= _action_phrases(easy_tasks(split, n_tasks, horizon=50))
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # join tokens with spaces
+    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=SPECIAL + TAGS, min_frequency=1))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>",
+                                   eos_token="<|endoftext|>", padding_side="left", truncation_side="left")
+    fast.add_tokens(TAGS + sorted(phrases))
+    if chat:
+        fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def make_model(tokenizer, hidden: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2, seed: int = 0):
+    """A tiny Qwen2 from a config (randomly initialised; ``seed`` fixes the weights)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                      max_position_embeddings=4096, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
+                      eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    model = Qwen2ForCausalLM(cfg)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def sft_dataset(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.2, seed: int = 0):
+    """Conversational prompt-completion dataset of expert steps (TRL's SFT format)."""
+    from datasets import Dataset
+
+    pairs = expert_pairs(tasks, history_length, explore=explore, seed=seed)
+    return Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p, _ in pairs],
+                              "completion": [[{"role": "assistant", "content": c}] for _, c in pairs]})
+
+
+def sft_warm_start(model, tokenizer, tasks: Sequence[Task], output_dir: str, epochs: float = 3.0,
+                   batch_size: int = 16, learning_rate: float = 3e-3, history_length: int = 2,
+                   explore: float = 0.2, seed: int = 0, max_steps: int = -1, use_cpu: bool | None = None,
+                   disable_tqdm: bool | None = None):
+    """Supervised warm start with TRL's ``SFTTrainer`` on expert walkthroughs of ``tasks``.
+
+    Completion-only loss (the prompt tokens are not trained on); returns the trained model (the same object)
+    and the trainer's final training loss."""
+    from trl import SFTConfig, SFTTrainer
+
+    data = sft_dataset(tasks, history_length, explore=explore, seed=seed)
+    args = SFTConfig(output_dir=output_dir, num_train_epochs=epochs, max_steps=max_steps,
+                     per_device_train_batch_size=batch_size, learning_rate=learning_rate, lr_scheduler_type="constant",
+                     warmup_steps=0, logging_steps=10, save_strategy="no", report_to="none", seed=seed,
+                     bf16=False, fp16=False, max_length=None, use_cpu=bool(use_cpu) if use_cpu is not None else
+                     not torch.cuda.is_available(), dataloader_num_workers=0, disable_tqdm=disable_tqdm,
+                     completion_only_loss=True, gradient_checkpointing=False)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    out = trainer.train()
+    model = trainer.model
+    model.eval()
+    return model, float(out.training_loss), len(data)
+
+
+__all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "easy_tasks",
+           "completion_text", "CHAT_TEMPLATE", "EASY_TASK_TYPE"]
