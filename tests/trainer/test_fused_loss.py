@@ -4,15 +4,15 @@ same training chunk (on CPU the kernel's torch twin runs; tests/kernels covers t
 import pytest
 import torch
 
+from milegpo.main_job import reload_tokenizer
+
 from test_trainer import RecordingTrainer, make_args, tasks
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo"])
 def test_fused_loss_equals_trl_loss_in_the_trainer(tmp_path, warm_checkpoint, loss_type):
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(warm_checkpoint)
+    tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
     train, evals = tasks()
     args = make_args(tmp_path, max_steps=1, loss_type=loss_type, beta=0.04, use_fused_loss=False)
     trainer = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)

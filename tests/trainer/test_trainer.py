@@ -13,6 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from milegpo.config import MileGPOConfig
+from milegpo.main_job import reload_tokenizer
 from milegpo.credit import StepBatch, estimate
 from milegpo.trainer import MileGPOTrainer
 from tiny import easy_tasks
@@ -49,9 +50,7 @@ def tasks():
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["milegpo", "gigpo"])
 def test_two_iterations_train_on_estimate_advantages(tmp_path, warm_checkpoint, method):
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(warm_checkpoint)
+    tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
     train, evals = tasks()
     args = make_args(tmp_path, credit_method=method)
     trainer = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
@@ -97,9 +96,7 @@ def test_two_iterations_train_on_estimate_advantages(tmp_path, warm_checkpoint, 
 
 @pytest.mark.slow
 def test_checkpoint_and_resume(tmp_path, warm_checkpoint):
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(warm_checkpoint)
+    tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
     train, evals = tasks()
     args = make_args(tmp_path, save_strategy="steps", save_steps=1, max_steps=2, beta=0.0, horizon=3)
     MileGPOTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals).train()
@@ -137,9 +134,7 @@ def test_torchrun_two_processes_unequal_rows(tmp_path):
 def test_chunking_does_not_change_the_update(tmp_path, warm_checkpoint, loss_type):
     """One optimizer step with SGD: rows in one chunk of 256 give the weights of rows in chunks of 3, and of
     rows in 2 accumulated micro-steps (gradient_accumulation_steps=2) of chunks of 3."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(warm_checkpoint)
+    tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
     train, evals = tasks()
     weights = []
     for chunk, ga in ((256, 1), (3, 1), (3, 2)):
@@ -163,9 +158,7 @@ def test_chunking_does_not_change_the_update(tmp_path, warm_checkpoint, loss_typ
 
 @pytest.mark.slow
 def test_evaluation_during_training(tmp_path, warm_checkpoint):
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(warm_checkpoint)
+    tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
     train, evals = tasks()
     args = make_args(tmp_path, eval_strategy="steps", eval_steps=1, max_steps=2, beta=0.0, horizon=3,
                      per_device_eval_batch_size=8)
