@@ -1,6 +1,5 @@
-"""Tiny models and tokenizers built on the spot (no download): a WordLevel tokenizer trained on the
-household world's texts, a 2-layer Qwen2 from a config, and a short supervised warm start on expert
-episodes so that sampled episodes mix successes, failures and invalid actions."""
+"""Tiny models for the trainer tests: milegpo.tiny's tokenizer and Qwen2, and a short plain supervised warm
+start on expert episodes (faster than the main job's SFTTrainer warm start), saved once per session."""
 
 from __future__ import annotations
 
@@ -8,85 +7,14 @@ import os
 import random
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from milegpo.envs import HouseholdEnv, Task, household_tasks
-from milegpo.rollout import render_prompt
-
-SPECIAL = ["<pad>", "<unk>", "<|endoftext|>", "<|user|>", "<|assistant|>"]
-TAGS = ["<think>", "</think>", "<action>", "</action>"]
-CHAT_TEMPLATE = ("{% for m in messages %}<|user|> {{ m['content'] }} {% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|> {% endif %}")
-THOUGHT = "<think> i act </think>"
-
-
-def completion_text(action: str) -> str:
-    return f"{THOUGHT} <action> {action} </action>"
+from milegpo.envs import Task, household_tasks
+from milegpo.tiny import expert_pairs, make_model, make_tokenizer  # noqa: F401  (re-exported for the scripts)
 
 
 def expert_episodes(tasks: list[Task], history_length: int = 2):
     """(prompt text, expert completion text) for every step of the expert on each task."""
-    pairs = []
-    for task in tasks:
-        env = HouseholdEnv()
-        obs, adm, info = env.reset(task)
-        hist = []
-        while not env.done:
-            a = env.expert_action()
-            pairs.append((render_prompt(info["goal"], obs, adm, hist, len(hist), history_length), completion_text(a)))
-            hist.append((obs, a))
-            obs, _, _, _, info2 = env.step(a)
-            adm = info2["admissible_actions"]
-    return pairs
-
-
-def _action_phrases(tasks: list[Task]) -> set[str]:
-    out = set()
-    for task in tasks:
-        env = HouseholdEnv()
-        _, adm, _ = env.reset(task)
-        out.update(adm)
-        while not env.done:
-            _, _, _, _, info = env.step(env.expert_action())
-            out.update(info["admissible_actions"])
-    return out
-
-
-def make_tokenizer(chat: bool = True) -> PreTrainedTokenizerFast:
-    """WordLevel tokenizer trained on household texts; every admissible-action phrase seen in the easy tasks is one
-    token (so a tiny model learns to copy an action from the prompt in a few dozen supervised steps)."""
-    corpus, phrases = [], set()
-    for split in ("train", "id", "ood"):
-        tasks = household_tasks(split, 40)
-        corpus += [p + " " + c for p, c in expert_episodes(tasks)]
-        for t in tasks:
-            corpus.append(HouseholdEnv().reset(t)[0] + " Nothing happens.")
-        phrases |= _action_phrases(easy_tasks(split, 40, horizon=50))
-    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # join tokens with spaces
-    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=SPECIAL + TAGS, min_frequency=1))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>",
-                                   eos_token="<|endoftext|>", padding_side="left", truncation_side="left")
-    fast.add_tokens(TAGS + sorted(phrases))
-    if chat:
-        fast.chat_template = CHAT_TEMPLATE
-    return fast
-
-
-def make_model(tokenizer, hidden: int = 64, layers: int = 2, seed: int = 0, heads: int = 4,
-               kv_heads: int = 2) -> Qwen2ForCausalLM:
-    """A tiny Qwen2 from a config (vLLM's CPU attention needs head_dim = hidden / heads >= 32)."""
-    torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                      max_position_embeddings=4096, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-                      eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
-    model = Qwen2ForCausalLM(cfg)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return model
+    return expert_pairs(tasks, history_length)
 
 
 def warm_start(model, tokenizer, tasks: list[Task], steps: int = 120, batch: int = 16, lr: float = 3e-3,
