@@ -54,11 +54,6 @@ def segment_max(x, seg, num_segments: int, valid=None, fill: float = 0.0) -> tor
     return out.masked_fill_(out == lowest, fill)
 
 
-def segment_min(x, seg, num_segments: int, valid=None, fill: float = 0.0) -> torch.Tensor:
-    """Min of x per segment, ``fill`` for segments with no valid element."""
-    return -segment_max(-x, seg, num_segments, valid, -fill)
-
-
 def max_normalize_torch(x, seg, num_segments: int, valid=None) -> torch.Tensor:
     """x / (max of x over its segment), 0 where that max is 0; x >= 0 (eqs. 8, 13, 16, 18)."""
     mx = segment_max(x, seg, num_segments, valid).index_select(0, seg)
