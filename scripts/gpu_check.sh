@@ -7,8 +7,11 @@
 #   gpu_results.md       summary: device, test outcomes, benchmark tables with ratios
 #   gpu_info.txt         nvidia-smi / torch / triton versions
 #   tests_*.log|xml      pytest output and junit xml of each test run
-#   bench_<file>.json    pytest-benchmark json of each bench/test_*.py
-#   bench_<file>.log     its pytest output
+#   bench_<name>.json    pytest-benchmark json of each benchmark run (credit, policy loss,
+#                        kernels up to 64,000 rows, kernels at 640,000 rows)
+#   bench_<name>.log     its pytest output
+# With ARCHIVE=/path/x.tgz, all of $OUT is also packed into that one file after every
+# step (for transports that bring back few files, or a run cut short).
 # Every step has its own timeout and the script keeps a total budget, so one slow or
 # hanging step cannot eat the others; the exit status is non-zero if a test run failed.
 set -u
@@ -17,7 +20,8 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu_out}"
 mkdir -p "$OUT"
 BUDGET_S="${BUDGET_S:-470}"            # whole script, seconds (< 8 minutes)
-if python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+PY="${PYTHON:-$(command -v python3 || command -v python)}"   # GPU images may have python3 only
+if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   export TRITON_INTERPRET=0            # compiled kernels, not the interpreter (tests/conftest.py defaults it to 1)
 else
   echo "WARNING: no CUDA device: dry run with Triton's interpreter, GPU-only columns skipped"
@@ -25,7 +29,7 @@ else
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # the working tree, installed or not
 export PYTHONDONTWRITEBYTECODE=1
-PYTEST=(python -m pytest -p no:cacheprovider -q -rfEs)
+PYTEST=("$PY" -m pytest -p no:cacheprovider -q -rfEs)
 status=0
 
 left() { echo $(( BUDGET_S - SECONDS )); }
@@ -39,7 +43,7 @@ step_timeout() {  # min(wanted, time left - 20 s reserve), at least 10
 {
   echo "date: $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 || echo "nvidia-smi unavailable"
-  python - <<'EOF' 2>&1
+  "$PY" - <<'EOF' 2>&1
 import torch, triton
 print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())
 print("triton", triton.__version__)
@@ -60,31 +64,40 @@ run_tests() {  # name, timeout, pytest args...
   echo "$name rc=$rc" >> "$OUT/tests_rc.txt"
 }
 
-: > "$OUT/tests_rc.txt"
-# 1. kernel tests: every file in tests/kernels (credit ops, policy loss, ...) on CUDA
-run_tests kernels 170 tests/kernels
-# 2. anything else marked gpu (e.g. end-to-end estimate(..., backend="triton"))
-run_tests gpu_marked 60 tests -m gpu --ignore=tests/kernels
+pack() {  # ARCHIVE=path.tgz: everything so far in one file, refreshed after each step
+  [ -n "${ARCHIVE:-}" ] && tar czf "$ARCHIVE" -C "$OUT" . 2>/dev/null
+  return 0
+}
 
-# 3. benchmarks: each bench file separately, its own json; kernels and the fused loss
-#    first, then any other suite in bench/ while the budget lasts
-benches=()
-for f in bench/test_kernels.py bench/test_policy_loss.py bench/test_*.py; do
-  [ -e "$f" ] || continue
-  [[ " ${benches[*]} " == *" $f "* ]] || benches+=("$f")
-done
-for f in "${benches[@]}"; do
-  name=$(basename "$f" .py)
-  if (( $(left) < 40 )); then echo "$name: skipped, budget spent" | tee -a "$OUT/bench_skipped.txt"; continue; fi
-  case "$name" in test_kernels) want=150 ;; test_policy_loss) want=120 ;; *) want=90 ;; esac
+run_bench() {  # name, timeout, pytest args... (pytest-benchmark writes its json only at the end of a run)
+  local name=$1 want=$2 t rc; shift 2
+  if (( $(left) < 40 )); then echo "$name: skipped, budget spent" | tee -a "$OUT/bench_skipped.txt"; return; fi
   t=$(step_timeout "$want")
   echo "== bench: $name (timeout ${t}s)"
-  timeout --kill-after=10 "$t" "${PYTEST[@]}" "$f" --benchmark-only --benchmark-json="$OUT/bench_$name.json" \
+  timeout --kill-after=10 "$t" "${PYTEST[@]}" "$@" --benchmark-only --benchmark-json="$OUT/bench_$name.json" \
     --benchmark-columns=median,min,rounds > "$OUT/bench_$name.log" 2>&1
   rc=$?
   tail -n 3 "$OUT/bench_$name.log"
   echo "$name rc=$rc" >> "$OUT/bench_rc.txt"
-done
+  pack
+}
+
+: > "$OUT/tests_rc.txt"
+# The headline figures first (each bench checks its results against the reference or
+# the torch twin before timing, so a wrong kernel fails there too), then the tests, then
+# the per-op tables, so that a slow step leaves the most important results behind.
+# 1. end-to-end credit (reference / torch CPU / torch CUDA / Triton) and the fused loss
+run_bench test_credit 110 bench/test_credit.py
+run_bench test_policy_loss 110 bench/test_policy_loss.py
+# 2. kernel tests: every file in tests/kernels (credit ops, policy loss, ...) on CUDA
+run_tests kernels 170 tests/kernels
+pack
+# 3. anything else marked gpu (e.g. estimate(..., backend="triton") with no host sync)
+run_tests gpu_marked 60 tests -m gpu --ignore=tests/kernels
+pack
+# 4. per-op tables: up to 64,000 rows (with plain Python), then 640,000 rows
+run_bench test_kernels 120 bench/test_kernels.py -k "not 640000"
+run_bench test_kernels_640k 60 bench/test_kernels.py -k 640000
 
 # 4. the summary
 {
@@ -110,9 +123,10 @@ done
   [ -e "$OUT/bench_skipped.txt" ] && sed 's/^/- /' "$OUT/bench_skipped.txt" && echo
   shopt -s nullglob
   jsons=("$OUT"/bench_*.json)
-  if (( ${#jsons[@]} )); then python scripts/bench_table.py "${jsons[@]}"; else echo "_no benchmark json_"; fi
+  if (( ${#jsons[@]} )); then "$PY" scripts/bench_table.py "${jsons[@]}"; else echo "_no benchmark json_"; fi
   echo
   echo "_total ${SECONDS}s_"
 } > "$OUT/gpu_results.md"
+pack
 echo "wrote $OUT/gpu_results.md (${SECONDS}s)"
 exit $status
