@@ -1,11 +1,13 @@
 """End-to-end credit: plain-Python reference vs vectorised torch (CPU, and CUDA when
-present) vs the Triton pipeline (CUDA only).
+present) vs the Triton pipeline (CUDA only), eager and replayed as a CUDA graph
+(``estimate(..., cuda_graph=True)``; captured before timing).
 
 MileGPO full (ALFWorld preset) on 16 groups x 8 trajectories x 50 steps = 6,400 rows
 and on 10x that (160 groups, 64,000 rows). Ratios are measured in this run and put
 in ``extra_info`` and the end-of-run table (bench/conftest.py):
 ``speedup_vs_reference`` (reference median / this median, same batch),
-``speedup_vs_torch_cpu`` and ``speedup_vs_torch_cuda`` for the Triton pipeline,
+``speedup_vs_torch_cpu``, ``speedup_vs_torch_cuda`` and ``speedup_vs_triton_eager`` for
+the Triton pipelines,
 ``growth_vs_6400`` (64,000-row median / 6,400-row median, same backend; linear is 10).
 A speed-up is recorded only after the backend matched the reference on the
 benchmark batch itself. The CPU torch path runs with one intra-op thread (recorded as
@@ -24,7 +26,7 @@ from milegpo.credit import estimate, presets
 from milegpo.credit.synthetic import benchmark_batch
 
 SIZES = {6400: 16, 64000: 160}
-BACKENDS = ["reference", "torch", "torch_cuda", "triton"]
+BACKENDS = ["reference", "torch", "torch_cuda", "triton", "triton_graph"]
 HAS_CUDA = torch.cuda.is_available()
 _BATCHES: dict[int, object] = {}
 _REFERENCE: dict[int, torch.Tensor] = {}
@@ -56,15 +58,16 @@ def reference_advantages(rows: int) -> torch.Tensor:
 @pytest.mark.parametrize("rows", sorted(SIZES))
 @pytest.mark.parametrize("impl", BACKENDS)
 def test_credit_milegpo_full(benchmark, medians, record_ratio, rows, impl):
-    if impl in ("torch_cuda", "triton") and not HAS_CUDA:
+    if impl in ("torch_cuda", "triton", "triton_graph") and not HAS_CUDA:
         pytest.skip("needs CUDA")
     benchmark.group = f"credit milegpo full, {rows} rows"
-    device = "cuda" if impl in ("torch_cuda", "triton") else "cpu"
-    backend = {"torch_cuda": "torch"}.get(impl, impl)
+    device = "cuda" if impl in ("torch_cuda", "triton", "triton_graph") else "cpu"
+    backend = {"torch_cuda": "torch", "triton_graph": "triton"}.get(impl, impl)
+    graph = impl == "triton_graph"
     b = batch_of(rows).to(device)
 
     def run():
-        out = estimate(b, "milegpo", presets.ALFWORLD, "full", backend=backend).advantages
+        out = estimate(b, "milegpo", presets.ALFWORLD, "full", backend=backend, cuda_graph=graph).advantages
         if device == "cuda":
             torch.cuda.synchronize()
         return out
@@ -78,10 +81,10 @@ def test_credit_milegpo_full(benchmark, medians, record_ratio, rows, impl):
     benchmark.extra_info.update(op="credit_milegpo_full", impl={"reference": "python"}.get(impl, impl), rows=rows,
                                 torch_threads=used_threads)
     me = medians[f"{impl}/{rows}"] = benchmark.stats.stats.median
-    for other in ("reference", "torch", "torch_cuda"):
+    for other in ("reference", "torch", "torch_cuda", "triton"):
         if other != impl and f"{other}/{rows}" in medians and BACKENDS.index(other) < BACKENDS.index(impl):
             name = {"reference": "speedup_vs_reference", "torch": "speedup_vs_torch_cpu",
-                    "torch_cuda": "speedup_vs_torch_cuda"}[other]
+                    "torch_cuda": "speedup_vs_torch_cuda", "triton": "speedup_vs_triton_eager"}[other]
             record_ratio(benchmark, name, medians[f"{other}/{rows}"] / me)
     if rows == 64000 and f"{impl}/6400" in medians:
         record_ratio(benchmark, "growth_vs_6400", me / medians[f"{impl}/6400"])

@@ -10,6 +10,7 @@
 #   bench_<name>.json    pytest-benchmark json of each benchmark run (credit, policy loss,
 #                        kernels up to 64,000 rows, kernels at 640,000 rows)
 #   bench_<name>.log     its pytest output
+#   credit_profile.log   scripts/credit_profile.py: kernels per credit call, eager vs CUDA graph
 # With ARCHIVE=/path/x.tgz, all of $OUT is also packed into that one file after every
 # step (for transports that bring back few files, or a run cut short).
 # Every step has its own timeout and the script keeps a total budget, so one slow or
@@ -88,6 +89,8 @@ run_bench() {  # name, timeout, pytest args... (pytest-benchmark writes its json
 # the per-op tables, so that a slow step leaves the most important results behind.
 # 1. end-to-end credit (reference / torch CPU / torch CUDA / Triton) and the fused loss
 run_bench test_credit 110 bench/test_credit.py
+t=$(step_timeout 60); echo "== credit profile (timeout ${t}s)"
+timeout --kill-after=10 "$t" "$PY" scripts/credit_profile.py > "$OUT/credit_profile.log" 2>&1; tail -n 25 "$OUT/credit_profile.log"; pack
 run_bench test_policy_loss 110 bench/test_policy_loss.py
 # 2. kernel tests: every file in tests/kernels (credit ops, policy loss, ...) on CUDA
 run_tests kernels 170 tests/kernels
@@ -116,6 +119,12 @@ run_bench test_kernels_640k 60 bench/test_kernels.py -k 640000
     echo "- \`$(basename "$x" .log)\`: $(grep -E '(passed|failed|error|deselected|no tests ran)' "$x" | tail -n 1)"
     grep -E '^(FAILED|ERROR) ' "$x" | head -n 20 | sed 's/^/    - /'
   done
+  echo
+  echo "## Where a GPU credit call's time goes (scripts/credit_profile.py)"
+  echo
+  echo '```'
+  [ -e "$OUT/credit_profile.log" ] && tail -n 25 "$OUT/credit_profile.log"
+  echo '```'
   echo
   echo "## Benchmarks"
   echo

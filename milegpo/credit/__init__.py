@@ -26,6 +26,8 @@ def estimate(
     config: CreditConfig = presets.ALFWORLD,
     variant: str = "full",
     backend: str = "auto",
+    *,
+    cuda_graph: bool = False,
 ) -> CreditResult:
     """Advantages of one rollout batch.
 
@@ -35,6 +37,10 @@ def estimate(
     variant: MileGPO ablation ``md`` (eq. 7) | ``rcs`` (eq. 8) | ``full`` (eq. 19);
       ignored by the other methods.
     backend: ``auto`` | ``reference`` | ``torch`` | ``triton``.
+    cuda_graph: replay the pipeline as a CUDA graph captured once per batch size
+      (CUDA batch, ``triton``/``auto`` backend; see :mod:`milegpo.credit.graphed`):
+      for repeated calls at one size, where launching ~700 small kernels from Python
+      costs more than running them.
 
     Returns a :class:`CreditResult`; ``.advantages`` is (N,) float64 in input order.
     """
@@ -45,6 +51,10 @@ def estimate(
         raise TypeError(f"estimate: config must be a CreditConfig, got {type(config).__name__}")
     if backend not in BACKENDS:
         raise ValueError(f"unknown credit backend {backend!r}; expected one of {BACKENDS}")
+    if cuda_graph:
+        from .graphed import estimate_graphed
+
+        return estimate_graphed(batch, method, config, variant, backend)
     if backend == "reference":
         from .reference import estimate_reference
 

@@ -46,22 +46,22 @@ class LazyNodes(Mapping):
     """Per-node arrays held at capacity; trimmed to ``count`` nodes on first read."""
 
     def __init__(self, padded: dict[str, torch.Tensor], count: torch.Tensor):
-        self._padded, self._count, self._trimmed = padded, count, None
+        self.padded, self.count, self._trimmed = padded, count, None
 
     def _table(self) -> dict[str, torch.Tensor]:
         if self._trimmed is None:
-            n = int(self._count)
-            self._trimmed = {k: v[:n] for k, v in self._padded.items()}
+            n = int(self.count)
+            self._trimmed = {k: v[:n] for k, v in self.padded.items()}
         return self._trimmed
 
     def __getitem__(self, key):
         return self._table()[key]
 
     def __iter__(self):
-        return iter(self._padded)
+        return iter(self.padded)
 
     def __len__(self):
-        return len(self._padded)
+        return len(self.padded)
 
 
 def _capacity(count: torch.Tensor, bound: int, static: bool) -> int:

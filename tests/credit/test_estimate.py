@@ -25,16 +25,18 @@ def assert_same(a, b, what):
         torch.testing.assert_close(a.cpu(), b.cpu(), atol=ATOL, rtol=RTOL, msg=lambda m: f"{what}: {m}")
 
 
-def compare(batch: StepBatch, backend: str = "torch", cases=CASES, presets_=PRESETS, static_shapes=None) -> None:
+def compare(batch: StepBatch, backend: str = "torch", cases=CASES, presets_=PRESETS, static_shapes=None,
+            **estimate_kw) -> None:
     """Every method / variant / preset of ``backend`` against the reference. ``static_shapes=True``
-    runs the GPU layout (arrays at their static bounds, padding slots) on CPU."""
+    runs the GPU layout (arrays at their static bounds, padding slots) on CPU; ``estimate_kw``
+    go to :func:`estimate` (e.g. ``cuda_graph=True``)."""
     from milegpo.credit.vectorized import estimate_vectorized
 
     for pname, cfg in presets_.items():
         for method, variant in cases:
-            ref = estimate(batch, method, cfg, variant, backend="reference")
+            ref = estimate(batch.to("cpu"), method, cfg, variant, backend="reference")
             if static_shapes is None:
-                got = estimate(batch, method, cfg, variant, backend=backend)
+                got = estimate(batch, method, cfg, variant, backend=backend, **estimate_kw)
             else:
                 got = estimate_vectorized(batch, method, cfg, variant, backend=backend, static_shapes=static_shapes)
             tag = f"{method}/{variant}/{pname}"
