@@ -50,6 +50,8 @@ class JobArguments:
     sft_batch_size: int = field(default=16, metadata={"help": "Examples per SFT step."})
     sft_explore: float = field(default=0.2, metadata={"help": "Share of random actions while recording the "
                                                               "walkthroughs (labels stay the expert's)."})
+    sft_expert: str = field(default="search", metadata={
+        "help": "Whose walkthroughs: 'search' (acts on what it has seen) or 'oracle' (knows every object's place)."})
     tiny_hidden: int = field(default=64, metadata={"help": "Hidden size of the tiny model."})
     tiny_layers: int = field(default=2, metadata={"help": "Layers of the tiny model."})
     eval_before: bool = field(default=True, metadata={"help": "Evaluate the warm-started policy before RL."})
@@ -117,6 +119,7 @@ def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = 
                                         epochs=job.sft_epochs, batch_size=job.sft_batch_size,
                                         learning_rate=job.sft_learning_rate, history_length=cfg.history_length,
                                         explore=job.sft_explore, seed=cfg.seed, use_cpu=cfg.use_cpu,
+                                        expert=job.sft_expert,
                                         disable_tqdm=quiet or cfg.disable_tqdm)
         info.update(sft_examples=n, sft_loss=loss, sft_s=time.perf_counter() - t0)
     # GRPOTrainer loads its reference model from the policy's path: the warm-started policy lives on disk

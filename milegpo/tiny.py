@@ -44,24 +44,30 @@ def easy_tasks(split: str, n: int, horizon: int = 8, start: int = 0) -> list[Tas
 
 
 def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.0,
-                 seed: int = 0) -> list[tuple[str, str]]:
+                 seed: int = 0, expert: str = "search") -> list[tuple[str, str]]:
     """(prompt text, expert completion text) for every step of an episode of each task.
 
+    expert: ``search`` (acts on what it has observed: :meth:`HouseholdEnv.search_action`) or ``oracle``
+    (knows where every object is: :meth:`HouseholdEnv.expert_action`; a policy that imitates it learns
+    choices its prompt gives no reason for).
     explore: probability of playing a random admissible action instead of the expert's (the expert's
     action is still the label): the policy also sees off-walkthrough states and how to recover from them.
     Episodes end at a win or after ``task.horizon + 10`` steps."""
+    if expert not in ("search", "oracle"):
+        raise ValueError(f"expert must be 'search' or 'oracle', got {expert!r}")
     rng = random.Random(seed)
     pairs = []
     for task in tasks:
         env = HouseholdEnv()
+        act = env.search_action if expert == "search" else env.expert_action
         obs, adm, info = env.reset(Task(task.task_id, env=task.env, seed=task.seed, split=task.split,
                                         task_type=task.task_type, horizon=task.horizon + 10))
         hist: list[tuple[str, str]] = []
         while not env.done:
-            expert = env.expert_action()
+            label = act()
             pairs.append((render_prompt(info["goal"], obs, adm, hist, len(hist), history_length),
-                          completion_text(expert)))
-            a = rng.choice(adm) if explore and adm and rng.random() < explore else expert
+                          completion_text(label)))
+            a = rng.choice(adm) if explore and adm and rng.random() < explore else label
             hist.append((obs, a))
             obs, _, _, _, step_info = env.step(a)
             adm = step_info["admissible_actions"]
@@ -71,12 +77,14 @@ def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float 
 def _action_phrases(tasks: Sequence[Task]) -> set[str]:
     out: set[str] = set()
     for task in tasks:
-        env = HouseholdEnv()
-        _, adm, _ = env.reset(task)
-        out.update(adm)
-        while not env.done:
-            _, _, _, _, info = env.step(env.expert_action())
-            out.update(info["admissible_actions"])
+        for expert in ("oracle", "search"):
+            env = HouseholdEnv()
+            act = env.expert_action if expert == "oracle" else env.search_action
+            _, adm, _ = env.reset(task)
+            out.update(adm)
+            while not env.done:
+                _, _, _, _, info = env.step(act())
+                out.update(info["admissible_actions"])
     return out
 
 
@@ -114,16 +122,35 @@ def make_model(tokenizer, hidden: int = 64, layers: int = 2, heads: int = 4, kv_
                       max_position_embeddings=4096, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
                       eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
     model = Qwen2ForCausalLM(cfg)
+    _init_phrase_embeddings(model, tokenizer)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
 
 
-def sft_dataset(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.2, seed: int = 0):
+def _init_phrase_embeddings(model, tokenizer) -> None:
+    """An action phrase's token ("go to sofa 1") starts as the mean of its words' embeddings (as
+    ``resize_token_embeddings(mean_resizing=True)`` starts new tokens from old ones): phrases then share
+    structure from the first step (all "go to" phrases alike, all "sofa" phrases alike), so learning to
+    pick one phrase from the prompt's list carries over to phrases the warm start never showed."""
+    emb = model.get_input_embeddings().weight
+    unk = tokenizer.unk_token_id
+    with torch.no_grad():
+        for phrase, tid in tokenizer.get_added_vocab().items():
+            words = phrase.split()
+            if len(words) < 2:
+                continue
+            wids = [w for w in tokenizer.convert_tokens_to_ids(words) if w is not None and w != unk]
+            if wids:
+                emb[tid] = emb[wids].mean(0)
+
+
+def sft_dataset(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.2, seed: int = 0,
+                expert: str = "search"):
     """Conversational prompt-completion dataset of expert steps (TRL's SFT format)."""
     from datasets import Dataset
 
-    pairs = expert_pairs(tasks, history_length, explore=explore, seed=seed)
+    pairs = expert_pairs(tasks, history_length, explore=explore, seed=seed, expert=expert)
     return Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p, _ in pairs],
                               "completion": [[{"role": "assistant", "content": c}] for _, c in pairs]})
 
@@ -131,14 +158,14 @@ def sft_dataset(tasks: Sequence[Task], history_length: int = 2, explore: float =
 def sft_warm_start(model, tokenizer, tasks: Sequence[Task], output_dir: str, epochs: float = 3.0,
                    batch_size: int = 16, learning_rate: float = 3e-3, history_length: int = 2,
                    explore: float = 0.2, seed: int = 0, max_steps: int = -1, use_cpu: bool | None = None,
-                   disable_tqdm: bool | None = None):
+                   disable_tqdm: bool | None = None, expert: str = "search"):
     """Supervised warm start with TRL's ``SFTTrainer`` on expert walkthroughs of ``tasks``.
 
     Completion-only loss (the prompt tokens are not trained on); returns the trained model (the same object)
     and the trainer's final training loss."""
     from trl import SFTConfig, SFTTrainer
 
-    data = sft_dataset(tasks, history_length, explore=explore, seed=seed)
+    data = sft_dataset(tasks, history_length, explore=explore, seed=seed, expert=expert)
     args = SFTConfig(output_dir=output_dir, num_train_epochs=epochs, max_steps=max_steps,
                      per_device_train_batch_size=batch_size, learning_rate=learning_rate, lr_scheduler_type="constant",
                      warmup_steps=0, logging_steps=10, save_strategy="no", report_to="none", seed=seed,

@@ -78,3 +78,21 @@ def test_tiny_tokenizer_reloads_faithfully(tmp_path):
     comp = back(completion_text("inventory"))["input_ids"] + [back.eos_token_id]
     text = back.batch_decode([comp], skip_special_tokens=True)[0]
     assert "<action>" in text and "inventory" in text
+
+
+def test_tiny_model_starts_action_phrases_from_their_words():
+    from milegpo.tiny import easy_tasks, expert_pairs, make_model, make_tokenizer
+
+    tok = make_tokenizer(n_tasks=8)
+    emb = make_model(tok).get_input_embeddings().weight
+    phrase = "go to sidetable 1"
+    pid = tok.convert_tokens_to_ids(phrase)
+    assert pid != tok.unk_token_id
+    words = tok.convert_tokens_to_ids(phrase.split())
+    torch.testing.assert_close(emb[pid], emb[words].mean(0))
+    # the warm start's labels come from the searching expert by default, the oracle on request
+    tasks = easy_tasks("train", 3)
+    assert expert_pairs(tasks) == expert_pairs(tasks, expert="search")
+    assert expert_pairs(tasks, expert="oracle") != expert_pairs(tasks)
+    with pytest.raises(ValueError, match="expert must be 'search' or 'oracle'"):
+        expert_pairs(tasks, expert="cheat")

@@ -310,6 +310,7 @@ class HouseholdEnv(TextEnv):
         self.game: Game | None = None
         self.s = _State()
         self._delay = 0.0
+        self._seen: dict[str, list[str]] = {}  # what an agent has observed: receptacle -> contents seen there
 
     # ------------------------------------------------------------------ helpers
     def _otype(self, obj: str) -> str:
@@ -380,6 +381,7 @@ class HouseholdEnv(TextEnv):
         self._delay = float(task.option("step_delay_s", 0.0))
         self.game = generate_game(task.split, int(task.seed), task.task_type)
         self.s = _State(contents=copy.deepcopy(self.game.contents))
+        self._seen = {}
         obs = f"{self._room_view()}\n\nYour task is to: {self.game.goal_text}"
         return obs, self.admissible_actions(), {"goal": self.game.goal_text, "game_id": self.game.game_id,
                                                 "task_type": self.game.task_type, "room": self.game.room}
@@ -432,20 +434,41 @@ class HouseholdEnv(TextEnv):
             obs = f"You turn on the {self.game.lamp}."
         else:  # pragma: no cover - every admissible verb is handled above
             raise AssertionError(action)
+        if s.location and self._is_open(s.location):  # the observation showed what is there now
+            self._seen[s.location] = list(s.contents[s.location])
         won = self._won()
         return obs, (10.0 if won else 0.0), won, self.admissible_actions(), {}
 
-    # ------------------------------------------------------------------ expert
+    # ------------------------------------------------------------------ experts
     def expert_action(self) -> str | None:
-        """The expert's next action, re-planned from the current state (None when done)."""
+        """The oracle expert's next action, re-planned from the current state (None when done).
+
+        It knows where every object is (ALFWorld's expert plans with the game's full state): its first
+        action goes straight to the receptacle holding the goal object, which no observation has shown."""
+        return self._plan(search=False)
+
+    def search_action(self) -> str | None:
+        """The searching expert's next action (None when done): it acts on what has been observed only.
+
+        Objects are looked for in receptacles where their type may lie (common knowledge, not the game's
+        placement), in the room's listing order, opening closed ones to look in; a goal object or the
+        desklamp seen earlier is gone back to. Otherwise it plans as the oracle (destination and appliances
+        are named by the goal and the room's listing)."""
+        return self._plan(search=True)
+
+    def _plan(self, search: bool) -> str | None:
         if self.game is None or self.done:
             return None
         g, s = self.game, self.s
+        fetch = self._search if search else self._fetch
         if s.holding and self._otype(s.holding) != g.target_type:
             return self._put_down()
         if g.task_type == "look_at_obj_in_light":
             if not s.holding:
-                return self._fetch(lambda o: self._otype(o) == g.target_type)
+                return fetch(lambda o: self._otype(o) == g.target_type)
+            lamp = (lambda o: o == g.lamp)
+            if search and not self._known(lamp):
+                return self._search(lamp, take=False)
             lamp_at = next(r for r, objs in s.contents.items() if g.lamp in objs)
             return f"go to {lamp_at}" if s.location != lamp_at else f"use {g.lamp}"
         dests = [r for r in g.receptacles if _rtype(r) == g.dest_type]
@@ -460,7 +483,7 @@ class HouseholdEnv(TextEnv):
                 return f"go to {target}"
             return f"move {s.holding} to {target}" if self._is_open(target) else f"open {target}"
         placed = set(s.contents[target]) if two else {o for r in dests for o in s.contents[r]}
-        return self._fetch(lambda o: self._otype(o) == g.target_type and not (o in placed and self._good(o)))
+        return fetch(lambda o: self._otype(o) == g.target_type and not (o in placed and self._good(o)))
 
     def _fetch(self, wanted) -> str:
         s = self.s
@@ -472,19 +495,48 @@ class HouseholdEnv(TextEnv):
                 return f"go to {r}"
         raise AssertionError(f"household expert: no object left for goal {self.game.goal_text!r}")  # pragma: no cover
 
+    def _known(self, wanted) -> list[str]:
+        return [r for r in self.game.receptacles if any(wanted(o) for o in self._seen.get(r, ()))]
+
+    def _search(self, wanted, take: bool = True) -> str:
+        """Next action towards an object matching ``wanted`` using only observed contents."""
+        s, g = self.s, self.game
+        here = s.location
+        if take and here and self._is_open(here):
+            objs = [o for o in s.contents[here] if wanted(o) and o != g.lamp]
+            if objs:
+                return f"take {objs[0]} from {here}"
+        known = [r for r in self._known(wanted) if r != here]
+        if known:
+            return f"go to {known[0]}"
+        if here and here not in self._seen:
+            return f"open {here}"  # a closed receptacle: look in it
+        spec = _ROOMS[g.room]
+        likely = set(spec.lamp_on) if not take else set(spec.objects[g.target_type][0]) if \
+            g.target_type in spec.objects else set(RECEPTACLES)
+        todo = [r for r in g.receptacles if r not in self._seen and r != here]
+        todo = [r for r in todo if _rtype(r) in likely] or todo
+        if todo:
+            return f"go to {todo[0]}"
+        return self._fetch(wanted)  # everything looked at (objects moved since): fall back to the state
+
     def _put_down(self) -> str:
         s = self.s
         if s.location:
             return f"move {s.holding} to {s.location}" if self._is_open(s.location) else f"open {s.location}"
         return f"go to {self.game.receptacles[0]}"
 
-    def walkthrough(self, task: Task) -> list[str]:
-        """The expert's actions from the start of ``task`` to a win (plays a private copy of the env)."""
+    def walkthrough(self, task: Task, expert: str = "oracle") -> list[str]:
+        """An expert's actions from the start of ``task`` to a win (plays a private copy of the env).
+        expert: ``oracle`` (:meth:`expert_action`) or ``search`` (:meth:`search_action`)."""
+        if expert not in ("oracle", "search"):
+            raise ValueError(f"walkthrough: expert must be 'oracle' or 'search', got {expert!r}")
         env = HouseholdEnv()
         env.reset(Task(task.task_id, seed=task.seed, split=task.split, task_type=task.task_type, horizon=10_000))
+        act = env.expert_action if expert == "oracle" else env.search_action
         actions = []
         while not env.done:
-            a = env.expert_action()
+            a = act()
             actions.append(a)
             env.step(a)
         return actions

@@ -107,6 +107,83 @@ def test_expert_recovers_after_random_actions():
         assert env.won, task.task_id
 
 
+@pytest.mark.parametrize("split", SPLITS)
+def test_search_expert_wins_every_game(split):
+    env = HouseholdEnv()
+    for task in household_tasks(split, 150):
+        env.reset(Task(task.task_id, seed=task.seed, split=split, task_type=task.task_type, horizon=60))
+        while not env.done:
+            a = env.search_action()
+            assert a in env.admissible, f"{task.task_id}: search action {a!r} not admissible"
+            env.step(a)
+        assert env.won, task.task_id
+
+
+def _hide_unseen(env: HouseholdEnv, rng: random.Random) -> None:
+    """Swap the contents of receptacles the agent has not looked in (the goal's destination type
+    aside, whose contents the oracle part of the plan reads): the world changes where no
+    observation has shown it."""
+    g = env.game
+    unseen = [r for r in g.receptacles if r not in env._seen and r.rsplit(" ", 1)[0] != g.dest_type]
+    shuffled = [env.s.contents[r] for r in unseen]
+    rng.shuffle(shuffled)
+    for r, objs in zip(unseen, shuffled):
+        env.s.contents[r] = objs
+
+
+def test_search_expert_uses_only_what_it_has_seen():
+    import copy
+
+    rng = random.Random(0)
+    changed = 0
+    for task in household_tasks("train", 120):
+        env = HouseholdEnv()
+        env.reset(Task(task.task_id, seed=task.seed, split="train", task_type=task.task_type, horizon=60))
+        while not env.done:
+            other = copy.deepcopy(env)
+            _hide_unseen(other, rng)
+            changed += other.s.contents != env.s.contents
+            assert other.search_action() == env.search_action(), task.task_id
+            env.step(env.search_action())
+    assert changed > 100  # the check did move hidden objects
+    # the oracle does use hidden placements: its first move changes with them
+    moved = 0
+    for task in household_tasks("train", 60):
+        env = HouseholdEnv()
+        env.reset(task)
+        other = copy.deepcopy(env)
+        _hide_unseen(other, rng)
+        moved += other.expert_action() != env.expert_action()
+    assert moved > 10
+
+
+def test_search_expert_recovers_after_random_actions():
+    rng = random.Random(2)
+    env = HouseholdEnv()
+    for task in household_tasks("ood", 40):
+        env.reset(Task(task.task_id, seed=task.seed, split="ood", horizon=200))
+        for _ in range(10):
+            if env.done:
+                break
+            env.step(rng.choice(env.admissible))
+        while not env.done:
+            env.step(env.search_action())
+        assert env.won, task.task_id
+
+
+def test_walkthrough_of_either_expert():
+    task = household_tasks("id", 1, start=5, task_type="look_at_obj_in_light")[0]
+    for expert in ("oracle", "search"):
+        env = HouseholdEnv()
+        walk = env.walkthrough(task, expert=expert)
+        env.reset(task)
+        for a in walk:
+            out = env.step(a)
+        assert out[3], expert
+    with pytest.raises(ValueError, match="expert must be 'oracle' or 'search'"):
+        HouseholdEnv().walkthrough(task, expert="cheat")
+
+
 def test_walkthrough_replays_to_a_win():
     env = HouseholdEnv()
     task = household_tasks("ood", 1, start=3)[0]
