@@ -66,14 +66,17 @@ def test_cuda_estimate_makes_no_host_sync():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.gpu
-def test_cuda_graph_replay_matches_reference():
+def test_cuda_graph_replay_matches_reference(monkeypatch):
+    from milegpo.credit import graphed
     from milegpo.credit.graphed import _GRAPHS, clear_graphs
     from milegpo.credit.synthetic import benchmark_batch
 
+    monkeypatch.setattr(graphed, "MAX_GRAPHS", 32)  # keep all 12 (method, variant, preset) graphs
     clear_graphs()
     first = benchmark_batch(n_groups=3, group_size=5, horizon=12, seed=1).to("cuda")
     compare(first, backend="triton", cuda_graph=True)  # captures one graph per method / variant / preset
     captured = len(_GRAPHS)
+    assert captured == 12
     second = benchmark_batch(n_groups=3, group_size=5, horizon=12, seed=2, self_loop_p=0.6).to("cuda")
     assert len(second) == len(first)
     compare(second, backend="auto", cuda_graph=True)  # same size: replays, new inputs
