@@ -512,8 +512,8 @@ class HouseholdEnv(TextEnv):
         if here and here not in self._seen:
             return f"open {here}"  # a closed receptacle: look in it
         spec = _ROOMS[g.room]
-        likely = set(spec.lamp_on) if not take else set(spec.objects[g.target_type][0]) if \
-            g.target_type in spec.objects else set(RECEPTACLES)
+        # where such a thing may lie (the goal object's type comes from this room's object table)
+        likely = spec.objects[g.target_type][0] if take else spec.lamp_on
         todo = [r for r in g.receptacles if r not in self._seen and r != here]
         todo = [r for r in todo if _rtype(r) in likely] or todo
         if todo:
