@@ -13,6 +13,7 @@
 #   credit_profile.log   scripts/credit_profile.py: kernels per credit call, eager vs CUDA graph
 # With ARCHIVE=/path/x.tgz, all of $OUT is also packed into that one file after every
 # step (for transports that bring back few files, or a run cut short).
+# STEPS=credit,profile,loss,kernels,gpu,ops,ops640k (the default: all) runs a subset, in that order.
 # Every step has its own timeout and the script keeps a total budget, so one slow or
 # hanging step cannot eat the others; the exit status is non-zero if a test run failed.
 set -u
@@ -32,6 +33,9 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"   # the working tree, instal
 export PYTHONDONTWRITEBYTECODE=1
 PYTEST=("$PY" -m pytest -p no:cacheprovider -q -rfEs)
 status=0
+
+STEPS="${STEPS:-credit,profile,loss,kernels,gpu,ops,ops640k}"
+want() { [[ ",$STEPS," == *",$1,"* ]]; }
 
 left() { echo $(( BUDGET_S - SECONDS )); }
 step_timeout() {  # min(wanted, time left - 20 s reserve), at least 10
@@ -88,19 +92,21 @@ run_bench() {  # name, timeout, pytest args... (pytest-benchmark writes its json
 # the torch twin before timing, so a wrong kernel fails there too), then the tests, then
 # the per-op tables, so that a slow step leaves the most important results behind.
 # 1. end-to-end credit (reference / torch CPU / torch CUDA / Triton) and the fused loss
-run_bench test_credit 110 bench/test_credit.py
-t=$(step_timeout 60); echo "== credit profile (timeout ${t}s)"
-timeout --kill-after=10 "$t" "$PY" scripts/credit_profile.py > "$OUT/credit_profile.log" 2>&1; tail -n 25 "$OUT/credit_profile.log"; pack
-run_bench test_policy_loss 110 bench/test_policy_loss.py
+want credit && run_bench test_credit 110 bench/test_credit.py
+if want profile; then
+  t=$(step_timeout 60); echo "== credit profile (timeout ${t}s)"
+  timeout --kill-after=10 "$t" "$PY" scripts/credit_profile.py > "$OUT/credit_profile.log" 2>&1; tail -n 25 "$OUT/credit_profile.log"; pack
+fi
+want loss && run_bench test_policy_loss 110 bench/test_policy_loss.py
 # 2. kernel tests: every file in tests/kernels (credit ops, policy loss, ...) on CUDA
-run_tests kernels 170 tests/kernels
+want kernels && run_tests kernels 170 tests/kernels
 pack
 # 3. anything else marked gpu (e.g. estimate(..., backend="triton") with no host sync)
-run_tests gpu_marked 60 tests -m gpu --ignore=tests/kernels
+want gpu && run_tests gpu_marked 60 tests -m gpu --ignore=tests/kernels
 pack
 # 4. per-op tables: up to 64,000 rows (with plain Python), then 640,000 rows
-run_bench test_kernels 120 bench/test_kernels.py -k "not 640000"
-run_bench test_kernels_640k 60 bench/test_kernels.py -k 640000
+want ops && run_bench test_kernels 120 bench/test_kernels.py -k "not 640000"
+want ops640k && run_bench test_kernels_640k 60 bench/test_kernels.py -k 640000
 
 # 4. the summary
 {
