@@ -12,6 +12,14 @@ of rounds is bounded by the longest shortest path of the graph.
   power is formed by repeated multiplication (seed * factor * factor ...), which is
   also how the plain-Python reference forms it, so both agree to the last bit on
   CPU. Needs ``0 <= factor <= 1`` and ``seed >= 0``.
+
+Both take an optional ``edge_offsets``: (S + 1,) int64, ``0 = off[0] <= off[1] <= ...
+<= off[S] = E``, splitting the edge list into S *components*, edges ``[off[i],
+off[i + 1])``, such that no node is an endpoint of (non-self-loop) edges in two
+components, e.g. one component per task group of a rollout graph. The result does
+not depend on it; the Triton kernels relax the components in parallel, one program
+each. The torch twins check the contract (the Triton path checks only the shape:
+reading the offsets would need a host sync).
 """
 
 from __future__ import annotations
@@ -23,15 +31,50 @@ from ._backend import resolve
 INF = 1 << 62
 
 
-def _check_edges(src, dst, num_nodes, name):
+def _check_edges(src, dst, num_nodes, name, edge_offsets=None):
     if src.dtype != torch.int64 or dst.dtype != torch.int64:
         raise TypeError(f"{name}: src and dst must be int64, got {src.dtype}, {dst.dtype}")
     if src.shape != dst.shape or src.dim() != 1:
         raise ValueError(f"{name}: src and dst must be (E,), got {tuple(src.shape)}, {tuple(dst.shape)}")
+    if edge_offsets is not None:
+        if edge_offsets.dtype != torch.int64 or edge_offsets.dim() != 1 or edge_offsets.shape[0] < 2:
+            raise ValueError(f"{name}: edge_offsets must be (S + 1,) int64 with S >= 1, got {edge_offsets.dtype} "
+                             f"{tuple(edge_offsets.shape)}")
+        if edge_offsets.device != src.device:
+            raise ValueError(f"{name}: edge_offsets is on {edge_offsets.device}, the edges on {src.device}")
 
 
-def hop_distance_torch(src, dst, target: torch.Tensor, max_rounds: int | None = None) -> torch.Tensor:
-    _check_edges(src, dst, target.shape[0], "hop_distance")
+def _check_components(src, dst, num_nodes, edge_offsets, name):
+    """The edge_offsets contract, read on the host (the torch twins' check)."""
+    e = src.shape[0]
+    off = edge_offsets
+    if int(off[0]) != 0 or int(off[-1]) != e:
+        raise ValueError(f"{name}: edge_offsets must start at 0 and end at the edge count {e}, got "
+                         f"{int(off[0])} and {int(off[-1])}")
+    bad = torch.nonzero(off[1:] < off[:-1])
+    if bad.numel():
+        i = int(bad[0, 0])
+        raise ValueError(f"{name}: edge_offsets must be non-decreasing, got off[{i}]={int(off[i])} > "
+                         f"off[{i + 1}]={int(off[i + 1])}")
+    if e == 0:
+        return
+    comp = torch.searchsorted(off, torch.arange(e, device=src.device), right=True) - 1
+    loop = src == dst  # self-loops change nothing: allowed in any component
+    ends = torch.cat([src[~loop], dst[~loop]])
+    c = torch.cat([comp[~loop], comp[~loop]])
+    lo = torch.full((num_nodes,), e, dtype=torch.int64, device=src.device).scatter_reduce(0, ends, c, "amin")
+    hi = torch.full((num_nodes,), -1, dtype=torch.int64, device=src.device).scatter_reduce(0, ends, c, "amax")
+    shared = torch.nonzero((hi >= 0) & (lo != hi))
+    if shared.numel():
+        v = int(shared[0, 0])
+        raise ValueError(f"{name}: edge_offsets components must not share nodes: node {v} is an endpoint of edges "
+                         f"in components {int(lo[v])} and {int(hi[v])}")
+
+
+def hop_distance_torch(src, dst, target: torch.Tensor, edge_offsets=None, max_rounds: int | None = None) -> torch.Tensor:
+    _check_edges(src, dst, target.shape[0], "hop_distance", edge_offsets)
+    if edge_offsets is not None:
+        _check_components(src, dst, target.shape[0], edge_offsets, "hop_distance")
     if target.dtype != torch.bool or target.dim() != 1:
         raise TypeError(f"hop_distance: target must be (V,) bool, got {target.dtype} {tuple(target.shape)}")
     inf = torch.full_like(target, INF, dtype=torch.int64)
@@ -48,8 +91,11 @@ def hop_distance_torch(src, dst, target: torch.Tensor, max_rounds: int | None = 
     return dist
 
 
-def max_times_potential_torch(src, dst, seed: torch.Tensor, factor: float, max_rounds: int | None = None):
-    _check_edges(src, dst, seed.shape[0], "max_times_potential")
+def max_times_potential_torch(src, dst, seed: torch.Tensor, factor: float, edge_offsets=None,
+                              max_rounds: int | None = None):
+    _check_edges(src, dst, seed.shape[0], "max_times_potential", edge_offsets)
+    if edge_offsets is not None:
+        _check_components(src, dst, seed.shape[0], edge_offsets, "max_times_potential")
     if not (0.0 <= factor <= 1.0):
         raise ValueError(f"max_times_potential: factor must be in [0, 1], got {factor}")
     if not seed.dtype.is_floating_point:
@@ -68,21 +114,23 @@ def max_times_potential_torch(src, dst, seed: torch.Tensor, factor: float, max_r
     return phi
 
 
-def hop_distance(src, dst, target, *, backend: str = "auto") -> torch.Tensor:
-    """Hop distance to the nearest target. src, dst: (E,) int64; target: (V,) bool.
+def hop_distance(src, dst, target, edge_offsets=None, *, backend: str = "auto") -> torch.Tensor:
+    """Hop distance to the nearest target. src, dst: (E,) int64; target: (V,) bool;
+    edge_offsets: optional (S + 1,) int64 components (module docstring).
     Returns (V,) int64, :data:`INF` where unreachable."""
     if resolve(backend, src, dst, target) == "triton":
         from .triton_graph import hop_distance_triton
 
-        return hop_distance_triton(src, dst, target)
-    return hop_distance_torch(src, dst, target)
+        return hop_distance_triton(src, dst, target, edge_offsets)
+    return hop_distance_torch(src, dst, target, edge_offsets)
 
 
-def max_times_potential(src, dst, seed, factor: float, *, backend: str = "auto") -> torch.Tensor:
-    """Max-times potential. src, dst: (E,) int64; seed: (V,) or (V, k) float, >= 0.
+def max_times_potential(src, dst, seed, factor: float, edge_offsets=None, *, backend: str = "auto") -> torch.Tensor:
+    """Max-times potential. src, dst: (E,) int64; seed: (V,) or (V, k) float, >= 0;
+    edge_offsets: optional (S + 1,) int64 components (module docstring).
     Returns the same shape as seed."""
     if resolve(backend, src, dst, seed) == "triton":
         from .triton_graph import max_times_potential_triton
 
-        return max_times_potential_triton(src, dst, seed, factor)
-    return max_times_potential_torch(src, dst, seed, factor)
+        return max_times_potential_triton(src, dst, seed, factor, edge_offsets)
+    return max_times_potential_torch(src, dst, seed, factor, edge_offsets)

@@ -5,12 +5,15 @@ index* of the input, never a key value, so every int64 key (negative keys, the
 success sink ``(1 << 63) - 1``) is a legal key and ``-1`` can mark an empty slot.
 
 1. ``_insert_kernel``: every row hashes its tuple (splitmix64 over the columns) and
-   probes. ``atomic_cas(slot, -1, row)`` claims an empty slot; a slot already held by
-   row ``r`` is compared column by column against ``r``'s tuple (read from the input,
-   which no one writes, so no ordering question arises). Equal tuple: the row joins
-   that slot and ``atomic_min(slot, row)`` makes the slot end up holding the
-   *smallest* row of the tuple, whatever the race order. Different tuple: next slot.
-   The row records its slot.
+   probes. It reads the slot first (``PEEK``): an empty one it claims with
+   ``atomic_cas(slot, -1, row)``; a slot held by row ``r`` (read, or returned by a
+   failed CAS) is compared column by column against ``r``'s tuple (read from the
+   input, which no one writes, so no ordering question arises and the atomics are
+   ``relaxed``). Equal tuple: the row joins that slot, and if it is smaller than
+   ``r``, ``atomic_min(slot, row)``; the slot ends up holding the *smallest* row of
+   the tuple, whatever the race order. Different tuple: next slot. The row records
+   its slot. Reading before the atomics spares the hot slots of frequent tuples (a
+   task group's id, the success sink) one serialised atomic per row.
 2. ``_resolve_kernel``: ``rep[row] = table[slot[row]]`` (the tuple's first row) and
    ``first[row] = rep[row] == row``.
 3. ``rank = cumsum(first)`` (a device op) and ``ids = rank[rep] - 1``: ids are dense,
@@ -31,6 +34,8 @@ import triton.language as tl
 from .grouping import DenseIds, _check_cols
 
 BLOCK = 1024
+SEM = "relaxed"  # the table's atomics order nothing: keys are read from the input, which no one writes
+PEEK = True
 EMPTY = tl.constexpr(-1)  # empty slot; slots hold row indices >= 0
 
 
@@ -43,7 +48,8 @@ def _mix64(h):
 
 
 @triton.jit
-def _insert_kernel(keys_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.constexpr, BLOCK: tl.constexpr):
+def _insert_kernel(keys_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.constexpr, BLOCK: tl.constexpr,
+                   SEM: tl.constexpr, PEEK: tl.constexpr):
     """keys: (NCOLS, M) int64 row-major; table: (T,) int64 filled with -1; slot: (M,) int64 out."""
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
@@ -55,11 +61,21 @@ def _insert_kernel(keys_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.constexpr, BLO
     t64 = T.to(tl.int64)
     slot = (h % t64.to(tl.uint64)).to(tl.int64)
     active = inb
+    # lanes that must not touch the table (done, or PEEK saw the slot taken) aim their
+    # compare-and-swap at their own output slot with a compare value no slot holds
+    # (-2): no write, and no contention on a hot table slot
+    own = slot_ptr + tl.where(inb, rows, 0)
     n_active = tl.sum(active.to(tl.int32), axis=0)
     while n_active > 0:
-        # inactive lanes compare against -2, which no slot ever holds: a plain read
-        cmp = tl.where(active, EMPTY, -2).to(tl.int64)
-        prev = tl.atomic_cas(table_ptr + slot, cmp, rows)
+        if PEEK:  # a plain read first: rows of a tuple already in the table need no atomic
+            seen = tl.load(table_ptr + slot, mask=active, other=-2, cache_modifier=".cg")
+            try_cas = active & (seen == EMPTY)
+        else:
+            seen = tl.full((BLOCK,), -2, tl.int64)
+            try_cas = active
+        got = tl.atomic_cas(tl.where(try_cas, table_ptr + slot, own), tl.where(try_cas, EMPTY, -2).to(tl.int64),
+                            rows, sem=SEM)
+        prev = tl.where(try_cas, got, seen)
         inserted = active & (prev == EMPTY)
         taken = active & (prev != EMPTY)
         other = tl.where(taken, prev, 0)
@@ -68,7 +84,8 @@ def _insert_kernel(keys_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.constexpr, BLO
             mine = tl.load(keys_ptr + c * M + rows, mask=taken, other=0)
             theirs = tl.load(keys_ptr + c * M + other, mask=taken, other=0)
             same = same & (mine == theirs)
-        tl.atomic_min(table_ptr + slot, rows, mask=same)
+        # the slot keeps the smallest row of its tuple: only a smaller row needs the atomic
+        tl.atomic_min(table_ptr + slot, rows, mask=same & (rows < prev), sem=SEM)
         active = active & ~(inserted | same)
         slot = tl.where(active, (slot + 1) % t64, slot)
         n_active = tl.sum(active.to(tl.int32), axis=0)
@@ -94,13 +111,14 @@ def _table_size(m: int, table_size: int | None) -> int:
     return max(2, int(table_size))  # >= 2: a table of 1 would be specialised as a constant
 
 
-def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None) -> DenseIds:
+def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None, sem: str = SEM, peek: bool = PEEK) -> DenseIds:
     """Dense ids of int64 tuples via a GPU hash table (see the module docstring).
 
     cols: each (M,) int64 on one device. Ids are numbered in order of first
     occurrence (not in sorted order like the torch twin); ``is_first`` marks the
     first occurrence of each tuple. table_size: hash table slots (>= M); default
-    ``next_pow2(2 M)``.
+    ``next_pow2(2 M)``. sem, peek: the insert kernel's atomics' memory order and whether
+    it reads a slot before its compare-and-swap (tuning knobs; the ids are the same).
     """
     m = _check_cols(cols)
     device = cols[0].device
@@ -112,7 +130,7 @@ def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None) -> Dens
     table = torch.full((t,), EMPTY.value, dtype=torch.int64, device=device)
     slot = torch.empty(m, dtype=torch.int64, device=device)
     grid = (triton.cdiv(m, BLOCK),)
-    _insert_kernel[grid](keys, table, slot, m, t, NCOLS=len(cols), BLOCK=BLOCK)
+    _insert_kernel[grid](keys, table, slot, m, t, NCOLS=len(cols), BLOCK=BLOCK, SEM=sem, PEEK=peek)
     rep = torch.empty(m, dtype=torch.int64, device=device)
     first = torch.empty(m, dtype=torch.int64, device=device)
     _resolve_kernel[grid](table, slot, rep, first, m, BLOCK=BLOCK)

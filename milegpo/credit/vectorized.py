@@ -35,6 +35,8 @@ from milegpo_kernels import (
     sibling_mean,
 )
 
+from milegpo_kernels._backend import resolve
+
 from .batch import SINK, StepBatch, trajectory_order
 from .config import CreditConfig
 from .result import NODE_KEYS, ROW_KEYS, CreditResult
@@ -122,7 +124,10 @@ def estimate_vectorized(
     if n == 0:
         return _empty(batch, method, config, variant, backend)
 
+    # rows in (group, traj, t) order: each trajectory contiguous, and each group's edges
+    # too (the graph kernels relax one group per program)
     order = trajectory_order(batch)
+    order = order.index_select(0, torch.sort(batch.group.index_select(0, order), stable=True).indices)
     g_raw = batch.group.index_select(0, order)
     tr = batch.traj.index_select(0, order)
     s = batch.state.index_select(0, order)
@@ -191,6 +196,14 @@ def estimate_vectorized(
     edge_valid = torch.arange(ecap, device=dev) < edge_ids.count
     src = torch.zeros(ecap, dtype=torch.int64, device=dev).scatter_(0, e, u)
     dst = torch.zeros(ecap, dtype=torch.int64, device=dev).scatter_(0, e, v)
+    edge_gid = node_gid.index_select(0, src)
+    edge_off = None
+    if resolve(backend, src) == "triton":
+        # Edge ids follow the rows' (group, ...) order, so each group's edges are one run:
+        # components for the graph kernels. Padding slots (self-loops) join the last one.
+        edge_off = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev),
+                              torch.cumsum(segment_count(edge_gid, gcap, valid=edge_valid), 0)])
+        edge_off[-1] = ecap
 
     # Distinct-trajectory counts (section 2). A trajectory touches a node as the
     # state of a row or the next_state of a row: the node incidences above.
@@ -215,7 +228,7 @@ def estimate_vectorized(
     pq_neg = 1.0 - pq_pos  # p_q-
 
     # GraphGPO return r^G = c * gamma_G^d(s_{t+1}, g) (eq. 1); one reverse BFS from g.
-    dist = hop_distance(src, dst, is_sink, **ops)
+    dist = hop_distance(src, dst, is_sink, edge_off, **ops)
     finite = dist < INF
     powers = torch.cumprod(torch.cat([torch.full((1,), cfg.c, dtype=F64, device=dev),
                                       torch.full((vcap,), cfg.gamma_g, dtype=F64, device=dev)]), 0)
@@ -263,7 +276,6 @@ def estimate_vectorized(
     e_traj_f = e_traj.clamp(min=1).to(F64)
     ep_pos = e_pos.to(F64) / e_traj_f
     ep_neg = e_neg.to(F64) / e_traj_f
-    edge_gid = node_gid.index_select(0, src)
     (mu_pos, n_branch), (mu_neg, _) = _stacked(sibling_mean, [ep_pos, ep_neg], src, vcap, edge_valid, **ops)
     zero_e = torch.zeros(ecap, dtype=F64, device=dev)
     c_tilde = torch.where(edge_valid & (n_branch > 1), ep_pos - mu_pos, zero_e)  # eq. 12
@@ -291,7 +303,7 @@ def estimate_vectorized(
         seeds = torch.stack([s0_bar, s_neg_bar], 1)
     else:
         seeds = torch.stack([s_pcc_bar, s_neg_bar], 1)
-    phi = max_times_potential(src, dst, seeds, cfg.omega, **ops)
+    phi = max_times_potential(src, dst, seeds, cfg.omega, edge_off, **ops)
     phi_pos, phi_neg = phi[:, 0], phi[:, 1]
 
     # Shaping terms (eqs. 9-10) and the shaped return (eq. 20)

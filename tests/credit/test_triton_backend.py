@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from milegpo.credit import SINK, estimate, presets
+from milegpo.credit import SINK, StepBatch, estimate, presets
+from milegpo.credit.batch import FIELDS
 from milegpo.credit.synthetic import paths_batch
 from milegpo_kernels._backend import interpreter_on
 
@@ -33,6 +34,21 @@ def test_triton_matches_reference(seed, kwargs):
 def test_triton_static_shapes_layout_matches_reference():
     # on a GPU the pipeline keeps arrays at their static bounds (no host sync): run that layout here
     compare(make_batch(7, n_groups=2, k=4, horizon=8, n_states=4), backend="triton", static_shapes=True)
+
+
+def test_triton_groups_interleaved_by_trajectory_id():
+    # trajectory ids that alternate between groups: the graph kernels relax one group per
+    # program, which needs each group's edges in one run whatever the ids' order
+    batch = make_batch(8, n_groups=3, k=4, horizon=8, n_states=4)
+    trajs = torch.unique(batch.traj)
+    new_id = torch.randperm(len(trajs), generator=torch.Generator().manual_seed(0))
+    fields = {k: getattr(batch, k) for k in FIELDS}
+    fields["traj"] = new_id[torch.searchsorted(trajs, batch.traj)]
+    batch = StepBatch(**fields)
+    tr_group = batch.group[torch.sort(batch.traj, stable=True).indices]
+    assert bool((tr_group[1:] != tr_group[:-1]).sum() > 3)  # the groups do interleave in traj order
+    compare(batch, backend="triton")
+    compare(batch, backend="triton", static_shapes=True)
 
 
 def test_triton_equal_branch_margins_and_exact_zero():

@@ -289,6 +289,22 @@ def test_dense_ids_collisions_many_duplicates(device):
     _check_dense(res, py_dense_ids(group, key), device)
 
 
+@pytest.mark.parametrize("sem", ["relaxed", "acq_rel"])
+@pytest.mark.parametrize("peek", [False, True])
+def test_dense_ids_insert_variants(sem, peek, device):
+    """The insert kernel's tuning knobs change no id: hot duplicate runs, a full table."""
+    rng = random.Random(11)
+    n = BLOCK + 300
+    group = [rng.randrange(3) for _ in range(n)]
+    key = [rng.choice([SINK, -1, 7, I64_MIN]) if rng.random() < 0.7 else rng.randrange(-50, 50) for _ in range(n)]
+    py = py_dense_ids(group, key)
+    for table_size in (None, n):
+        res = dense_ids(_i64(group, device), _i64(key, device), backend="triton", table_size=table_size, sem=sem,
+                        peek=peek)
+        _check_dense(res, py, device)
+        assert torch.equal(_cpu(res.ids), torch.tensor(py[0], dtype=torch.int64))
+
+
 if st is not None:
     _KEY_POOL = st.sampled_from([SINK, I64_MIN, -1, 0, 1, -2, SINK - 1, 42])
 
@@ -451,6 +467,71 @@ def test_max_times_potential_two_columns_and_float32(device):
     got32 = max_times_potential(s, d, x32, 0.7, backend="triton")
     assert got32.dtype == torch.float32
     assert torch.equal(_cpu(got32), max_times_potential_torch(s.cpu(), d.cpu(), x32.cpu(), 0.7))
+
+
+def _components(rng, sizes):
+    """Disjoint random graphs laid one after another: (src, dst, target, edge_offsets).
+    sizes: (nodes, edges) per component; (0, 0) is an empty component."""
+    src, dst, target, off = [], [], [], [0]
+    for v, e in sizes:
+        base = len(target)
+        if v:
+            s, d, t = _random_graph(v, e, rng, max(1, v // 50))
+            if rng.random() < 0.5:  # a long chain through it: many sweeps
+                s, d = s + list(range(v - 1)), d + list(range(1, v))
+            src += [base + x for x in s]
+            dst += [base + x for x in d]
+            target += t
+        off.append(len(src))
+    return src, dst, target, off
+
+
+COMPONENTS = {
+    "one": [(50, 80)],
+    "many_small_and_empty": [(30, 40), (0, 0), (1, 1), (25, 60), (0, 0), (40, 39)],
+    "larger_than_a_program_block": [(300, 1500), (200, 300), (5, 5)],
+    "first_and_last_empty": [(0, 0), (60, 90), (0, 0)],
+}
+
+
+@pytest.mark.parametrize("name", list(COMPONENTS))
+def test_graph_ops_with_edge_offsets(name, device):
+    """One program per component gives the same result as one for all edges, bit for bit."""
+    rng = random.Random(len(name))
+    src, dst, target, off = _components(rng, COMPONENTS[name])
+    pad = 7  # padding slots, as the credit pipeline has: self-loops on node 0, in the last component
+    src, dst = src + [0] * pad, dst + [0] * pad
+    off[-1] += pad
+    s, d, o = _i64(src, device), _i64(dst, device), _i64(off, device)
+    t = torch.tensor(target, dtype=torch.bool, device=device)
+    want = py_hop_distance(src, dst, target)
+    assert _cpu(hop_distance(s, d, t, o, backend="triton")).tolist() == want
+    assert hop_distance_torch(s.cpu(), d.cpu(), t.cpu(), o.cpu()).tolist() == want
+    seed = [[rng.random() if (x or rng.random() < 0.05) else 0.0, float(x)] for x in target]
+    want2 = py_max_times_potential(src, dst, seed, 0.9)
+    x = torch.tensor(seed, dtype=torch.float64, device=device)
+    assert _cpu(max_times_potential(s, d, x, 0.9, o, backend="triton")).tolist() == want2
+    assert max_times_potential_torch(s.cpu(), d.cpu(), x.cpu(), 0.9, o.cpu()).tolist() == want2
+    x1 = x[:, 0].contiguous()
+    assert _cpu(max_times_potential(s, d, x1, 0.9, o, backend="triton")).tolist() == [r[0] for r in want2]
+
+
+def test_edge_offsets_errors(device):
+    s, d = _i64([0, 1, 2, 3], device), _i64([1, 0, 3, 2], device)
+    t = torch.tensor([True, False, False, True], device=device)
+    with pytest.raises(ValueError, match="edge_offsets must be .S . 1,. int64"):
+        hop_distance(s, d, t, _i64([4], device), backend="triton")
+    with pytest.raises(ValueError, match="edge_offsets must be .S . 1,. int64"):
+        hop_distance(s, d, t, torch.tensor([0.0, 4.0], device=device), backend="torch")
+    bad = {"start at 0 and end at the edge count 4": [0, 3], "non-decreasing": [0, 3, 2, 4],
+           "node 0 is an endpoint of edges in components 0 and 1": [0, 1, 4]}
+    for message, off in bad.items():
+        with pytest.raises(ValueError, match=message):
+            hop_distance(s.cpu(), d.cpu(), t.cpu(), _i64(off, "cpu"), backend="torch")
+        with pytest.raises(ValueError, match=message):
+            max_times_potential(s.cpu(), d.cpu(), t.cpu().double(), 0.5, _i64(off, "cpu"), backend="torch")
+    ok = _i64([0, 2, 2, 4], "cpu")  # components {0, 1} and {2, 3}, an empty one between
+    assert hop_distance(s.cpu(), d.cpu(), t.cpu(), ok, backend="torch").tolist() == [0, 1, 1, 0]
 
 
 def test_graph_errors(device):

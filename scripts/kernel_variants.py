@@ -1,0 +1,135 @@
+"""Time the tuning variants of the credit pipeline's Triton kernels on the inputs one
+``estimate`` call really gives them (a GPU is needed).
+
+    python scripts/kernel_variants.py [--rows 6400 64000] [--reps 30]
+
+- ``dense_ids``: every call of one ``milegpo`` estimate (group ids, node ids, edge ids,
+  the two distinct-count groupings) with the insert kernel's atomics ``acq_rel`` or
+  ``relaxed``, reading the slot before the compare-and-swap (``peek``) or not.
+- graph relaxations: one program for the whole edge list or one per task group
+  (``edge_offsets``), ``acq_rel`` or ``relaxed`` atomics, against the torch twin.
+
+Each variant's output is checked equal to the default's before it is timed.
+Medians of CUDA-event timings, in microseconds. Without a GPU, with
+``TRITON_INTERPRET=1``, it runs on CPU (wall times of the interpreter: a dry run of
+the script, e.g. ``--rows 400 --reps 1``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import milegpo_kernels.triton_counting as tcount  # noqa: E402
+import milegpo_kernels.triton_graph as tgraph  # noqa: E402
+import milegpo_kernels.triton_grouping as tgroup  # noqa: E402
+from milegpo.credit import estimate, presets  # noqa: E402
+from milegpo.credit.synthetic import benchmark_batch  # noqa: E402
+from milegpo_kernels._backend import interpreter_on  # noqa: E402
+from milegpo_kernels.graph import hop_distance_torch, max_times_potential_torch  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def time_us(fn, reps: int) -> float:
+    fn()
+    times = []
+    if not torch.cuda.is_available():
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e6)
+        return statistics.median(times)
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(times)
+
+
+def record(rows: int):
+    """Inputs of every dense_ids / relaxation call of one estimate on a benchmark batch."""
+    calls = {"dense_ids": [], "hop": [], "max_times": []}
+    orig = tgroup.dense_ids_triton, tgraph.hop_distance_triton, tgraph.max_times_potential_triton
+
+    def dense(*cols, **kw):
+        calls["dense_ids"].append(cols)
+        return orig[0](*cols, **kw)
+
+    def hop(src, dst, target, edge_offsets=None, **kw):
+        calls["hop"].append((src, dst, target, edge_offsets))
+        return orig[1](src, dst, target, edge_offsets, **kw)
+
+    def mt(src, dst, seed, factor, edge_offsets=None, **kw):
+        calls["max_times"].append((src, dst, seed, factor, edge_offsets))
+        return orig[2](src, dst, seed, factor, edge_offsets, **kw)
+
+    tgroup.dense_ids_triton = tcount.dense_ids_triton = dense
+    tgraph.hop_distance_triton, tgraph.max_times_potential_triton = hop, mt
+    try:
+        batch = benchmark_batch(n_groups=rows // 400, group_size=8, horizon=50, seed=0).to(DEVICE)
+        estimate(batch, "milegpo", presets.ALFWORLD, backend="triton")
+    finally:
+        tgroup.dense_ids_triton = tcount.dense_ids_triton = orig[0]
+        tgraph.hop_distance_triton, tgraph.max_times_potential_triton = orig[1], orig[2]
+    return calls
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, nargs="+", default=[6400, 64000])
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args()
+    if DEVICE == "cpu" and not interpreter_on():
+        print("needs a CUDA device (or TRITON_INTERPRET=1 for a dry run on CPU)")
+        return 1
+    name = torch.cuda.get_device_name(0) if DEVICE == "cuda" else "CPU, Triton's interpreter"
+    print(f"# kernel variants on {name} (median us of {args.reps} reps)")
+    for rows in args.rows:
+        calls = record(rows)
+        print(f"\n## {rows:,} rows\n")
+        print("| dense_ids call (rows x cols, distinct) | acq_rel | relaxed | acq_rel + peek | relaxed + peek |")
+        print("|---|---|---|---|---|")
+        for cols in calls["dense_ids"]:
+            ref = tgroup.dense_ids_triton(*cols)
+            cells = []
+            for peek in (False, True):
+                for sem in ("acq_rel", "relaxed"):
+                    out = tgroup.dense_ids_triton(*cols, sem=sem, peek=peek)
+                    assert torch.equal(out.ids, ref.ids) and torch.equal(out.is_first, ref.is_first)
+                    cells.append(time_us(lambda: tgroup.dense_ids_triton(*cols, sem=sem, peek=peek), args.reps))
+            print(f"| {cols[0].shape[0]} x {len(cols)}, {int(ref.count)} | " + " | ".join(f"{c:.1f}" for c in cells)
+                  + " |")
+        print("\n| relaxation (edges, groups) | one program acq_rel | one program relaxed | per group acq_rel "
+              "| per group relaxed | torch twin on CUDA |")
+        print("|---|---|---|---|---|---|")
+        for name, items in (("hop", calls["hop"]), ("max_times", calls["max_times"])):
+            for args_ in items:
+                fn = tgraph.hop_distance_triton if name == "hop" else tgraph.max_times_potential_triton
+                twin = hop_distance_torch if name == "hop" else max_times_potential_torch
+                *head, off = args_
+                ref = fn(*head, off)
+                cells = []
+                for o in (None, off):
+                    for sem in ("acq_rel", "relaxed"):
+                        assert torch.equal(fn(*head, o, sem=sem), ref)
+                        cells.append(time_us(lambda: fn(*head, o, sem=sem), args.reps))
+                assert torch.equal(twin(*head), ref)
+                cells.append(time_us(lambda: twin(*head), max(3, args.reps // 5)))
+                print(f"| {name} ({head[0].shape[0]}, {off.shape[0] - 1}) | " + " | ".join(f"{c:.1f}" for c in cells)
+                      + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
