@@ -5,7 +5,8 @@ Usage: ``python scripts/bench_table.py a.json [b.json ...] > table.md``
 Benchmarks that record ``extra_info`` ``op``, ``impl`` and ``rows`` (bench/test_kernels.py
 does) become one table per op: one line per size, the median time of each
 implementation, and ratios (how many times faster the second is than the first):
-``python/torch``, ``torch/triton`` (CPU torch vs Triton), ``torch_cuda/triton``.
+``python/torch``, ``torch/triton`` (CPU torch vs Triton), ``torch_cuda/triton``, and the
+same against ``triton_graph`` (the Triton pipeline replayed as a CUDA graph).
 Any other benchmark is listed in a plain table per benchmark group (median, min,
 rounds), so every suite in bench/ shows up.
 """
@@ -17,7 +18,8 @@ import sys
 from collections import defaultdict
 
 IMPL_ORDER = ["python", "torch", "torch_cuda", "triton"]
-RATIOS = [("python", "torch"), ("torch", "triton"), ("torch_cuda", "triton"), ("python", "triton")]
+RATIOS = [("python", "torch"), ("torch", "triton"), ("torch_cuda", "triton"), ("python", "triton"),
+          ("torch", "triton_graph"), ("torch_cuda", "triton_graph"), ("python", "triton_graph")]
 
 
 def _fmt_time(seconds: float | None) -> str:

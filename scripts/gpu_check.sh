@@ -11,9 +11,10 @@
 #                        kernels up to 64,000 rows, kernels at 640,000 rows)
 #   bench_<name>.log     its pytest output
 #   credit_profile.log   scripts/credit_profile.py: kernels per credit call, eager vs CUDA graph
+#   kernel_variants.md   scripts/kernel_variants.py: the grouping / relaxation kernels' tuning variants
 # With ARCHIVE=/path/x.tgz, all of $OUT is also packed into that one file after every
 # step (for transports that bring back few files, or a run cut short).
-# STEPS=credit,profile,loss,kernels,gpu,ops,ops640k (the default: all) runs a subset, in that order.
+# STEPS=credit,profile,variants,loss,kernels,gpu,ops,ops640k (the default: all) runs a subset, in that order.
 # Every step has its own timeout and the script keeps a total budget, so one slow or
 # hanging step cannot eat the others; the exit status is non-zero if a test run failed.
 set -u
@@ -34,7 +35,7 @@ export PYTHONDONTWRITEBYTECODE=1
 PYTEST=("$PY" -m pytest -p no:cacheprovider -q -rfEs)
 status=0
 
-STEPS="${STEPS:-credit,profile,loss,kernels,gpu,ops,ops640k}"
+STEPS="${STEPS:-credit,profile,variants,loss,kernels,gpu,ops,ops640k}"
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
 
 left() { echo $(( BUDGET_S - SECONDS )); }
@@ -95,7 +96,12 @@ run_bench() {  # name, timeout, pytest args... (pytest-benchmark writes its json
 want credit && run_bench test_credit 110 bench/test_credit.py
 if want profile; then
   t=$(step_timeout 60); echo "== credit profile (timeout ${t}s)"
-  timeout --kill-after=10 "$t" "$PY" scripts/credit_profile.py > "$OUT/credit_profile.log" 2>&1; tail -n 25 "$OUT/credit_profile.log"; pack
+  timeout --kill-after=10 "$t" "$PY" scripts/credit_profile.py --dump "$OUT" > "$OUT/credit_profile.log" 2>&1; grep -v -i warn "$OUT/credit_profile.log" | tail -n 44; pack
+fi
+if want variants; then
+  t=$(step_timeout 60); echo "== kernel variants (timeout ${t}s)"
+  timeout --kill-after=10 "$t" "$PY" scripts/kernel_variants.py --reps 20 > "$OUT/kernel_variants.md" 2>&1
+  tail -n 3 "$OUT/kernel_variants.md"; pack
 fi
 want loss && run_bench test_policy_loss 110 bench/test_policy_loss.py
 # 2. kernel tests: every file in tests/kernels (credit ops, policy loss, ...) on CUDA
@@ -129,8 +135,12 @@ want ops640k && run_bench test_kernels_640k 60 bench/test_kernels.py -k 640000
   echo "## Where a GPU credit call's time goes (scripts/credit_profile.py)"
   echo
   echo '```'
-  [ -e "$OUT/credit_profile.log" ] && tail -n 25 "$OUT/credit_profile.log"
+  [ -e "$OUT/credit_profile.log" ] && grep -v -i warn "$OUT/credit_profile.log" | tail -n 44
   echo '```'
+  echo
+  echo "## Kernel variants (scripts/kernel_variants.py)"
+  echo
+  [ -e "$OUT/kernel_variants.md" ] && grep -v -i warn "$OUT/kernel_variants.md" | grep -v "^# "
   echo
   echo "## Benchmarks"
   echo

@@ -10,7 +10,8 @@
   (``edge_offsets``), ``acq_rel`` or ``relaxed`` atomics, against the torch twin.
 
 Each variant's output is checked equal to the default's before it is timed.
-Medians of CUDA-event timings, in microseconds. Without a GPU, with
+Medians of CUDA-event timings of CUDA-graph replays (GPU time, no launch overhead; the
+torch twins, which read convergence on the host, run eagerly), in microseconds. Without a GPU, with
 ``TRITON_INTERPRET=1``, it runs on CPU (wall times of the interpreter: a dry run of
 the script, e.g. ``--rows 400 --reps 1``).
 """
@@ -38,7 +39,10 @@ from milegpo_kernels.graph import hop_distance_torch, max_times_potential_torch 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def time_us(fn, reps: int) -> float:
+def time_us(fn, reps: int, graph: bool = True) -> float:
+    """Median time of fn; on a GPU replayed from a CUDA graph (the GPU time, without
+    Python's launch overhead, as inside ``estimate(..., cuda_graph=True)``) unless
+    ``graph=False`` (for code that syncs with the host, like the torch twins)."""
     fn()
     times = []
     if not torch.cuda.is_available():
@@ -47,10 +51,21 @@ def time_us(fn, reps: int) -> float:
             fn()
             times.append((time.perf_counter() - t0) * 1e6)
         return statistics.median(times)
+    run = fn
+    if graph:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        run = g.replay
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        run()
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b) * 1e3)
@@ -125,7 +140,7 @@ def main() -> int:
                         assert torch.equal(fn(*head, o, sem=sem), ref)
                         cells.append(time_us(lambda: fn(*head, o, sem=sem), args.reps))
                 assert torch.equal(twin(*head), ref)
-                cells.append(time_us(lambda: twin(*head), max(3, args.reps // 5)))
+                cells.append(time_us(lambda: twin(*head), max(3, args.reps // 5), graph=False))
                 print(f"| {name} ({head[0].shape[0]}, {off.shape[0] - 1}) | " + " | ".join(f"{c:.1f}" for c in cells)
                       + " |")
     return 0

@@ -139,16 +139,20 @@ def estimate_vectorized(
     same_next[:-1] = tr[1:] == tr[:-1]
     last = ~same_next
 
-    group_ids = dense_ids(g_raw, **ops)
-    gid = group_ids.ids
-    gcap = _capacity(group_ids.count, n, static)
+    # rows are in group order: group ids are the run numbers of the group column (no hash
+    # table: its slots would be hot, one per group for every row)
+    new_group = torch.ones(n, dtype=torch.bool, device=dev)
+    new_group[1:] = g_raw[1:] != g_raw[:-1]
+    gid = torch.cumsum(new_group.to(torch.int64), 0) - 1
+    gcap = _capacity(gid[-1] + 1, n, static)
     # rows are in (traj, t) order: trajectory ids are the run numbers of traj
     first = torch.ones(n, dtype=torch.bool, device=dev)
     first[1:] = last[:-1]
     tid = torch.cumsum(first.to(torch.int64), 0) - 1
 
-    def unsort(x: torch.Tensor) -> torch.Tensor:
-        return torch.empty_like(x).scatter_(0, order, x)
+    def unsort(xs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Rows back in the batch's order: one scatter per dtype for all the arrays."""
+        return _by_dtype(xs, lambda x: torch.empty_like(x).scatter_(1, order.expand_as(x), x))
 
     # Episode term: Z = sum of the trajectory's rewards - invalid penalty (eq. 22)
     traj_return = segment_sum(rew, tid, _capacity(tid[-1] + 1, n, static))
@@ -202,8 +206,8 @@ def estimate_vectorized(
         # Edge ids follow the rows' (group, ...) order, so each group's edges are one run:
         # components for the graph kernels. Padding slots (self-loops) join the last one.
         edge_off = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev),
-                              torch.cumsum(segment_count(edge_gid, gcap, valid=edge_valid), 0)])
-        edge_off[-1] = ecap
+                              torch.cumsum(segment_count(edge_gid, gcap, valid=edge_valid), 0)[:-1],
+                              torch.full((1,), ecap, dtype=torch.int64, device=dev)])
 
     # Distinct-trajectory counts (section 2). A trajectory touches a node as the
     # state of a row or the next_state of a row: the node incidences above.
@@ -242,7 +246,7 @@ def estimate_vectorized(
         a_graph = segment_normalize(r_graph, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)
         rows.update(a_graph=a_graph)
         adv = cfg.w_step * a_graph + cfg.w_ep * ez
-        return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort)
+        return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort, node_gid)
 
     tol = cfg.threshold_tol
     zero_v = torch.zeros(vcap, dtype=F64, device=dev)
@@ -318,27 +322,43 @@ def estimate_vectorized(
     nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=coverage, is_milestone=cand_pos,
                  is_trap=cand_neg, s0_pos=s0_pos, s_neg=s_neg, s_pcc=s_pcc, b=b, psi_bar=psi_bar,
                  retained=retained, phi_pos=phi_pos, phi_neg=phi_neg)
-    return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort)
+    return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort, node_gid)
 
 
-def _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort) -> CreditResult:
-    out_rows = {k: unsort(rows[k]) for k in ROW_KEYS[method]}
+def _by_dtype(xs: dict[str, torch.Tensor], fn) -> dict[str, torch.Tensor]:
+    """``fn`` applied to the arrays of each dtype stacked as rows of one 2-d tensor
+    (one kernel for all of them instead of one each); returns rows of the results."""
+    groups: dict[torch.dtype, list[str]] = {}
+    for k, x in xs.items():
+        groups.setdefault(x.dtype, []).append(k)
+    out = {}
+    for keys in groups.values():
+        out.update(zip(keys, fn(torch.stack([xs[k] for k in keys])).unbind(0)))
+    return {k: out[k] for k in xs}
+
+
+def _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort,
+            node_gid=None) -> CreditResult:
+    """node_gid: the nodes' group ids, numbered in the order of the raw group ids."""
+    out_rows = unsort({"adv": adv, **{k: rows[k] for k in ROW_KEYS[method]}})
+    adv = out_rows.pop("adv")
     if n_nodes is not None and backend == "torch":
         # the torch ops number nodes in (group, key) order already
         node_table = LazyNodes({k: nodes[k] for k in NODE_KEYS[method]}, n_nodes)
     elif n_nodes is not None:
         # canonical node order: (group, key) ascending, padding slots last
         vcap = nodes["key"].shape[0]
-        pad = (torch.arange(vcap, device=adv.device) >= n_nodes).to(torch.int64)
-        perm = lexsort(pad, nodes["group"], nodes["key"])
-        rank = torch.empty_like(perm).scatter_(0, perm, torch.arange(vcap, device=adv.device))
+        slot = torch.arange(vcap, device=adv.device)
+        group_then_pad = torch.where(slot < n_nodes, node_gid, vcap)  # gids are < vcap
+        perm = lexsort(group_then_pad, nodes["key"])
+        rank = torch.empty_like(perm).scatter_(0, perm, slot)
         out_rows["node"] = rank.index_select(0, out_rows["node"])
         out_rows["next_node"] = rank.index_select(0, out_rows["next_node"])
-        padded = {k: nodes[k].index_select(0, perm) for k in NODE_KEYS[method]}
+        padded = _by_dtype({k: nodes[k] for k in NODE_KEYS[method]}, lambda x: x.index_select(1, perm))
         node_table = LazyNodes(padded, n_nodes)
     else:
         node_table = {}
-    return CreditResult(method, variant, config, backend, batch, unsort(adv), out_rows, node_table)
+    return CreditResult(method, variant, config, backend, batch, adv, out_rows, node_table)
 
 
 def _empty(batch, method, config, variant, backend) -> CreditResult:
