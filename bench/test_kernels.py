@@ -100,6 +100,10 @@ def rollout(rows: int) -> dict[str, torch.Tensor]:
         num_nodes=torch.tensor(v), num_groups=torch.tensor(n_groups), node_of_state=node_of_state, src=src, dst=dst,
         target=node_key == SINK, seed=seed, node_value=torch.from_numpy(rng.random(v)), node_group=node_group,
         edge_value=torch.from_numpy(rng.standard_normal(src.shape[0])),
+        # rows are in group order, so each group's edges are one run: components for the
+        # graph kernels, one program each (as the credit pipeline passes them)
+        edge_offsets=torch.cat([torch.zeros(1, dtype=torch.int64),
+                                torch.cumsum(torch.bincount(node_group[src], minlength=n_groups), 0)]),
     )
     return d
 
@@ -118,6 +122,12 @@ def _args(op: str, r: dict) -> tuple:
         "max_normalize": lambda: (r["node_value"], r["node_group"], g),
     }[op]()
 
+
+# extra keyword arguments of the Triton path: the graph ops get the per-group components
+TRITON_KWARGS = {
+    "hop_distance": lambda r: {"edge_offsets": r["edge_offsets"]},
+    "max_times_potential": lambda r: {"edge_offsets": r["edge_offsets"]},
+}
 
 OPS = {
     "dense_ids_nodes": (py_dense_ids, dense_ids),
@@ -176,16 +186,17 @@ def test_op(benchmark, op, impl, rows):
         return
     device, backend = ("cpu", "torch") if impl == "torch" else ("cuda", "torch" if impl == "torch_cuda" else "triton")
     dev_args = _to(args, device)
+    kw = {k: v.to(device) for k, v in TRITON_KWARGS[op](r).items()} if impl == "triton" and op in TRITON_KWARGS else {}
     want = fn(*args, backend="torch")
-    _check(op, fn(*dev_args, backend=backend), want)  # also compiles the kernels
+    _check(op, fn(*dev_args, backend=backend, **kw), want)  # also compiles the kernels
 
     if device == "cuda":
         def call():
-            out = fn(*dev_args, backend=backend)
+            out = fn(*dev_args, backend=backend, **kw)
             torch.cuda.synchronize()
             return out
     else:
         def call():
-            return fn(*dev_args, backend=backend)
+            return fn(*dev_args, backend=backend, **kw)
 
     benchmark.pedantic(call, rounds=5 if rows >= 640_000 else 20, iterations=1, warmup_rounds=1)

@@ -103,8 +103,8 @@ def _max_times_kernel(src_ptr, dst_ptr, off_ptr, phi_ptr, phi_bits_ptr, factor_p
 
 def _launch(edge_offsets, e: int, device):
     """(offsets, grid, block, warps): one program per component, or one for all edges."""
-    if edge_offsets is None:
-        return torch.tensor([0, e], dtype=torch.int64, device=device), (1,), BLOCK, NUM_WARPS
+    if edge_offsets is None:  # [0, e] made on the device: a host tensor copied over would sync (e > 0)
+        return torch.arange(0, e + 1, e, dtype=torch.int64, device=device), (1,), BLOCK, NUM_WARPS
     return edge_offsets.contiguous(), (edge_offsets.shape[0] - 1,), SEG_BLOCK, SEG_WARPS
 
 

@@ -5,15 +5,16 @@ index* of the input, never a key value, so every int64 key (negative keys, the
 success sink ``(1 << 63) - 1``) is a legal key and ``-1`` can mark an empty slot.
 
 1. ``_insert_kernel``: every row hashes its tuple (splitmix64 over the columns) and
-   probes. It reads the slot first (``PEEK``): an empty one it claims with
-   ``atomic_cas(slot, -1, row)``; a slot held by row ``r`` (read, or returned by a
-   failed CAS) is compared column by column against ``r``'s tuple (read from the
-   input, which no one writes, so no ordering question arises and the atomics are
-   ``relaxed``). Equal tuple: the row joins that slot, and if it is smaller than
+   probes: ``atomic_cas(slot, -1, row)`` claims an empty slot; a slot held by row
+   ``r`` (returned by the failed CAS, or read first with ``PEEK``) is compared column
+   by column against ``r``'s tuple (read from the input, which no one writes, so no
+   ordering question arises and the atomics are ``relaxed``). Equal tuple: the row joins that slot, and if it is smaller than
    ``r``, ``atomic_min(slot, row)``; the slot ends up holding the *smallest* row of
    the tuple, whatever the race order. Different tuple: next slot. The row records
-   its slot. Reading before the atomics spares the hot slots of frequent tuples (a
-   task group's id, the success sink) one serialised atomic per row.
+   its slot. (Reading the slot before the CAS, ``PEEK``, was meant to spare hot slots
+   their atomics, but all rows probe at once, see the slot empty and CAS anyway: it
+   measured 5-10% slower. The credit pipeline avoids the hottest case, one slot per
+   task group for every row, by numbering groups from sorted runs instead.)
 2. ``_resolve_kernel``: ``rep[row] = table[slot[row]]`` (the tuple's first row) and
    ``first[row] = rep[row] == row``.
 3. ``rank = cumsum(first)`` (a device op) and ``ids = rank[rep] - 1``: ids are dense,
@@ -35,7 +36,8 @@ from .grouping import DenseIds, _check_cols
 
 BLOCK = 1024
 SEM = "relaxed"  # the table's atomics order nothing: keys are read from the input, which no one writes
-PEEK = True
+# (25% faster than acq_rel on an H200)
+PEEK = False  # reading first was 5-10% slower on an H200 (scripts/kernel_variants.py, 2026-11-30)
 EMPTY = tl.constexpr(-1)  # empty slot; slots hold row indices >= 0
 
 
