@@ -44,19 +44,32 @@ def segment_count(seg, num_segments: int, valid=None) -> torch.Tensor:
     return segment_sum(ones, seg, num_segments, valid)
 
 
-def segment_max(x, seg, num_segments: int, valid=None, fill: float = 0.0) -> torch.Tensor:
-    """Max of x per segment, ``fill`` for segments with no valid element."""
+def segment_max(x, seg, num_segments: int, valid=None, fill: float = 0.0, *, backend: str = "auto") -> torch.Tensor:
+    """Max of x per segment, ``fill`` for segments with no valid element.
+
+    On the Triton backend (CUDA tensors with ``auto``), float32 / float64 x go to
+    :func:`milegpo_kernels.triton_segment.segment_max_triton`; other dtypes stay on
+    :func:`segment_max_torch`."""
+    if x.dtype in (torch.float32, torch.float64) and resolve(backend, x, seg) == "triton":
+        from .triton_segment import segment_max_triton
+
+        return segment_max_triton(x, seg, num_segments, valid, fill)
+    return segment_max_torch(x, seg, num_segments, valid, fill)
+
+
+def segment_max_torch(x, seg, num_segments: int, valid=None, fill: float = 0.0) -> torch.Tensor:
+    """Max of x per segment, ``fill`` for segments with no valid element (scatter_reduce amax)."""
     _check_seg(x, seg, num_segments, "segment_max")
-    lowest = torch.finfo(x.dtype).min if x.dtype.is_floating_point else torch.iinfo(x.dtype).min
+    lowest = -torch.inf if x.dtype.is_floating_point else torch.iinfo(x.dtype).min
     vals = x if valid is None else torch.where(valid, x, lowest)
     out = torch.full((num_segments,), lowest, dtype=x.dtype, device=x.device)
     out = out.scatter_reduce_(0, seg, vals, reduce="amax", include_self=True)
-    return out.masked_fill_(out == lowest, fill)
+    return out.masked_fill_(segment_count(seg, num_segments, valid) == 0, fill)
 
 
 def max_normalize_torch(x, seg, num_segments: int, valid=None) -> torch.Tensor:
     """x / (max of x over its segment), 0 where that max is 0; x >= 0 (eqs. 8, 13, 16, 18)."""
-    mx = segment_max(x, seg, num_segments, valid).index_select(0, seg)
+    mx = segment_max_torch(x, seg, num_segments, valid).index_select(0, seg)
     out = torch.where(mx > 0, x / torch.where(mx > 0, mx, torch.ones_like(mx)), torch.zeros_like(x))
     return _mask(out, valid)
 

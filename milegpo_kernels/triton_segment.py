@@ -282,3 +282,62 @@ def max_normalize_triton(x, seg, num_segments: int, valid=None) -> torch.Tensor:
     _seg_max_kernel[grid](x, seg, v, mx, m, num_segments, HAS_VALID=has_valid, BLOCK=BLOCK)
     _max_out_kernel[grid](x, seg, v, mx, out, m, num_segments, HAS_VALID=has_valid, BLOCK=BLOCK)
     return out
+
+
+# ---------------------------------------------------------------------------
+# segment_max
+# ---------------------------------------------------------------------------
+
+
+@triton.jit
+def _seg_max_any_kernel(x_ptr, seg_ptr, valid_ptr, key_ptr, M, S, HAS_VALID: tl.constexpr, IS64: tl.constexpr,
+                        BLOCK: tl.constexpr):
+    """key[seg] = max of the order-preserving integer image of x's bits (any sign)."""
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
+    if HAS_VALID:
+        ok = ok & (tl.load(valid_ptr + rows, mask=ok, other=0) != 0)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+    key = _ordered(x.to(key_ptr.dtype.element_ty, bitcast=True), IS64)
+    tl.atomic_max(key_ptr + seg, key, mask=ok, sem="relaxed")
+
+
+@triton.jit
+def _seg_max_out_kernel(key_ptr, out_ptr, fill_ptr, S, EMPTY: tl.constexpr, IS64: tl.constexpr, BLOCK: tl.constexpr):
+    """out = the float of key, ``fill`` where no element came."""
+    segs = _rows(S, BLOCK)
+    m = segs < S
+    key = tl.load(key_ptr + segs, mask=m, other=EMPTY)
+    fill = tl.load(fill_ptr)
+    val = _ordered(key, IS64).to(fill.dtype, bitcast=True)
+    tl.store(out_ptr + segs, tl.where(key == EMPTY, fill, val), mask=m)
+
+
+def segment_max_triton(x, seg, num_segments: int, valid=None, fill: float = 0.0) -> torch.Tensor:
+    """Max of x per segment over its valid elements, ``fill`` where there is none; same
+    contract as :func:`milegpo_kernels.segment.segment_max_torch` for float32 / float64 x.
+
+    One scatter of integer ``atomic_max`` on the order-preserving image of the float
+    bits (exact, no compare-and-swap loop: the torch twin's float64 ``scatter_reduce``
+    loops on contended segments), then one pass over the segments. The image's
+    smallest value marks an empty segment: only the negative NaN with every bit set
+    maps there, and a NaN in x is outside the op's contract."""
+    _check_seg(x, seg, num_segments, "segment_max")
+    _check_float(x, "segment_max")
+    ity = _BITS[x.dtype]
+    out = torch.empty(num_segments, dtype=x.dtype, device=x.device)
+    if num_segments == 0:
+        return out
+    empty = torch.iinfo(ity).min
+    key = torch.full((num_segments,), empty, dtype=ity, device=x.device)
+    m = x.shape[0]
+    is64 = x.dtype == torch.float64
+    if m:
+        x, seg = x.contiguous(), seg.contiguous()
+        v, has_valid = _valid_arg(valid, x)
+        _seg_max_any_kernel[(triton.cdiv(m, BLOCK),)](x, seg, v, key, m, num_segments, HAS_VALID=has_valid,
+                                                      IS64=is64, BLOCK=BLOCK)
+    fill_t = torch.full((1,), fill, dtype=x.dtype, device=x.device)  # a fill kernel, no host->device copy
+    _seg_max_out_kernel[(triton.cdiv(num_segments, BLOCK),)](key, out, fill_t, num_segments, EMPTY=empty, IS64=is64,
+                                                             BLOCK=BLOCK)
+    return out

@@ -89,7 +89,7 @@ def record(path: str) -> None:
                 setattr(mod, name, Recorder(mod_name, name, obj))
 
     from milegpo_kernels import (count_distinct, dense_ids, fused_policy_loss, hop_distance, max_normalize,
-                                 max_times_potential, segment_normalize, sibling_mean)
+                                 max_times_potential, segment_max, segment_normalize, sibling_mean)
 
     tb = {"backend": "triton"}
     gen = torch.Generator().manual_seed(0)
@@ -101,16 +101,22 @@ def record(path: str) -> None:
     count_distinct(a, b, b > 0, 5, **tb)
     src, dst = torch.randint(0, 40, (n,), generator=gen), torch.randint(0, 40, (n,), generator=gen)
     hop_distance(src, dst, torch.arange(40) == 3, **tb)
+    whole = torch.tensor([0, n])  # one component: the one-program-per-component launch (block 1024)
+    hop_distance(src, dst, torch.arange(40) == 3, whole, **tb)
     for dt in (torch.float64, torch.float32):
         x = torch.rand(n, generator=gen, dtype=torch.float64).to(dt)
         max_times_potential(src, dst, torch.rand(40, generator=gen, dtype=torch.float64).to(dt), 0.5, **tb)
         max_times_potential(src, dst, torch.rand(40, 2, generator=gen, dtype=torch.float64).to(dt), 0.5, **tb)
+        for k in (1, 2):
+            seed = torch.rand(40, k, generator=gen, dtype=torch.float64).to(dt).squeeze(1)
+            max_times_potential(src, dst, seed, 0.5, whole, **tb)
         for mode in ("mean_std", "mean"):
             for single in ("zero", "unit"):
                 segment_normalize(x, a, 5, mode, 1e-6, single, **tb)
         for valid in (None, b > 0):
             sibling_mean(x, a, 5, valid, **tb)
             max_normalize(x.abs(), a, 5, valid, **tb)
+            segment_max(x - 0.5, a, 5, valid, **tb)
     B, T, H, V = 2, 5, 16, 67
     for dt in (torch.float32, torch.bfloat16):
         for adv_shape in ((B,), (B, T)):

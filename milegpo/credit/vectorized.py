@@ -261,7 +261,7 @@ def estimate_vectorized(
     non_self = edge_valid & (src != dst)
     deg = (segment_count(src, vcap, valid=non_self) + segment_count(dst, vcap, valid=non_self)).to(F64)
     success_visited = node_valid & ~is_sink & (n_pos >= 1)
-    max_deg = segment_max(deg, node_gid, gcap, valid=success_visited).index_select(0, node_gid)
+    max_deg = segment_max(deg, node_gid, gcap, valid=success_visited, **ops).index_select(0, node_gid)
     centrality = torch.where(max_deg > 0, deg / torch.where(max_deg > 0, max_deg, 1.0), zero_v)
     s0_pos = torch.where(cand_pos, cfg.w_s * lift + cfg.w_m * coverage + cfg.w_c * centrality, zero_v)
 
@@ -284,15 +284,15 @@ def estimate_vectorized(
     zero_e = torch.zeros(ecap, dtype=F64, device=dev)
     c_tilde = torch.where(edge_valid & (n_branch > 1), ep_pos - mu_pos, zero_e)  # eq. 12
     c_tilde = torch.where(c_tilde.abs() > tol, c_tilde, zero_e)  # a rounding residue of mu+ is no margin
-    c_max = segment_max(c_tilde.abs(), edge_gid, gcap, valid=edge_valid).index_select(0, edge_gid)
+    c_max = segment_max(c_tilde.abs(), edge_gid, gcap, valid=edge_valid, **ops).index_select(0, edge_gid)
     c_edge = torch.where(c_max > 0, c_tilde / torch.where(c_max > 0, c_max, 1.0), zero_e)  # eq. 13
-    b = segment_max(c_edge, dst, vcap, valid=non_self & (c_edge > tol))  # eq. 14
+    b = segment_max(c_edge, dst, vcap, valid=non_self & (c_edge > tol), **ops)  # eq. 14
     b = torch.where(is_sink, zero_v, b)  # g is never a candidate: no evidence is reported for it
     dd = torch.where(finite.index_select(0, src) & finite.index_select(0, dst), (dist.index_select(0, src) - dist.index_select(0, dst)).to(F64), zero_e)
     lneg_edge = torch.where(n_branch > 1, (ep_neg - mu_neg).clamp(min=0.0),
                             (p_neg.index_select(0, dst) - pq_neg.index_select(0, dst)).clamp(min=0.0))
     psi = cfg.a_d * dd + cfg.a_s * (p_pos.index_select(0, dst) - pq_pos.index_select(0, dst)) - cfg.a_f * lneg_edge  # eq. 15
-    psi_tilde = segment_max(psi, dst, vcap, valid=non_self & (e_pos >= 1) & (psi > tol))
+    psi_tilde = segment_max(psi, dst, vcap, valid=non_self & (e_pos >= 1) & (psi > tol), **ops)
     psi_bar = max_normalize(psi_tilde, node_gid, gcap, valid=node_valid & ~is_sink, **ops)  # eq. 16
     evidence = cfg.w_bc * b + cfg.w_pg * psi_bar  # eq. 17
     retained = cand_pos & ((psi_bar > tol) | (coverage >= cfg.theta_m - tol) | ((cfg.kappa_bc == 1) & (b > tol)))

@@ -38,13 +38,20 @@ from milegpo_kernels import (
     hop_distance,
     max_normalize,
     max_times_potential,
+    segment_max,
     segment_normalize,
     sibling_mean,
 )
 from milegpo_kernels.counting import count_distinct_torch
 from milegpo_kernels.graph import hop_distance_torch, max_times_potential_torch
 from milegpo_kernels.grouping import dense_ids_torch
-from milegpo_kernels.segment import EQUAL_TOL, max_normalize_torch, segment_normalize_torch, sibling_mean_torch
+from milegpo_kernels.segment import (
+    EQUAL_TOL,
+    max_normalize_torch,
+    segment_max_torch,
+    segment_normalize_torch,
+    sibling_mean_torch,
+)
 
 SINK = (1 << 63) - 1
 I64_MIN = -(1 << 63)
@@ -171,6 +178,10 @@ def py_sibling_mean(x, seg, num_segments, valid=None):
     for i, s in enumerate(seg):
         n[i] = len(members[s])
     return mean, n
+
+
+def py_segment_max(x, seg, num_segments, valid=None, fill=0.0):
+    return [max((x[i] for i in rows), default=fill) for rows in _segments(seg, num_segments, valid)]
 
 
 def py_max_normalize(x, seg, num_segments, valid=None):
@@ -629,6 +640,40 @@ def test_max_normalize(n, with_valid, device):
     _close(got32, max_normalize_torch(x32.cpu(), st.cpu(), num_segments, None if vt is None else vt.cpu()), rtol=1e-6)
 
 
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("with_valid", [False, True])
+def test_segment_max(n, with_valid, device):
+    """Any sign, -0.0, infinities, empty segments and a fill value; float64 and float32."""
+    rng = random.Random(n + 13)
+    x, seg, num_segments = _segment_data(n, rng)
+    special = [0.0, -0.0, float("inf"), -float("inf"), -1e308, 5e-324]
+    x = [rng.choice(special) if rng.random() < 0.1 else v for v in x]
+    valid = [rng.random() < 0.7 for _ in range(n)] if with_valid else None
+    vt = None if valid is None else torch.tensor(valid, dtype=torch.bool, device=device)
+    st = _i64(seg, device)
+    for dtype in (torch.float64, torch.float32):
+        xt = torch.tensor(x, dtype=dtype, device=device)
+        for fill in (0.0, -7.5):
+            want = py_segment_max(_cpu(xt).tolist(), seg, num_segments, valid, fill)
+            got = segment_max(xt, st, num_segments, vt, fill, backend="triton")
+            assert got.dtype == dtype and got.shape == (num_segments,)
+            assert _cpu(got).tolist() == want  # a max is exact
+            twin = segment_max_torch(xt.cpu(), st.cpu(), num_segments, None if vt is None else vt.cpu(), fill)
+            assert twin.tolist() == want
+
+
+def test_segment_max_edges(device):
+    x = torch.tensor([torch.finfo(torch.float64).min, 2.0, -3.0], dtype=torch.float64, device=device)
+    s = _i64([0, 1, 1], device)
+    got = segment_max(x, s, 3, fill=9.0, backend="triton")
+    lowest = torch.finfo(torch.float64).min  # a real value, not an empty segment
+    assert _cpu(got).tolist() == [lowest, 2.0, 9.0] == segment_max_torch(x.cpu(), s.cpu(), 3, fill=9.0).tolist()
+    assert segment_max(x, s, 0, backend="triton").shape == (0,)
+    assert _cpu(segment_max(x[:0], s[:0], 2, fill=1.5, backend="triton")).tolist() == [1.5, 1.5]
+    ints = _i64([4, -1, 7], device)  # integers stay on the torch path
+    assert _cpu(segment_max(ints, s, 2, backend="triton")).tolist() == [4, 7]
+
+
 def test_segment_errors(device):
     x = torch.zeros(3, dtype=torch.float64, device=device)
     s = _i64([0, 1, 1], device)
@@ -677,7 +722,7 @@ def test_gpu_auto_backend_without_host_sync():
     def run_all():
         return (dense_ids(g, k), count_distinct(seg, g, pos, 100), hop_distance(src, dst, target),
                 max_times_potential(src, dst, target.double(), 0.9), segment_normalize(x, seg, 100),
-                sibling_mean(x, seg, 100), max_normalize(x.abs(), seg, 100))
+                sibling_mean(x, seg, 100), max_normalize(x.abs(), seg, 100), segment_max(x, seg, 100))
 
     warm = run_all()  # compiles
     torch.cuda.synchronize()
@@ -692,3 +737,4 @@ def test_gpu_auto_backend_without_host_sync():
     assert torch.equal(out[3].cpu(), max_times_potential_torch(src.cpu(), dst.cpu(), target.double().cpu(), 0.9))
     for a, b in zip(warm[1], out[1]):
         assert torch.equal(a, b)  # integer atomics: deterministic
+    assert torch.equal(out[7].cpu(), segment_max_torch(x.cpu(), seg.cpu(), 100))
