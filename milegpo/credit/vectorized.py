@@ -37,7 +37,7 @@ from milegpo_kernels import (
 
 from milegpo_kernels._backend import resolve
 
-from .batch import SINK, StepBatch, trajectory_order
+from .batch import SINK, StepBatch
 from .config import CreditConfig
 from .result import NODE_KEYS, ROW_KEYS, CreditResult
 
@@ -125,8 +125,10 @@ def estimate_vectorized(
         return _empty(batch, method, config, variant, backend)
 
     # rows in (group, traj, t) order: each trajectory contiguous, and each group's edges
-    # too (the graph kernels relax one group per program)
-    order = trajectory_order(batch)
+    # too (the graph kernels relax one group per program). Three stable sorts, last key
+    # first; t is validated to 0..T-1, so it sorts as int32: half the radix passes.
+    order = torch.sort(batch.t.to(torch.int32), stable=True).indices
+    order = order.index_select(0, torch.sort(batch.traj.index_select(0, order), stable=True).indices)
     order = order.index_select(0, torch.sort(batch.group.index_select(0, order), stable=True).indices)
     g_raw = batch.group.index_select(0, order)
     tr = batch.traj.index_select(0, order)
@@ -349,7 +351,7 @@ def _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, 
         # canonical node order: (group, key) ascending, padding slots last
         vcap = nodes["key"].shape[0]
         slot = torch.arange(vcap, device=adv.device)
-        group_then_pad = torch.where(slot < n_nodes, node_gid, vcap)  # gids are < vcap
+        group_then_pad = torch.where(slot < n_nodes, node_gid, vcap).to(torch.int32)  # < vcap: int32 radix passes
         perm = lexsort(group_then_pad, nodes["key"])
         rank = torch.empty_like(perm).scatter_(0, perm, slot)
         out_rows["node"] = rank.index_select(0, out_rows["node"])
