@@ -27,6 +27,19 @@ def _check_seg(x, seg, num_segments, name):
         raise ValueError(f"{name}: num_segments must be >= 0, got {num_segments}")
 
 
+def check_seg_range(seg, num_segments: int, name: str) -> None:
+    """Raise ValueError naming the first element whose segment id is outside
+    ``[0, num_segments)``. Reads the ids on the host: the Triton wrappers call it for
+    CPU tensors (the interpreter) only; on CUDA their kernels skip such elements,
+    since checking would need a host synchronisation."""
+    if seg.is_cuda or seg.numel() == 0:
+        return
+    bad = torch.nonzero((seg < 0) | (seg >= num_segments))
+    if bad.numel():
+        i = int(bad[0, 0])
+        raise ValueError(f"{name}: seg[{i}] = {int(seg[i])} is outside [0, {num_segments}) (num_segments)")
+
+
 def _mask(x, valid):
     return x if valid is None else torch.where(valid, x, torch.zeros_like(x))
 

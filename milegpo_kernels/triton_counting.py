@@ -8,8 +8,9 @@ atomic adds: ``distinct[seg] += first``, ``distinct_pos[seg] += first & positive
 ``total[seg] += 1``. Integer addition is associative, so the counts are exact and
 the same whatever order the atomics land in.
 
-Rows whose ``seg`` lies outside ``[0, num_segments)`` are skipped (checking would
-need a host sync; the torch twin raises on them).
+Rows whose ``seg`` lies outside ``[0, num_segments)``: on CPU tensors (the
+interpreter) the wrapper raises, as the torch twin does; on CUDA the kernel skips
+them (checking would need a host sync).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import triton
 import triton.language as tl
 
 from .counting import DistinctCounts, _check
+from .segment import check_seg_range
 from .triton_grouping import dense_ids_triton
 
 BLOCK = 1024
@@ -49,6 +51,7 @@ def count_distinct_triton(seg, member, positive, num_segments: int) -> DistinctC
     Returns :class:`DistinctCounts` of (num_segments,) int64 tensors.
     """
     _check(seg, member, positive, num_segments)
+    check_seg_range(seg, num_segments, "count_distinct")
     device = seg.device
     m = seg.shape[0]
     distinct = torch.zeros(num_segments, dtype=torch.int64, device=device)

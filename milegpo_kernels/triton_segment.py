@@ -13,8 +13,9 @@ Order-preserving image: for IEEE bits ``b`` read as a signed int, ``b`` itself w
 ``b >= 0`` (non-negative floats order like their bits), ``b ^ 0x7ff..f`` when
 ``b < 0`` (flips the magnitude of negative floats); the map is its own inverse.
 
-Rows whose ``seg`` lies outside ``[0, num_segments)`` are skipped (the torch twin
-raises on them; checking here would need a host sync).
+Rows whose ``seg`` lies outside ``[0, num_segments)``: on CPU tensors (the
+interpreter) the wrappers raise, as the torch twin does; on CUDA the kernels skip
+them (checking would need a host sync).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .segment import EQUAL_TOL, NORM_MODES, SINGLETON_MODES, _check_seg
+from .segment import EQUAL_TOL, NORM_MODES, SINGLETON_MODES, _check_seg, check_seg_range
 
 BLOCK = 1024
 _BITS = {torch.float64: torch.int64, torch.float32: torch.int32}
@@ -137,6 +138,7 @@ def segment_normalize_triton(x, seg, num_segments: int, mode: str = "mean_std", 
     """Normalise x inside its segment; same contract as
     :func:`milegpo_kernels.segment.segment_normalize_torch`. x: (M,) float; seg: (M,) int64."""
     _check_seg(x, seg, num_segments, "segment_normalize")
+    check_seg_range(seg, num_segments, "segment_normalize")
     if mode not in NORM_MODES:
         raise ValueError(f"segment_normalize: mode must be one of {NORM_MODES}, got {mode!r}")
     if singleton not in SINGLETON_MODES:
@@ -214,6 +216,7 @@ def sibling_mean_triton(x, seg, num_segments: int, valid=None):
     contract as :func:`milegpo_kernels.segment.sibling_mean_torch`.
     Returns (mean (M,) x.dtype, n (M,) int64)."""
     _check_seg(x, seg, num_segments, "sibling_mean")
+    check_seg_range(seg, num_segments, "sibling_mean")
     _check_float(x, "sibling_mean")
     m = x.shape[0]
     mean = torch.empty_like(x)
@@ -270,6 +273,7 @@ def max_normalize_triton(x, seg, num_segments: int, valid=None) -> torch.Tensor:
     for x >= 0; negative x never raise it, which gives the twin's result: a
     segment whose max is <= 0 maps to 0)."""
     _check_seg(x, seg, num_segments, "max_normalize")
+    check_seg_range(seg, num_segments, "max_normalize")
     _check_float(x, "max_normalize")
     m = x.shape[0]
     out = torch.empty_like(x)
@@ -323,6 +327,7 @@ def segment_max_triton(x, seg, num_segments: int, valid=None, fill: float = 0.0)
     smallest value marks an empty segment: only the negative NaN with every bit set
     maps there, and a NaN in x is outside the op's contract."""
     _check_seg(x, seg, num_segments, "segment_max")
+    check_seg_range(seg, num_segments, "segment_max")
     _check_float(x, "segment_max")
     ity = _BITS[x.dtype]
     out = torch.empty(num_segments, dtype=x.dtype, device=x.device)

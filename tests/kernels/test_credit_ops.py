@@ -668,10 +668,26 @@ def test_segment_max_edges(device):
     got = segment_max(x, s, 3, fill=9.0, backend="triton")
     lowest = torch.finfo(torch.float64).min  # a real value, not an empty segment
     assert _cpu(got).tolist() == [lowest, 2.0, 9.0] == segment_max_torch(x.cpu(), s.cpu(), 3, fill=9.0).tolist()
-    assert segment_max(x, s, 0, backend="triton").shape == (0,)
+    assert segment_max(x[:0], s[:0], 0, backend="triton").shape == (0,)
     assert _cpu(segment_max(x[:0], s[:0], 2, fill=1.5, backend="triton")).tolist() == [1.5, 1.5]
     ints = _i64([4, -1, 7], device)  # integers stay on the torch path
     assert _cpu(segment_max(ints, s, 2, backend="triton")).tolist() == [4, 7]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on CUDA the kernels skip such rows (a check would sync)")
+def test_segment_ids_out_of_range_raise_on_cpu(device):
+    x = torch.ones(4, dtype=torch.float64, device=device)
+    for seg, bad in (([0, 1, 3, 0], "seg\\[2\\] = 3 is outside \\[0, 3\\)"), ([0, -1, 1, 2], "seg\\[1\\] = -1")):
+        s = _i64(seg, device)
+        for name, call in {
+            "segment_normalize": lambda: segment_normalize(x, s, 3, backend="triton"),
+            "sibling_mean": lambda: sibling_mean(x, s, 3, backend="triton"),
+            "max_normalize": lambda: max_normalize(x, s, 3, backend="triton"),
+            "segment_max": lambda: segment_max(x, s, 3, backend="triton"),
+            "count_distinct": lambda: count_distinct(s, s, x > 0, 3, backend="triton"),
+        }.items():
+            with pytest.raises(ValueError, match=f"{name}: {bad}"):
+                call()
 
 
 def test_segment_errors(device):
