@@ -219,14 +219,14 @@ def estimate_vectorized(
                                  vcap, num_members=n, **ops)
     n_traj, n_pos = node_counts.distinct, node_counts.distinct_pos
     n_neg = n_traj - n_pos
-    visits = segment_count(u, vcap) + segment_count(v_tail, vcap, valid=last.index_select(0, tail))
+    visits = segment_count(torch.cat([u, v_tail]), vcap, valid=torch.cat([torch.ones_like(last), last.index_select(0, tail)]))
     n_re = visits - n_traj
     edge_counts = count_distinct(e, tid, y, ecap, num_members=n, **ops)
     e_traj, e_pos = edge_counts.distinct, edge_counts.distinct_pos
     e_neg = e_traj - e_pos
     # K and K+ per group: one trajectory per first row (a trajectory has one group)
-    k_count = segment_count(gid, gcap, valid=first)
-    k_pos_count = segment_count(gid, gcap, valid=first & y)
+    k_count, k_pos_count = segment_count(torch.cat([gid, gid + gcap]), 2 * gcap,
+                                         valid=torch.cat([first, first & y])).chunk(2)
     k_all = k_count.clamp(min=1).to(F64)
     k_pos = k_pos_count.to(F64)
     k_neg = (k_count - k_pos_count).to(F64)
@@ -258,10 +258,11 @@ def estimate_vectorized(
 
     # Milestone scores S0+ (eqs. 2-5)
     cand_pos = node_valid & ~is_sink & (n_pos >= cfg.min_node_support)
-    lift = (p_pos - pq_pos).clamp(min=0.0)
+    lift_raw = p_pos - pq_pos  # also read per edge at its dst (eq. 15)
+    lift = lift_raw.clamp(min=0.0)
     coverage = n_pos.to(F64) / k_pos.clamp(min=1.0).index_select(0, node_gid)
     non_self = edge_valid & (src != dst)
-    deg = (segment_count(src, vcap, valid=non_self) + segment_count(dst, vcap, valid=non_self)).to(F64)
+    deg = segment_count(torch.cat([src, dst]), vcap, valid=non_self.repeat(2)).to(F64)
     success_visited = node_valid & ~is_sink & (n_pos >= 1)
     max_deg = segment_max(deg, node_gid, gcap, valid=success_visited, **ops).index_select(0, node_gid)
     centrality = torch.where(max_deg > 0, deg / torch.where(max_deg > 0, max_deg, 1.0), zero_v)
@@ -290,10 +291,12 @@ def estimate_vectorized(
     c_edge = torch.where(c_max > 0, c_tilde / torch.where(c_max > 0, c_max, 1.0), zero_e)  # eq. 13
     b = segment_max(c_edge, dst, vcap, valid=non_self & (c_edge > tol), **ops)  # eq. 14
     b = torch.where(is_sink, zero_v, b)  # g is never a candidate: no evidence is reported for it
-    dd = torch.where(finite.index_select(0, src) & finite.index_select(0, dst), (dist.index_select(0, src) - dist.index_select(0, dst)).to(F64), zero_e)
-    lneg_edge = torch.where(n_branch > 1, (ep_neg - mu_neg).clamp(min=0.0),
-                            (p_neg.index_select(0, dst) - pq_neg.index_select(0, dst)).clamp(min=0.0))
-    psi = cfg.a_d * dd + cfg.a_s * (p_pos.index_select(0, dst) - pq_pos.index_select(0, dst)) - cfg.a_f * lneg_edge  # eq. 15
+    # node terms read at an edge's ends: one gather per array (differences formed per node
+    # first give the same bits as the difference of gathered values)
+    d_src, d_dst = dist.index_select(0, src), dist.index_select(0, dst)
+    dd = torch.where((d_src < INF) & (d_dst < INF), (d_src - d_dst).to(F64), zero_e)
+    lneg_edge = torch.where(n_branch > 1, (ep_neg - mu_neg).clamp(min=0.0), lift_neg.index_select(0, dst))
+    psi = cfg.a_d * dd + cfg.a_s * lift_raw.index_select(0, dst) - cfg.a_f * lneg_edge  # eq. 15
     psi_tilde = segment_max(psi, dst, vcap, valid=non_self & (e_pos >= 1) & (psi > tol), **ops)
     psi_bar = max_normalize(psi_tilde, node_gid, gcap, valid=node_valid & ~is_sink, **ops)  # eq. 16
     evidence = cfg.w_bc * b + cfg.w_pg * psi_bar  # eq. 17
@@ -313,8 +316,9 @@ def estimate_vectorized(
     phi_pos, phi_neg = phi[:, 0], phi[:, 1]
 
     # Shaping terms (eqs. 9-10) and the shaped return (eq. 20)
-    delta_pos = (cfg.gamma_phi * cfg.w_pos * phi_pos.index_select(0, v) - cfg.w_pos * phi_pos.index_select(0, u)).clamp(min=0.0)
-    delta_neg = (cfg.gamma_phi * cfg.w_neg * phi_neg.index_select(0, v) - cfg.w_neg * phi_neg.index_select(0, u)).clamp(min=0.0)
+    phi_v, phi_u = phi.index_select(0, v), phi.index_select(0, u)  # both potentials per gather
+    delta_pos = (cfg.gamma_phi * cfg.w_pos * phi_v[:, 0] - cfg.w_pos * phi_u[:, 0]).clamp(min=0.0)
+    delta_neg = (cfg.gamma_phi * cfg.w_neg * phi_v[:, 1] - cfg.w_neg * phi_u[:, 1]).clamp(min=0.0)
     r_shaped = r_graph + cfg.c * cfg.lam * (delta_pos - delta_neg)
     a_graph, a_mix = _stacked(segment_normalize, [r_graph, r_shaped], u, vcap, mode=cfg.norm, eps=cfg.norm_eps,
                               singleton="zero", **ops)
