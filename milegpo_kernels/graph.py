@@ -71,7 +71,8 @@ def _check_components(src, dst, num_nodes, edge_offsets, name):
                          f"in components {int(lo[v])} and {int(hi[v])}")
 
 
-def hop_distance_torch(src, dst, target: torch.Tensor, edge_offsets=None, max_rounds: int | None = None) -> torch.Tensor:
+def hop_distance_torch(src, dst, target: torch.Tensor, edge_offsets=None,
+                       max_rounds: int | None = None) -> torch.Tensor:
     _check_edges(src, dst, target.shape[0], "hop_distance", edge_offsets)
     if edge_offsets is not None:
         _check_components(src, dst, target.shape[0], edge_offsets, "hop_distance")

@@ -8,13 +8,14 @@ success sink ``(1 << 63) - 1``) is a legal key and ``-1`` can mark an empty slot
    probes: ``atomic_cas(slot, -1, row)`` claims an empty slot; a slot held by row
    ``r`` (returned by the failed CAS, or read first with ``PEEK``) is compared column
    by column against ``r``'s tuple (read from the input, which no one writes, so no
-   ordering question arises and the atomics are ``relaxed``). Equal tuple: the row joins that slot, and if it is smaller than
-   ``r``, ``atomic_min(slot, row)``; the slot ends up holding the *smallest* row of
-   the tuple, whatever the race order. Different tuple: next slot. The row records
-   its slot. (Reading the slot before the CAS, ``PEEK``, was meant to spare hot slots
-   their atomics, but all rows probe at once, see the slot empty and CAS anyway: it
-   measured 5-10% slower. The credit pipeline avoids the hottest case, one slot per
-   task group for every row, by numbering groups from sorted runs instead.)
+   ordering question arises and the atomics are ``relaxed``). Equal tuple: the row
+   joins that slot, and if it is smaller than ``r``, ``atomic_min(slot, row)``; the
+   slot ends up holding the *smallest* row of the tuple, whatever the race order.
+   Different tuple: next slot. The row records its slot. (Reading the slot before the
+   CAS, ``PEEK``, was meant to spare hot slots their atomics, but all rows probe at
+   once, see the slot empty and CAS anyway: it measured 5-10% slower. The credit
+   pipeline avoids the hottest case, one slot per task group for every row, by
+   numbering groups from sorted runs instead.)
 2. ``_resolve_kernel``: ``rep[row] = table[slot[row]]`` (the tuple's first row) and
    ``first[row] = rep[row] == row``.
 3. ``rank = cumsum(first)`` (a device op) and ``ids = rank[rep] - 1``: ids are dense,

@@ -219,7 +219,8 @@ def estimate_vectorized(
                                  vcap, num_members=n, **ops)
     n_traj, n_pos = node_counts.distinct, node_counts.distinct_pos
     n_neg = n_traj - n_pos
-    visits = segment_count(torch.cat([u, v_tail]), vcap, valid=torch.cat([torch.ones_like(last), last.index_select(0, tail)]))
+    visits = segment_count(torch.cat([u, v_tail]), vcap,
+                           valid=torch.cat([torch.ones_like(last), last.index_select(0, tail)]))
     n_re = visits - n_traj
     edge_counts = count_distinct(e, tid, y, ecap, num_members=n, **ops)
     e_traj, e_pos = edge_counts.distinct, edge_counts.distinct_pos
