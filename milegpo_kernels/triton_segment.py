@@ -56,6 +56,18 @@ def _segment_block(seg_ptr, M, S, BLOCK: tl.constexpr):
     return rows, inb, seg, ok
 
 
+@triton.jit
+def _valid_values(x_ptr, seg_ptr, valid_ptr, M, S, HAS_VALID: tl.constexpr, BLOCK: tl.constexpr):
+    """This program's rows that count (in bounds, segment id in [0, S), valid if a mask is
+    given): their segment ids (0 elsewhere), the mask, and their x (0 elsewhere)."""
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
+    if HAS_VALID:
+        ok = ok & (tl.load(valid_ptr + rows, mask=ok, other=0) != 0)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+    return seg, ok, x
+
+
 # ---------------------------------------------------------------------------
 # segment_normalize
 # ---------------------------------------------------------------------------
@@ -177,11 +189,7 @@ def segment_normalize_triton(x, seg, num_segments: int, mode: str = "mean_std", 
 @triton.jit
 def _sum_count_kernel(x_ptr, seg_ptr, valid_ptr, sum_ptr, cnt_ptr, M, S, HAS_VALID: tl.constexpr,
                       BLOCK: tl.constexpr):
-    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
-    if HAS_VALID:
-        ok = ok & (tl.load(valid_ptr + rows, mask=ok, other=0) != 0)
-    seg = tl.where(ok, seg, 0)
-    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+    seg, ok, x = _valid_values(x_ptr, seg_ptr, valid_ptr, M, S, HAS_VALID, BLOCK)
     tl.atomic_add(sum_ptr + seg, x, mask=ok)
     tl.atomic_add(cnt_ptr + seg, tl.full((BLOCK,), 1, tl.int64), mask=ok)
 
@@ -242,11 +250,7 @@ def sibling_mean_triton(x, seg, num_segments: int, valid=None):
 @triton.jit
 def _seg_max_kernel(x_ptr, seg_ptr, valid_ptr, max_ptr, M, S, HAS_VALID: tl.constexpr, BLOCK: tl.constexpr):
     """max over the int bits of x, from 0: only non-negative x can raise it."""
-    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
-    if HAS_VALID:
-        ok = ok & (tl.load(valid_ptr + rows, mask=ok, other=0) != 0)
-    seg = tl.where(ok, seg, 0)
-    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+    seg, ok, x = _valid_values(x_ptr, seg_ptr, valid_ptr, M, S, HAS_VALID, BLOCK)
     tl.atomic_max(max_ptr + seg, x.to(max_ptr.dtype.element_ty, bitcast=True), mask=ok)
 
 
@@ -297,11 +301,7 @@ def max_normalize_triton(x, seg, num_segments: int, valid=None) -> torch.Tensor:
 def _seg_max_any_kernel(x_ptr, seg_ptr, valid_ptr, key_ptr, M, S, HAS_VALID: tl.constexpr, IS64: tl.constexpr,
                         BLOCK: tl.constexpr):
     """key[seg] = max of the order-preserving integer image of x's bits (any sign)."""
-    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
-    if HAS_VALID:
-        ok = ok & (tl.load(valid_ptr + rows, mask=ok, other=0) != 0)
-    seg = tl.where(ok, seg, 0)
-    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+    seg, ok, x = _valid_values(x_ptr, seg_ptr, valid_ptr, M, S, HAS_VALID, BLOCK)
     key = _ordered(x.to(key_ptr.dtype.element_ty, bitcast=True), IS64)
     tl.atomic_max(key_ptr + seg, key, mask=ok, sem="relaxed")
 
