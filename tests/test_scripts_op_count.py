@@ -1,0 +1,25 @@
+"""scripts/credit_op_count.py: the device-free count of what one credit call launches."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from milegpo_kernels._backend import interpreter_on
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "credit_op_count.py"
+
+
+@pytest.mark.skipif(not interpreter_on(), reason="counts under Triton's interpreter (TRITON_INTERPRET=1)")
+def test_op_count_counts_aten_ops_and_triton_launches():
+    spec = importlib.util.spec_from_file_location("credit_op_count", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ops, launches = mod.count(400, "milegpo")
+    assert ops["sort"] == 5  # the row order (3) and the node order (2)
+    assert "copy_" not in ops or ops["copy_"] < 20  # the interpreter's own copies are not counted
+    assert launches["_hop_kernel"] == 1 and launches["_max_times_kernel"] == 1
+    assert launches["_insert_kernel"] == 4  # nodes, edges and the two distinct counts
+    assert 200 < sum(ops.values()) < 600
+    grpo_ops, grpo_launches = mod.count(400, "grpo")
+    assert sum(grpo_ops.values()) < sum(ops.values()) and "_hop_kernel" not in grpo_launches
