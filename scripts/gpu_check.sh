@@ -12,9 +12,11 @@
 #   bench_<name>.log     its pytest output
 #   credit_profile.log   scripts/credit_profile.py: kernels per credit call, eager vs CUDA graph
 #   kernel_variants.md   scripts/kernel_variants.py: the grouping / relaxation kernels' tuning variants
+#   credit_compile.log   scripts/credit_compile.py: torch.compile of the pipeline vs the CUDA-graph replay
 # With ARCHIVE=/path/x.tgz, all of $OUT is also packed into that one file after every
 # step (for transports that bring back few files, or a run cut short).
-# STEPS=credit,profile,variants,loss,kernels,gpu,ops,ops640k (the default: all) runs a subset, in that order.
+# STEPS=credit,profile,variants,loss,kernels,gpu,ops,ops640k,compile (the default: all) runs a subset, in
+# that order (compile: scripts/credit_compile.py, torch.compile of the credit pipeline, an experiment).
 # Every step has its own timeout and the script keeps a total budget, so one slow or
 # hanging step cannot eat the others; the exit status is non-zero if a test run failed.
 set -u
@@ -35,7 +37,7 @@ export PYTHONDONTWRITEBYTECODE=1
 PYTEST=("$PY" -m pytest -p no:cacheprovider -q -rfEs)
 status=0
 
-STEPS="${STEPS:-credit,profile,variants,loss,kernels,gpu,ops,ops640k}"
+STEPS="${STEPS:-credit,profile,variants,loss,kernels,gpu,ops,ops640k,compile}"
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
 
 left() { echo $(( BUDGET_S - SECONDS )); }
@@ -113,6 +115,11 @@ pack
 # 4. per-op tables: up to 64,000 rows (with plain Python), then 640,000 rows
 want ops && run_bench test_kernels 120 bench/test_kernels.py -k "not 640000"
 want ops640k && run_bench test_kernels_640k 60 bench/test_kernels.py -k 640000
+if want compile && (( $(left) > 60 )); then
+  t=$(step_timeout 150); echo "== torch.compile experiment (timeout ${t}s)"
+  timeout --kill-after=10 "$t" "$PY" -u scripts/credit_compile.py > "$OUT/credit_compile.log" 2>&1
+  grep -v -i warn "$OUT/credit_compile.log" | tail -n 20; pack
+fi
 
 # 4. the summary
 {
@@ -136,6 +143,12 @@ want ops640k && run_bench test_kernels_640k 60 bench/test_kernels.py -k 640000
   echo
   echo '```'
   [ -e "$OUT/credit_profile.log" ] && grep -v -i warn "$OUT/credit_profile.log" | tail -n 44
+  echo '```'
+  echo
+  echo "## torch.compile experiment (scripts/credit_compile.py)"
+  echo
+  echo '```'
+  [ -e "$OUT/credit_compile.log" ] && grep -v -i warn "$OUT/credit_compile.log" | tail -n 30
   echo '```'
   echo
   echo "## Kernel variants (scripts/kernel_variants.py)"
