@@ -48,9 +48,8 @@ def _check_cols(cols: tuple[torch.Tensor, ...]) -> int:
 
 def lexsort(*cols: torch.Tensor) -> torch.Tensor:
     """Permutation sorting the tuples (cols[0], cols[1], ...) ascending; stable."""
-    m = cols[0].shape[0]
-    order = torch.arange(m, device=cols[0].device)
-    for c in reversed(cols):
+    order = torch.sort(cols[-1], stable=True).indices  # the last key first, then each earlier one
+    for c in reversed(cols[:-1]):
         order = order.index_select(0, torch.sort(c.index_select(0, order), stable=True).indices)
     return order
 

@@ -125,11 +125,9 @@ def estimate_vectorized(
         return _empty(batch, method, config, variant, backend)
 
     # rows in (group, traj, t) order: each trajectory contiguous, and each group's edges
-    # too (the graph kernels relax one group per program). Three stable sorts, last key
-    # first; t is validated to 0..T-1, so it sorts as int32: half the radix passes.
-    order = torch.sort(batch.t.to(torch.int32), stable=True).indices
-    order = order.index_select(0, torch.sort(batch.traj.index_select(0, order), stable=True).indices)
-    order = order.index_select(0, torch.sort(batch.group.index_select(0, order), stable=True).indices)
+    # too (the graph kernels relax one group per program). t is validated to 0..T-1, so it
+    # sorts as int32: half the radix passes.
+    order = lexsort(batch.group, batch.traj, batch.t.to(torch.int32))
     g_raw = batch.group.index_select(0, order)
     tr = batch.traj.index_select(0, order)
     s = batch.state.index_select(0, order)
