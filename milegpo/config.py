@@ -23,6 +23,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from .credit import METHODS, VARIANTS, CreditConfig, check_method, presets
+from .rollout.prompt import PROMPT_STYLES
 
 
 @dataclass
@@ -38,12 +39,17 @@ class MileGPOConfig(GRPOConfig):
         horizon (`int`, defaults to `50`): step budget of an episode (ALFWorld 50, WebShop 30).
         num_env_workers (`int`, defaults to `0`): worker processes of the environment pool; 0 steps the
             environments in-process (`SequentialPool`).
+        env_options (`dict` or `str`, *optional*): settings of the task generator `milegpo.envs.<env>_tasks`,
+            as a dict or JSON string, e.g. `'{"max_receptacles": 4}'` (household: rooms of at most 4
+            receptacles) or `'{"level": 10}'` (textworld).
     Rollout:
         groups_per_iteration (`int`, defaults to `16`): task groups per iteration, over all processes; each
             process plays `groups_per_iteration / world_size` whole groups.
         group_size (`int`, defaults to `8`): episodes per group (all play the same task); sets TRL's
             `num_generations`.
         history_length (`int`, defaults to `2`): (observation, action) pairs shown in the prompt.
+        prompt_style (`str`, defaults to `"alfworld"`): the step prompt: `alfworld` (verl-agent's ALFWorld
+            template, the paper's) or `compact` (the same facts without instructions, for tiny policies).
         require_think (`bool`, defaults to `False`): a completion without `<think>...</think>` is invalid.
     Credit:
         credit_method (`str`, defaults to `"milegpo"`): `grpo`, `gigpo`, `graphgpo` or `milegpo`.
@@ -78,11 +84,18 @@ class MileGPOConfig(GRPOConfig):
     horizon: int = field(default=50, metadata={"help": "Step budget of an episode (ALFWorld 50, WebShop 30)."})
     num_env_workers: int = field(default=0, metadata={"help": "Worker processes of the environment pool; 0 steps "
                                                                "environments in-process."})
+    env_options: dict[str, Any] | str | None = field(
+        default=None, metadata={"help": "Task generator settings (milegpo.envs.<env>_tasks keywords) as a dict or "
+                                        "JSON string, e.g. '{\"max_receptacles\": 4}' (household rooms of at most "
+                                        "4 receptacles)."})
     # ---- rollout
     groups_per_iteration: int = field(default=16, metadata={"help": "Task groups per iteration over all processes "
                                                                      "(each process plays whole groups)."})
     group_size: int = field(default=8, metadata={"help": "Episodes per task group (sets num_generations)."})
     history_length: int = field(default=2, metadata={"help": "(observation, action) pairs shown in the prompt."})
+    prompt_style: str = field(default="alfworld", metadata={"help": "Step prompt: 'alfworld' (verl-agent's template, "
+                                                                     "the paper's) or 'compact' (no instructions; for "
+                                                                     "tiny policies trained from scratch)."})
     require_think: bool = field(default=False, metadata={"help": "Count a completion without <think>...</think> "
                                                                   "as an invalid action."})
     # ---- credit
@@ -115,14 +128,21 @@ class MileGPOConfig(GRPOConfig):
     per_device_train_batch_size: int = field(default=8, metadata={"help": "Rows per forward/backward chunk."})
     logging_steps: float = field(default=1, metadata={"help": "Log every n iterations."})
 
-    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["credit_overrides"]
+    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["credit_overrides", "env_options"]
 
     def __post_init__(self):
         if isinstance(self.credit_overrides, str):
             self.credit_overrides = json.loads(self.credit_overrides)
+        if isinstance(self.env_options, str):
+            self.env_options = json.loads(self.env_options) if self.env_options.strip() else None
+        if self.env_options is not None and not isinstance(self.env_options, dict):
+            raise ValueError(f"MileGPOConfig.env_options must be a dict or a JSON object string, "
+                             f"got {self.env_options!r}")
         self.credit_method = self.credit_method.lower()
         check_method(self.credit_method, self.credit_variant)
         self.credit_config()  # fail early on a bad preset / override
+        if self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"MileGPOConfig.prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
         for name in ("groups_per_iteration", "group_size", "horizon", "num_train_tasks", "eval_group_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"MileGPOConfig.{name} must be >= 1, got {getattr(self, name)}")

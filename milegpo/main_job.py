@@ -25,11 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-#: defaults of the embedded run (no --model_name_or_path): the household world's shortest task type, a tiny
-#: Qwen2, 4 groups x 4 episodes per iteration; sized to finish in a few minutes on 2 CPU cores.
+#: defaults of the embedded run (no --model_name_or_path): the household world's shortest task type in rooms
+#: of 4 receptacles, the compact prompt, a tiny Qwen2 (hidden 128) warm-started for 24 epochs, 4 groups x 4
+#: episodes per iteration; sized to finish in a few minutes on 2 CPU cores (notes/main_job.md: why each).
 TINY_DEFAULTS: dict[str, Any] = dict(
+    env_options={"max_receptacles": 4}, prompt_style="compact", tiny_hidden=128, sft_epochs=24.0,
+    sft_learning_rate=3e-3,
     output_dir="milegpo_run", task_type="look_at_obj_in_light", horizon=8, num_train_tasks=64,
-    groups_per_iteration=4, group_size=4, max_steps=10, learning_rate=1e-3, max_completion_length=12,
+    groups_per_iteration=4, group_size=4, max_steps=10, learning_rate=1e-3, max_completion_length=16,
     per_device_train_batch_size=64, num_eval_tasks=16, eval_group_size=1, temperature=1.0, beta=0.01,
     logging_steps=1, save_strategy="no", report_to="none", bf16=False, seed=0, dataloader_num_workers=0,
     gradient_checkpointing=False,
@@ -60,6 +63,21 @@ class JobArguments:
     threads: int = field(default=0, metadata={"help": "torch CPU threads (0: leave torch's default)."})
 
 
+#: the file beside a saved policy that records the games and prompt it was trained with (`milegpo eval` reads it)
+TASK_SETTINGS = "milegpo_task.json"
+_TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
+                "max_completion_length")
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
 def build_parser(prog: str = "milegpo train"):
     from trl import TrlParser
 
@@ -77,6 +95,11 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     defaults: dict[str, Any] = {}
     if not any(a == "--model_name_or_path" or a.startswith("--model_name_or_path=") for a in argv):
         defaults.update(TINY_DEFAULTS)
+    elif prog.endswith("eval"):  # a policy saved by `milegpo train` plays the games it was trained on
+        model_path = _flag_value(argv, "--model_name_or_path")
+        settings = Path(model_path or "") / TASK_SETTINGS
+        if model_path and settings.is_file():
+            defaults.update(json.loads(settings.read_text()))
     if not torch.cuda.is_available():  # GRPOConfig defaults to bf16 on an accelerator
         defaults.update(use_cpu=True, bf16=False)
     parser.set_defaults(**defaults)
@@ -97,7 +120,8 @@ def load_policy(job: JobArguments, cfg) -> tuple[Any, Any, bool]:
         return model, tok, False
     from .tiny import make_model, make_tokenizer
 
-    tok = make_tokenizer()
+    household_options = (cfg.env_options or {}) if cfg.env == "household" else {}
+    tok = make_tokenizer(max_receptacles=int(household_options.get("max_receptacles", 0)))
     return make_model(tok, hidden=job.tiny_hidden, layers=job.tiny_layers, seed=cfg.seed), tok, True
 
 
@@ -105,7 +129,8 @@ def sft_tasks(job: JobArguments, cfg):
     """Warm-start tasks: training-split seeds after the RL training tasks (disjoint from them and from ID/OOD)."""
     from .rollout import make_tasks
 
-    return make_tasks(cfg.env, cfg.train_split, job.sft_tasks, cfg.task_type, cfg.horizon, start=cfg.num_train_tasks)
+    return make_tasks(cfg.env, cfg.train_split, job.sft_tasks, cfg.task_type, cfg.horizon, start=cfg.num_train_tasks,
+                      options=cfg.env_options)
 
 
 def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = False):
@@ -119,7 +144,7 @@ def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = 
                                         epochs=job.sft_epochs, batch_size=job.sft_batch_size,
                                         learning_rate=job.sft_learning_rate, history_length=cfg.history_length,
                                         explore=job.sft_explore, seed=cfg.seed, use_cpu=cfg.use_cpu,
-                                        expert=job.sft_expert,
+                                        expert=job.sft_expert, prompt_style=cfg.prompt_style,
                                         disable_tqdm=quiet or cfg.disable_tqdm)
         info.update(sft_examples=n, sft_loss=loss, sft_s=time.perf_counter() - t0)
     # GRPOTrainer loads its reference model from the policy's path: the warm-started policy lives on disk
@@ -249,6 +274,7 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
         say("[milegpo] after RL: " + _eval_line(after, splits))
     trainer.save_model(str(out / "final"))
     tok.save_pretrained(str(out / "final"))
+    (out / "final" / TASK_SETTINGS).write_text(json.dumps({k: getattr(cfg, k) for k in _TASK_FIELDS}, indent=1))
 
     history = training_history(trainer.state.log_history)
     summary: dict[str, Any] = {
@@ -366,7 +392,10 @@ def _jsonable(x):
 
 # ---------------------------------------------------------------------------------------------- eval only
 def run_eval(job: JobArguments, cfg) -> dict[str, float]:
-    """Evaluate a policy (``--model_name_or_path``, e.g. ``<output_dir>/final``) on ``cfg.eval_splits``."""
+    """Evaluate a policy (``--model_name_or_path``, e.g. ``<output_dir>/final``) on ``cfg.eval_splits``.
+
+    A policy saved by ``milegpo train`` has :data:`TASK_SETTINGS` beside it: its environment, task type,
+    horizon, env options and prompt style are then the defaults (flags given still win)."""
     if not job.model_name_or_path:
         raise SystemExit("milegpo eval: give --model_name_or_path (e.g. milegpo_run/final)")
     tok = reload_tokenizer(job.model_name_or_path)

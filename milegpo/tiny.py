@@ -1,8 +1,8 @@
 """The embedded default policy: a tokenizer and a tiny Qwen2 built on the spot, and the SFT warm start.
 
 Nothing is downloaded. :func:`make_tokenizer` trains a WordLevel tokenizer on texts of the household
-world (every admissible-action phrase is one token, so a tiny model learns to copy an action from the
-prompt); :func:`make_model` builds a 2-layer Qwen2 from a config; :func:`sft_warm_start` runs TRL's
+world (every admissible-action phrase that names no object is one token, so a tiny model learns to copy
+an action from the prompt); :func:`make_model` builds a 2-layer Qwen2 from a config; :func:`sft_warm_start` runs TRL's
 ``SFTTrainer`` on expert walkthroughs (prompt -> ``<think>...</think> <action>a</action>``) so the
 policy emits valid actions and wins some games before reinforcement learning starts.
 
@@ -13,12 +13,14 @@ on the completion tokens only.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Sequence
 
 import torch
 
 from .envs import HouseholdEnv, Task, household_tasks
+from .envs.household import household_words
 from .rollout import render_prompt
 
 SPECIAL = ["<pad>", "<unk>", "<|endoftext|>", "<|user|>", "<|assistant|>"]
@@ -38,14 +40,16 @@ def completion_text(action: str) -> str:
     return f"{THOUGHT} <action> {action} </action>"
 
 
-def easy_tasks(split: str, n: int, horizon: int = 8, start: int = 0) -> list[Task]:
-    """``n`` household tasks of the embedded default's task type."""
-    return household_tasks(split, n, start=start, task_type=EASY_TASK_TYPE, horizon=horizon)
+def easy_tasks(split: str, n: int, horizon: int = 8, start: int = 0, max_receptacles: int = 0) -> list[Task]:
+    """``n`` household tasks of the embedded default's task type (rooms of at most ``max_receptacles``)."""
+    return household_tasks(split, n, start=start, task_type=EASY_TASK_TYPE, horizon=horizon,
+                           max_receptacles=max_receptacles)
 
 
 def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.0,
-                 seed: int = 0, expert: str = "search") -> list[tuple[str, str]]:
-    """(prompt text, expert completion text) for every step of an episode of each task.
+                 seed: int = 0, expert: str = "search", prompt_style: str = "alfworld") -> list[tuple[str, str]]:
+    """(prompt text, expert completion text) for every step of an episode of each task; the prompt is the
+    rollout's (:func:`milegpo.rollout.render_prompt` of ``prompt_style``).
 
     expert: ``search`` (acts on what it has observed: :meth:`HouseholdEnv.search_action`) or ``oracle``
     (knows where every object is: :meth:`HouseholdEnv.expert_action`; a policy that imitates it learns
@@ -60,12 +64,11 @@ def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float 
     for task in tasks:
         env = HouseholdEnv()
         act = env.search_action if expert == "search" else env.expert_action
-        obs, adm, info = env.reset(Task(task.task_id, env=task.env, seed=task.seed, split=task.split,
-                                        task_type=task.task_type, horizon=task.horizon + 10))
+        obs, adm, info = env.reset(dataclasses.replace(task, horizon=task.horizon + 10))
         hist: list[tuple[str, str]] = []
         while not env.done:
             label = act()
-            pairs.append((render_prompt(info["goal"], obs, adm, hist, len(hist), history_length),
+            pairs.append((render_prompt(info["goal"], obs, adm, hist, len(hist), history_length, prompt_style),
                           completion_text(label)))
             a = rng.choice(adm) if explore and adm and rng.random() < explore else label
             hist.append((obs, a))
@@ -74,7 +77,15 @@ def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float 
     return pairs
 
 
+#: verbs whose admissible phrases become one token each: they name a receptacle (or the lamp), and the same
+#: few phrases recur in every room. Phrases that name an object ("take apple 2 from countertop 1") stay words:
+#: there are too many object x receptacle pairs for each to be learned as a token in a short warm start (64
+#: walkthroughs show about a third of the evaluation games' "take" phrases), while their words are all seen.
+PHRASE_VERBS = ("go", "open", "close", "use", "examine", "inventory", "look")
+
+
 def _action_phrases(tasks: Sequence[Task]) -> set[str]:
+    """The admissible actions either expert meets on ``tasks`` whose verb is one of :data:`PHRASE_VERBS`."""
     out: set[str] = set()
     for task in tasks:
         for expert in ("oracle", "search"):
@@ -85,12 +96,14 @@ def _action_phrases(tasks: Sequence[Task]) -> set[str]:
             while not env.done:
                 _, _, _, _, info = env.step(act())
                 out.update(info["admissible_actions"])
-    return out
+    return {p for p in out if p.split(" ", 1)[0] in PHRASE_VERBS}
 
 
-def make_tokenizer(n_tasks: int = 40, chat: bool = True):
-    """A WordLevel tokenizer trained on household texts of every split, with every admissible-action phrase
-    of the easy tasks as one token (left padding, ``<|endoftext|>`` as EOS, the chat template above)."""
+def make_tokenizer(n_tasks: int = 40, chat: bool = True, max_receptacles: int = 0):
+    """A WordLevel tokenizer trained on household texts of every split, with the admissible-action phrases
+    of the easy tasks that name no object as one token each (``go to sofa 1``; see :data:`PHRASE_VERBS`),
+    left padding, ``<|endoftext|>`` as EOS, the chat template above;
+    ``max_receptacles``: also the phrases of the easy tasks in rooms that small."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -100,6 +113,10 @@ def make_tokenizer(n_tasks: int = 40, chat: bool = True):
         corpus += [p + " " + c for p, c in expert_pairs(tasks)]
         corpus += [HouseholdEnv().reset(t)[0] + " Nothing happens." for t in tasks]
         phrases |= _action_phrases(easy_tasks(split, n_tasks, horizon=50))
+        if max_receptacles:
+            phrases |= _action_phrases(easy_tasks(split, n_tasks, horizon=50, max_receptacles=max_receptacles))
+    corpus.append(render_prompt("goal", "now", ["a"], [("before", "act")], 1, 1, style="compact"))  # its words
+    corpus.append(" ".join(household_words()))  # every object / receptacle type, whatever the games drawn
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # join tokens with spaces
@@ -146,11 +163,11 @@ def _init_phrase_embeddings(model, tokenizer) -> None:
 
 
 def sft_dataset(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.2, seed: int = 0,
-                expert: str = "search"):
+                expert: str = "search", prompt_style: str = "alfworld"):
     """Conversational prompt-completion dataset of expert steps (TRL's SFT format)."""
     from datasets import Dataset
 
-    pairs = expert_pairs(tasks, history_length, explore=explore, seed=seed, expert=expert)
+    pairs = expert_pairs(tasks, history_length, explore=explore, seed=seed, expert=expert, prompt_style=prompt_style)
     return Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p, _ in pairs],
                               "completion": [[{"role": "assistant", "content": c}] for _, c in pairs]})
 
@@ -158,14 +175,14 @@ def sft_dataset(tasks: Sequence[Task], history_length: int = 2, explore: float =
 def sft_warm_start(model, tokenizer, tasks: Sequence[Task], output_dir: str, epochs: float = 3.0,
                    batch_size: int = 16, learning_rate: float = 3e-3, history_length: int = 2,
                    explore: float = 0.2, seed: int = 0, max_steps: int = -1, use_cpu: bool | None = None,
-                   disable_tqdm: bool | None = None, expert: str = "search"):
+                   disable_tqdm: bool | None = None, expert: str = "search", prompt_style: str = "alfworld"):
     """Supervised warm start with TRL's ``SFTTrainer`` on expert walkthroughs of ``tasks``.
 
     Completion-only loss (the prompt tokens are not trained on); returns the trained model (the same object)
     and the trainer's final training loss."""
     from trl import SFTConfig, SFTTrainer
 
-    data = sft_dataset(tasks, history_length, explore=explore, seed=seed, expert=expert)
+    data = sft_dataset(tasks, history_length, explore=explore, seed=seed, expert=expert, prompt_style=prompt_style)
     args = SFTConfig(output_dir=output_dir, num_train_epochs=epochs, max_steps=max_steps,
                      per_device_train_batch_size=batch_size, learning_rate=learning_rate, lr_scheduler_type="constant",
                      warmup_steps=0, logging_steps=10, save_strategy="no", report_to="none", seed=seed,

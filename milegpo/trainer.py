@@ -81,9 +81,11 @@ class MileGPOTrainer(GRPOTrainer):
         if not isinstance(args, MileGPOConfig):
             raise TypeError(f"MileGPOTrainer needs a MileGPOConfig, got {type(args).__name__}")
         if train_tasks is None:
-            train_tasks = make_tasks(args.env, args.train_split, args.num_train_tasks, args.task_type, args.horizon)
+            train_tasks = make_tasks(args.env, args.train_split, args.num_train_tasks, args.task_type, args.horizon,
+                                     options=args.env_options)
         if eval_tasks is None:
-            eval_tasks = {s: make_tasks(args.env, s, args.num_eval_tasks, args.task_type, args.horizon)
+            eval_tasks = {s: make_tasks(args.env, s, args.num_eval_tasks, args.task_type, args.horizon,
+                                        options=args.env_options)
                           for s in args.eval_splits} if args.num_eval_tasks else {}
         self.train_tasks = list(train_tasks)
         self.eval_tasks = {k: list(v) for k, v in eval_tasks.items()}
@@ -106,7 +108,8 @@ class MileGPOTrainer(GRPOTrainer):
                              f"(groups_per_process x group_size)")
         conversational = getattr(self._tokenizer, "chat_template", None) is not None
         self.runner = EpisodeRunner(pool, conversational=conversational, history_length=args.history_length,
-                                    horizon=args.horizon, require_think=args.require_think)
+                                    horizon=args.horizon, require_think=args.require_think,
+                                    prompt_style=args.prompt_style)
         self.last_iteration: dict[str, Any] | None = None
         self._iteration_timer = 0.0
 

@@ -30,6 +30,15 @@ def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsy
     assert summary["sft_examples"] > 0 and len(summary["history"]) == 1
     assert len(summary["batches"]) == 1 and (out / "batches" / "iter_0001.npz").exists()
     assert (out / "final" / "config.json").exists() and (out / "sft" / "tokenizer.json").exists()
+    # the saved policy records its games and prompt: `milegpo eval` of it plays those by default
+    from milegpo.main_job import TINY_DEFAULTS, parse
+
+    _, ev = parse(["--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev0")], prog="milegpo eval")
+    assert (ev.prompt_style, ev.env_options, ev.horizon) == (TINY_DEFAULTS["prompt_style"],
+                                                             TINY_DEFAULTS["env_options"], 4)
+    _, ev = parse(["--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev0"),
+                   "--prompt_style", "alfworld"], prog="milegpo eval")
+    assert ev.prompt_style == "alfworld"  # flags still win
 
     # replay a run's folder of per-iteration StepBatches
     assert main(["replay", str(out / "batches"), "--plots", str(tmp_path / "replay"), "--rows", "0"]) == 0

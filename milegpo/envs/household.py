@@ -22,6 +22,9 @@ Games are generated from ``(split, seed)`` (and optionally a forced task type):
 draws from 16 unseen layouts and adds object types never seen in train/id (the goal
 object is an unseen type in ~59% of OOD games). An expert (:meth:`HouseholdEnv.expert_action`)
 re-plans from the current state, so it also finishes episodes that started badly.
+``household_tasks(..., max_receptacles=k)`` (task option ``("max_receptacles", k)``, k >= 4) plays the same
+families in rooms of at most k receptacles (each room keeps its appliances and a lamp stand) with fewer
+objects: shorter searches, for small policies (``MileGPOConfig.env_options='{"max_receptacles": 4}'``).
 
     >>> from milegpo.envs import HouseholdEnv, household_tasks
     >>> env = HouseholdEnv(); task = household_tasks("train", 1)[0]
@@ -32,6 +35,7 @@ re-plans from the current state, so it also finishes episodes that started badly
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 import time
 from dataclasses import dataclass, field
@@ -133,6 +137,9 @@ _ROOM_NAMES = tuple(_ROOMS)
 UNSEEN_TYPES = frozenset(t for room in _ROOMS.values() for t in room.unseen)
 N_SEEN_LAYOUTS = 48
 N_UNSEEN_LAYOUTS = 16
+#: the smallest room ``max_receptacles`` may ask for (a kitchen keeps its 3 appliances; with 3 receptacles an
+#: unseen kitchen could not differ from a seen one)
+MIN_RECEPTACLES = 4
 
 
 @dataclass
@@ -156,17 +163,24 @@ class Game:
         return f"household-{stable_seed(body):016x}"
 
 
+def household_words() -> list[str]:
+    """Every receptacle and object type name of the world (a vocabulary for tokenizers built on the spot)."""
+    return sorted(set(RECEPTACLES) | {o for room in _ROOMS.values() for o in room.objects} | {"desklamp"})
+
+
 def _rtype(name: str) -> str:
     return name.rsplit(" ", 1)[0]
 
 
 @lru_cache(maxsize=None)
-def _layout(layout: int) -> tuple[str, tuple[str, ...]]:
-    """(room, receptacle instance names) of layout number ``layout``; unseen layouts never equal a seen one."""
+def _layout(layout: int, max_receptacles: int = 0) -> tuple[str, tuple[str, ...]]:
+    """(room, receptacle instance names) of layout number ``layout``; unseen layouts never equal a seen one.
+
+    ``max_receptacles`` (0: no limit) keeps that many of the room's receptacles (:func:`_shrink`)."""
     seen = layout < N_SEEN_LAYOUTS
     room = _ROOM_NAMES[layout % len(_ROOM_NAMES)]
     spec = _ROOMS[room]
-    signatures = set() if seen else {_layout(i)[1] for i in range(N_SEEN_LAYOUTS)}
+    signatures = set() if seen else {_layout(i, max_receptacles)[1] for i in range(N_SEEN_LAYOUTS)}
     for attempt in range(1000):
         rng = random.Random(stable_seed("household-layout", layout, attempt))
         names = []
@@ -174,10 +188,32 @@ def _layout(layout: int) -> tuple[str, tuple[str, ...]]:
             names += [f"{rtype} {i}" for i in range(1, rng.randint(lo, hi) + 1)]
         if spec.lamp_on and not any(_rtype(n) in spec.lamp_on for n in names):
             names.append(f"{spec.lamp_on[0]} 1")
+        if max_receptacles and len(names) > max_receptacles:
+            names = _shrink(rng, names, max_receptacles, spec.lamp_on)
         key = tuple(names)
         if key not in signatures:
             return room, key
     raise AssertionError(f"layout {layout}: no unseen layout found")  # pragma: no cover
+
+
+def _shrink(rng: random.Random, names: list[str], k: int, lamp_on: tuple) -> list[str]:
+    """``k`` of ``names`` in listing order, renumbered per type. Kept whatever else is drawn: one desklamp
+    stand (if ``lamp_on``) and one receptacle of each appliance role (clean / heat / cool) the room has,
+    so that every task type of the room stays playable."""
+    keep = set()
+    for wanted in ([n for n in names if _rtype(n) in lamp_on],
+                   *([n for n in names if RECEPTACLES[_rtype(n)][2] == role] for role in ("clean", "heat", "cool"))):
+        if wanted:
+            keep.add(names.index(rng.choice(wanted)))
+    assert len(keep) < k, (k, keep)  # MIN_RECEPTACLES leaves room for one more than the kitchen's 3 appliances
+    keep.update(rng.sample([i for i in range(len(names)) if i not in keep], k - len(keep)))
+    counts: dict[str, int] = {}
+    out = []
+    for i in sorted(keep):
+        rtype = _rtype(names[i])
+        counts[rtype] = counts.get(rtype, 0) + 1
+        out.append(f"{rtype} {counts[rtype]}")
+    return out
 
 
 def _layouts_for(split: str) -> range:
@@ -201,10 +237,20 @@ def _goal_sentence(rng: random.Random, task_type: str, x: str, y: str) -> str:
     return rng.choice(forms)
 
 
+def _check_room_size(max_receptacles: int) -> None:
+    if max_receptacles < 0 or 0 < max_receptacles < MIN_RECEPTACLES:
+        raise ValueError(f"household max_receptacles must be 0 (no limit) or >= {MIN_RECEPTACLES}, "
+                         f"got {max_receptacles}")
+
+
 @lru_cache(maxsize=4096)
-def generate_game(split: str, seed: int, task_type: str = "") -> Game:
-    """The game of ``(split, seed)``; ``task_type`` forces the task type ("" draws one uniformly). Deterministic."""
+def generate_game(split: str, seed: int, task_type: str = "", max_receptacles: int = 0) -> Game:
+    """The game of ``(split, seed)``; ``task_type`` forces the task type ("" draws one uniformly). Deterministic.
+
+    ``max_receptacles`` (0: ALFWorld-sized rooms, 7-21 receptacles) shrinks every room to at most that
+    many receptacles (>= 4) and scatters fewer other objects: shorter searches, for small policies."""
     layouts = _layouts_for(split)
+    _check_room_size(max_receptacles)
     if not task_type:  # draw the type first, so that Task(seed) and Task(seed, its drawn type) are one game
         task_type = random.Random(stable_seed("household-type", split, seed)).choice(TASK_TYPES)
     if task_type not in TASK_TYPES:
@@ -212,17 +258,17 @@ def generate_game(split: str, seed: int, task_type: str = "") -> Game:
     rng = random.Random(stable_seed("household-game", split, seed, task_type))
     for _ in range(1000):
         layout = rng.choice(layouts)
-        room, receps = _layout(layout)
+        room, receps = _layout(layout, max_receptacles)
         spec = _ROOMS[room]
         if task_type not in spec.task_types:
             continue
-        game = _try_game(rng, split, layout, room, receps, spec, task_type)
+        game = _try_game(rng, split, layout, room, receps, spec, task_type, max_receptacles)
         if game is not None:
             return game
     raise AssertionError(f"household: no game for split={split!r} seed={seed} task_type={task_type!r}")  # pragma: no cover
 
 
-def _try_game(rng, split, layout, room, receps, spec: _Room, ttype: str) -> Game | None:
+def _try_game(rng, split, layout, room, receps, spec: _Room, ttype: str, max_receptacles: int) -> Game | None:
     prop = _PROP.get(ttype, "")
     rtypes = {_rtype(r) for r in receps}
     types = [t for t in spec.objects if split == "ood" or t not in UNSEEN_TYPES]
@@ -260,7 +306,7 @@ def _try_game(rng, split, layout, room, receps, spec: _Room, ttype: str) -> Game
         # no X starts in Y, so the goal is never met at the start
         if not place(x, avoid=y if ttype in ("pick_and_place_simple", "pick_two_obj_and_place") else ""):
             return None
-    for _ in range(rng.randint(6, 12)):
+    for _ in range(rng.randint(max_receptacles // 2, max_receptacles) if max_receptacles else rng.randint(6, 12)):
         place(rng.choice(types))
     if ttype in ("pick_and_place_simple", "pick_two_obj_and_place"):
         for r in receps:  # distractor copies of X must not sit in Y either
@@ -379,7 +425,7 @@ class HouseholdEnv(TextEnv):
         if task.seed is None:
             raise EnvError(f"household task {task.task_id!r} has no seed")
         self._delay = float(task.option("step_delay_s", 0.0))
-        self.game = generate_game(task.split, int(task.seed), task.task_type)
+        self.game = generate_game(task.split, int(task.seed), task.task_type, int(task.option("max_receptacles", 0)))
         self.s = _State(contents=copy.deepcopy(self.game.contents))
         self._seen = {}
         obs = f"{self._room_view()}\n\nYour task is to: {self.game.goal_text}"
@@ -532,7 +578,8 @@ class HouseholdEnv(TextEnv):
         if expert not in ("oracle", "search"):
             raise ValueError(f"walkthrough: expert must be 'oracle' or 'search', got {expert!r}")
         env = HouseholdEnv()
-        env.reset(Task(task.task_id, seed=task.seed, split=task.split, task_type=task.task_type, horizon=10_000))
+        game_options = tuple((k, v) for k, v in task.options if k != "step_delay_s")
+        env.reset(dataclasses.replace(task, horizon=10_000, options=game_options))
         act = env.expert_action if expert == "oracle" else env.search_action
         actions = []
         while not env.done:
@@ -543,16 +590,22 @@ class HouseholdEnv(TextEnv):
 
 
 def household_tasks(split: str = "train", n: int = 100, start: int = 0, task_type: str = "",
-                    horizon: int = DEFAULT_HORIZON) -> list[Task]:
-    """``n`` household Tasks of ``split`` with seeds ``start .. start+n-1`` (games disjoint across splits)."""
+                    horizon: int = DEFAULT_HORIZON, max_receptacles: int = 0) -> list[Task]:
+    """``n`` household Tasks of ``split`` with seeds ``start .. start+n-1`` (games disjoint across splits).
+
+    max_receptacles: 0 for ALFWorld-sized rooms, else rooms of at most that many receptacles (>= 4; the
+    task carries it as the option ``("max_receptacles", k)``; see :func:`generate_game`)."""
     _layouts_for(split)
+    _check_room_size(int(max_receptacles))
+    options = (("max_receptacles", int(max_receptacles)),) if max_receptacles else ()
+    suffix = f"/r{max_receptacles}" if max_receptacles else ""
     out = []
     for seed in range(start, start + n):
-        game = generate_game(split, seed, task_type)
-        out.append(Task(task_id=f"household/{split}/{task_type or 'any'}/{seed}", env="household", seed=seed,
-                        task_type=task_type or game.task_type, split=split, horizon=horizon))
+        game = generate_game(split, seed, task_type, int(max_receptacles))
+        out.append(Task(task_id=f"household/{split}/{task_type or 'any'}/{seed}{suffix}", env="household", seed=seed,
+                        task_type=task_type or game.task_type, split=split, horizon=horizon, options=options))
     return out
 
 
 __all__ = ["HouseholdEnv", "household_tasks", "generate_game", "Game", "TASK_TYPES", "SPLITS", "RECEPTACLES",
-           "N_SEEN_LAYOUTS", "N_UNSEEN_LAYOUTS", "UNSEEN_TYPES"]
+           "N_SEEN_LAYOUTS", "N_UNSEEN_LAYOUTS", "UNSEEN_TYPES", "MIN_RECEPTACLES", "household_words"]

@@ -136,16 +136,19 @@ class EpisodeRunner:
     history_length: (observation, action) pairs shown in the prompt (paper: 2).
     horizon: step budget cap: an episode lasts at most ``min(Task.horizon, horizon)`` steps (None: the task's).
     require_think: a completion without ``<think>...</think>`` is invalid.
+    prompt_style: ``alfworld`` (the verl-agent template) or ``compact`` (:func:`render_prompt`).
     """
 
     def __init__(self, pool=None, *, conversational: bool = False, history_length: int = 2,
-                 horizon: int | None = None, require_think: bool = False) -> None:
+                 horizon: int | None = None, require_think: bool = False, prompt_style: str = "alfworld") -> None:
         self.pool = pool
         self.conversational = conversational
         self.history_length = history_length
         self.horizon = horizon
         self.require_think = require_think
-        self._dummy_prompt: Any = as_model_input(render_prompt("", "", [], [], 0, 0), conversational)
+        self.prompt_style = prompt_style
+        self._dummy_prompt: Any = as_model_input(render_prompt("", "", [], [], 0, 0, style=prompt_style),
+                                                 conversational)
 
     def _ensure_pool(self, n: int):
         if self.pool is None:
@@ -205,7 +208,7 @@ class EpisodeRunner:
             for s in live:
                 st = slots[s]
                 text = render_prompt(st["goal"], st["obs"], st["admissible"], st["history"], len(st["rows"]),
-                                     self.history_length)
+                                     self.history_length, self.prompt_style)
                 prompts.append(as_model_input(text, self.conversational))
             self._dummy_prompt = prompts[0]
             t0 = time.perf_counter()

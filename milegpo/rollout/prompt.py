@@ -4,6 +4,11 @@ The model sees the task, the ``history_length`` most recent (observation, action
 pairs, the current observation and the admissible actions, and is asked to reason in
 ``<think>...</think>`` and to answer with one action in ``<action>...</action>``
 (the verl-agent ALFWorld template, which the paper uses).
+
+``style="compact"`` drops the instructions and shows the same facts in few tokens
+(task, recent ``[observation -> action]`` pairs, observation, actions): for the tiny
+policies trained from scratch on CPU, whose attention finds the action list faster in
+a short prompt; the answer format (``<think>``, ``<action>``) is learned in the warm start.
 """
 
 from __future__ import annotations
@@ -22,6 +27,12 @@ TEMPLATE = (
     "you should choose an admissible action for the current step and present it within <action> </action> tags."
 )
 
+#: the compact step prompt (``style="compact"``)
+COMPACT_TEMPLATE = "Task: {goal}\nBefore: {history}\nNow: {observation}\nActions: {actions}"
+
+#: the prompt styles :func:`render_prompt` knows
+PROMPT_STYLES = ("alfworld", "compact")
+
 HISTORY = (
     "Prior to this step, you have already taken {n} step(s). Below are the most recent {k} observations and "
     "the corresponding actions you took: {pairs}\n"
@@ -29,14 +40,20 @@ HISTORY = (
 
 
 def render_prompt(goal: str, observation: str, admissible: Sequence[str], history: Sequence[tuple[str, str]],
-                  step: int, history_length: int = 2) -> str:
+                  step: int, history_length: int = 2, style: str = "alfworld") -> str:
     """The text of one step's prompt.
 
     goal: the task sentence; observation: the current observation; admissible: the
     admissible actions; history: all (observation, action) pairs of the episode so far,
-    oldest first (only the last ``history_length`` are shown); step: steps taken so far.
+    oldest first (only the last ``history_length`` are shown); step: steps taken so far;
+    style: ``alfworld`` (the verl-agent template) or ``compact`` (see the module docstring).
     """
     recent = list(history)[-history_length:] if history_length > 0 else []
+    if style == "compact":
+        return COMPACT_TEMPLATE.format(goal=goal.strip(), history=" ".join(f"[{o.strip()} -> {a}]" for o, a in recent),
+                                       observation=observation.strip(), actions=", ".join(admissible))
+    if style != "alfworld":
+        raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
     hist = ""
     if recent:
         first = step - len(recent) + 1
@@ -52,4 +69,4 @@ def as_model_input(text: str, conversational: bool) -> str | list[dict]:
     return [{"role": "user", "content": text}] if conversational else text
 
 
-__all__ = ["TEMPLATE", "HISTORY", "render_prompt", "as_model_input"]
+__all__ = ["TEMPLATE", "COMPACT_TEMPLATE", "PROMPT_STYLES", "HISTORY", "render_prompt", "as_model_input"]

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from ..envs import Task
 
 
 def make_tasks(env: str, split: str, n: int, task_type: str = "", horizon: int | None = None,
-               start: int = 0) -> list[Task]:
+               start: int = 0, options: dict | None = None) -> list[Task]:
     """``n`` Tasks of environment kind ``env`` and ``split`` (``train`` | ``id`` | ``ood``).
 
     Calls ``milegpo.envs.<env>_tasks(split, n, ...)`` (e.g. :func:`milegpo.envs.household_tasks`);
-    an environment kind without such a function is an error that names it.
+    an environment kind without such a function is an error that names it. ``options`` are the
+    generator's own keyword arguments (household: ``max_receptacles``; textworld: ``level``, ``go``...);
+    one the generator does not take is an error that lists those it does.
     """
     envs = importlib.import_module("milegpo.envs")
     try:
@@ -20,6 +23,16 @@ def make_tasks(env: str, split: str, n: int, task_type: str = "", horizon: int |
     except AttributeError:
         raise ValueError(f"environment kind {env!r} has no task generator milegpo.envs.{env}_tasks") from None
     kwargs = {"start": start}
+    if options:
+        params = inspect.signature(fn).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        own = sorted(k for k in params if k not in ("split", "n", "start", "task_type", "horizon")
+                     and params[k].kind is not inspect.Parameter.VAR_KEYWORD)
+        for key in options:
+            if key in ("split", "n", "start", "task_type", "horizon") or not (takes_any or key in params):
+                raise ValueError(f"env option {key!r} is not a setting of milegpo.envs.{env}_tasks; its settings: "
+                                 f"{own}{' and generator keywords' if takes_any else ''}")
+        kwargs.update(options)
     if task_type:
         kwargs["task_type"] = task_type
     if horizon is not None:

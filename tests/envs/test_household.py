@@ -192,3 +192,68 @@ def test_observations_look_like_alfworld():
     go = next(a for a in actions if a.startswith("go to "))
     obs, *_ = env.step(go)
     assert obs.startswith(f"You arrive at {go[6:]}. ")
+
+
+# ---------------------------------------------------------------------------- small rooms (max_receptacles)
+@pytest.mark.parametrize("k", [4, 5, 8])
+def test_small_rooms_hold_at_most_k_receptacles_and_both_experts_win(k):
+    env = HouseholdEnv()
+    for split in SPLITS:
+        for task in household_tasks(split, 40, max_receptacles=k):
+            assert task.option("max_receptacles") == k and task.task_id.endswith(f"/r{k}")
+            _, actions, _ = env.reset(task)
+            game = env.game
+            assert len(game.receptacles) <= k
+            assert len(set(game.receptacles)) == len(game.receptacles)
+            by_type: dict = {}
+            for r in game.receptacles:  # renumbered per type: cabinet 1, cabinet 2, ...
+                rtype, num = r.rsplit(" ", 1)
+                by_type.setdefault(rtype, []).append(int(num))
+            assert all(nums == list(range(1, len(nums) + 1)) for nums in by_type.values())
+            if game.task_type == "look_at_obj_in_light":
+                assert any(game.lamp in objs for objs in game.contents.values())
+            for expert in ("oracle", "search"):
+                walk = env.walkthrough(task, expert=expert)
+                env.reset(task)
+                for a in walk:
+                    out = env.step(a)
+                assert out[3], (task.task_id, expert)
+
+
+def test_small_rooms_are_deterministic_disjoint_and_ood_layouts_unseen():
+    k = 4
+    ids = {s: {generate_game(s, i, "", k).game_id for i in range(100)} for s in SPLITS}
+    assert not ids["train"] & ids["id"] and not ids["train"] & ids["ood"] and not ids["id"] & ids["ood"]
+    assert generate_game("train", 5, "", k) == generate_game.__wrapped__("train", 5, "", k)
+    seen = {tuple(generate_game(s, i, "", k).receptacles) for s in ("train", "id") for i in range(200)}
+    ood = {tuple(generate_game("ood", i, "", k).receptacles) for i in range(200)}
+    assert not seen & ood
+    # the option changes nothing else: 0 is the ALFWorld-sized world, and the same task without it differs
+    assert generate_game("train", 5, "", 0) == generate_game("train", 5)
+    assert household_tasks("train", 1, max_receptacles=0)[0] == household_tasks("train", 1)[0]
+    assert len(generate_game("train", 5).receptacles) > k
+
+
+@pytest.mark.parametrize("k", [-1, 1, 3])
+def test_small_rooms_reject_too_small(k):
+    with pytest.raises(ValueError, match="max_receptacles must be 0 .* or >= 4"):
+        household_tasks("train", 1, max_receptacles=k)
+    with pytest.raises(ValueError, match="max_receptacles must be 0"):
+        household_tasks("train", 0, max_receptacles=k)
+
+
+def test_walkthrough_keeps_the_room_size_but_not_the_step_delay():
+    import dataclasses
+    import time
+
+    task = household_tasks("train", 1, start=2, max_receptacles=4)[0]
+    slow = dataclasses.replace(task, options=task.options + (("step_delay_s", 1.0),))
+    t0 = time.perf_counter()
+    walk = HouseholdEnv().walkthrough(slow)
+    assert time.perf_counter() - t0 < 0.5 * len(walk)
+    assert walk == HouseholdEnv().walkthrough(task)
+    env = HouseholdEnv()
+    env.reset(task)
+    for a in walk:
+        out = env.step(a)
+    assert out[3]

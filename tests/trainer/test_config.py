@@ -43,7 +43,24 @@ def test_every_field_is_a_documented_flag():
     (["--credit_overrides", '{"nope": 1}'], "unknown CreditConfig field"),
     (["--num_train_tasks", "3"], "num_train_tasks"),
     (["--group_size", "0"], "group_size"),
+    (["--env_options", "[4]"], "env_options must be a dict"),
+    (["--prompt_style", "fancy"], "prompt_style must be one of"),
 ])
 def test_bad_values_are_refused(flags, match):
     with pytest.raises(ValueError, match=match):
         parse(*flags)
+
+
+def test_env_options_reach_the_task_generator():
+    from milegpo.rollout import make_tasks
+
+    a = parse("--env_options", '{"max_receptacles": 4}', "--task_type", "look_at_obj_in_light")
+    assert a.env_options == {"max_receptacles": 4}
+    tasks = make_tasks(a.env, a.train_split, 3, a.task_type, a.horizon, options=a.env_options)
+    assert [t.option("max_receptacles") for t in tasks] == [4, 4, 4]
+    assert parse().env_options is None and parse("--env_options", "").env_options is None
+    with pytest.raises(ValueError, match=r"env option 'level' is not a setting of milegpo.envs.household_tasks; "
+                                         r"its settings: \['max_receptacles'\]"):
+        make_tasks("household", "train", 2, options={"level": 3})
+    with pytest.raises(ValueError, match="env option 'horizon'"):
+        make_tasks("household", "train", 2, options={"horizon": 3})
