@@ -1,7 +1,7 @@
 """GRPO vs GiGPO vs GraphGPO vs MileGPO (and its md / rcs ablations) on the same tasks, seeds and budget.
 
     python experiments/compare_methods.py --out experiments/results/compare_cpu \\
-        --seeds 0 1 -- --max_steps 8 --groups_per_iteration 4 --group_size 4
+        --seeds 0 1 2 3 --jobs 2 -- --threads 1
 
 Every method starts from the same SFT warm-started policy (built once per seed, by the same code as
 ``milegpo train``), plays the same training tasks in the same order (same seed) for the same number of
@@ -153,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="experiments/results/compare")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--jobs", type=int, default=1, help="seeds run in this many processes at once (give each "
+                                                         "`--threads` after `--` so they share the cores)")
     p.add_argument("--table-only", action="store_true", help="rewrite table.md / compare.png from results.json")
     p.add_argument("--methods", nargs="+", default=[label(*m) for m in METHODS],
                    help="grpo gigpo graphgpo milegpo-md milegpo-rcs milegpo-full")
@@ -168,11 +170,23 @@ def main(argv: list[str] | None = None) -> int:
         (out / "table.md").write_text(md + tail)
         print(md + f"wrote {out / 'table.md'}, {plot(records, out / 'compare.png')}")
         return 0
+    if args.jobs < 1:
+        p.error(f"--jobs must be >= 1, got {args.jobs}")
     t0 = time.perf_counter()
     records = []
-    for seed in args.seeds:
-        records += run_seed(seed, job_flags, out, methods)
-        (out / "results.json").write_text(json.dumps(records, indent=1))
+    if args.jobs == 1 or len(args.seeds) == 1:
+        for seed in args.seeds:
+            records += run_seed(seed, job_flags, out, methods)
+            (out / "results.json").write_text(json.dumps(records, indent=1))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for recs in pool.map(run_seed, args.seeds, [job_flags] * len(args.seeds), [out] * len(args.seeds),
+                                 [methods] * len(args.seeds)):
+                records += recs  # in seed order
+                (out / "results.json").write_text(json.dumps(records, indent=1))
     md = table(records)
     (out / "table.md").write_text(md + f"\nCommand: `{command}`; total wall time {time.perf_counter() - t0:.0f} s.\n")
     print("\n" + md)

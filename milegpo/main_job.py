@@ -32,8 +32,8 @@ TINY_DEFAULTS: dict[str, Any] = dict(
     env_options={"max_receptacles": 4}, prompt_style="compact", tiny_hidden=128, sft_epochs=24.0,
     sft_learning_rate=3e-3,
     output_dir="milegpo_run", task_type="look_at_obj_in_light", horizon=8, num_train_tasks=64,
-    groups_per_iteration=4, group_size=4, max_steps=10, learning_rate=1e-3, max_completion_length=16,
-    per_device_train_batch_size=64, num_eval_tasks=16, eval_group_size=1, temperature=1.0, beta=0.01,
+    groups_per_iteration=4, group_size=4, max_steps=50, learning_rate=3e-4, max_completion_length=16,
+    per_device_train_batch_size=64, num_eval_tasks=48, eval_group_size=1, temperature=1.0, beta=0.01,
     logging_steps=1, save_strategy="no", report_to="none", bf16=False, seed=0, dataloader_num_workers=0,
     gradient_checkpointing=False,
 )

@@ -36,29 +36,55 @@ def _series(history: Sequence[Mapping], key: str):
     return xs, ys
 
 
+def rolling_mean(ys: Sequence[float], window: int) -> list[float]:
+    """Mean of the last ``window`` values at every point (fewer at the start)."""
+    out, total = [], 0.0
+    for i, y in enumerate(ys):
+        total += y
+        if i >= window:
+            total -= ys[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def _with_trend(ax, xs, ys, color, label, marker="o"):
+    """The per-iteration values faint, and their rolling mean (a tenth of the run, >= 3) on top, when
+    there are enough iterations for one (an iteration's 16 episodes make a noisy rate)."""
+    window = max(3, len(ys) // 10)
+    if len(ys) < 2 * window:
+        ax.plot(xs, ys, marker=marker, color=color, label=label)
+        return
+    ax.plot(xs, ys, marker=marker, ms=3, lw=0.8, alpha=0.35, color=color)
+    ax.plot(xs, rolling_mean(ys, window), lw=2.2, color=color, label=f"{label} (mean of {window})")
+
+
 def plot_training(history: Sequence[Mapping], path, title: str = "MileGPO training") -> Path:
     """history: one dict per iteration with some of ``success_rate``, ``invalid_rate``,
     ``eval_id_success``, ``eval_ood_success``, ``episode_length``, ``iteration``."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for key, label in (("success_rate", "train success"), ("eval_id_success", "eval ID success"),
-                       ("eval_ood_success", "eval OOD success")):
+    xs, ys = _series(history, "success_rate")
+    if xs:
+        _with_trend(axes[0], xs, ys, "tab:blue", "train success")
+    for key, label, color in (("eval_id_success", "eval ID success", "tab:orange"),
+                              ("eval_ood_success", "eval OOD success", "tab:green")):
         xs, ys = _series(history, key)
         if xs:
-            axes[0].plot(xs, ys, marker="o", label=label)
+            axes[0].plot(xs, ys, marker="o", color=color, label=label)
     axes[0].set_ylim(-0.02, 1.02)
     axes[0].set_xlabel("iteration")
     axes[0].set_ylabel("success rate")
     axes[0].legend(loc="best", fontsize=8)
-    for key, label in (("invalid_rate", "invalid-action rate"),):
-        xs, ys = _series(history, key)
-        if xs:
-            axes[1].plot(xs, ys, marker="o", color="tab:red", label=label)
+    xs, ys = _series(history, "invalid_rate")
+    if xs:
+        _with_trend(axes[1], xs, ys, "tab:red", "invalid-action rate")
     xs, ys = _series(history, "episode_length")
     if xs:
         ax2 = axes[1].twinx()
-        ax2.plot(xs, ys, marker="s", color="tab:gray", label="episode length")
+        _with_trend(ax2, xs, ys, "tab:gray", "episode length", marker="s")
         ax2.set_ylabel("episode length (steps)")
+        handles = [h for ax in (axes[1], ax2) for h in ax.get_legend_handles_labels()[0]]
+        axes[1].legend(handles, [h.get_label() for h in handles], loc="best", fontsize=8)
     axes[1].set_ylim(-0.02, 1.02)
     axes[1].set_xlabel("iteration")
     axes[1].set_ylabel("invalid-action rate")

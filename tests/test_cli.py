@@ -25,3 +25,17 @@ def test_training_and_diagnostics_plots(tmp_path):
                 "pcc_branch_share": 0.3} for i in range(1, 5)]
     assert plot_training(history, tmp_path / "t.png").stat().st_size > 1000
     assert plot_credit_diagnostics(history, tmp_path / "d.png").stat().st_size > 1000
+
+
+def test_long_training_plot_draws_rolling_means(tmp_path, monkeypatch):
+    from milegpo import plots
+
+    assert plots.rolling_mean([1.0, 2.0, 3.0, 4.0], 2) == [1.0, 1.5, 2.5, 3.5]
+    assert plots.rolling_mean([], 3) == []
+    drawn = []
+    real = plots._with_trend
+    monkeypatch.setattr(plots, "_with_trend", lambda ax, xs, ys, *a, **k: drawn.append(len(ys)) or real(ax, xs, ys, *a, **k))
+    history = [{"iteration": i, "success_rate": (i % 3) / 3, "invalid_rate": 0.5, "episode_length": 8 - i % 2}
+               for i in range(1, 51)]
+    assert plot_training(history, tmp_path / "t.png").stat().st_size > 1000
+    assert drawn == [50, 50, 50]
