@@ -128,13 +128,18 @@ def plot(records: list[dict], path: Path) -> Path:
     axes[0].set_xticks(list(x), methods, rotation=20)
     axes[0].set_ylabel("success after training (%)")
     axes[0].legend(fontsize=8)
+    from milegpo.plots import rolling_mean
+
+    window = 1
     for m in methods:
         rs = [r["train_success"] for r in records if r["method"] == m]
         n = min(len(s) for s in rs)
-        axes[1].plot(range(1, n + 1), [100 * _mean([s[i] for s in rs]) for i in range(n)], marker="o", label=m)
+        window = max(1, n // 10)
+        ys = rolling_mean([100 * _mean([s[i] for s in rs]) for i in range(n)], window)
+        axes[1].plot(range(1, n + 1), ys, marker="o" if n <= 20 else None, label=m)
     axes[1].set_xlabel("iteration")
     axes[1].set_ylabel("training success (%)")
-    axes[1].legend(fontsize=7)
+    axes[1].legend(fontsize=7, title=f"mean of {window} iterations" if window > 1 else None, title_fontsize=7)
     fig.suptitle("credit methods, same tasks / seeds / budget")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

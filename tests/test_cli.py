@@ -34,7 +34,12 @@ def test_long_training_plot_draws_rolling_means(tmp_path, monkeypatch):
     assert plots.rolling_mean([], 3) == []
     drawn = []
     real = plots._with_trend
-    monkeypatch.setattr(plots, "_with_trend", lambda ax, xs, ys, *a, **k: drawn.append(len(ys)) or real(ax, xs, ys, *a, **k))
+
+    def spy(ax, xs, ys, *args, **kwargs):
+        drawn.append(len(ys))
+        return real(ax, xs, ys, *args, **kwargs)
+
+    monkeypatch.setattr(plots, "_with_trend", spy)
     history = [{"iteration": i, "success_rate": (i % 3) / 3, "invalid_rate": 0.5, "episode_length": 8 - i % 2}
                for i in range(1, 51)]
     assert plot_training(history, tmp_path / "t.png").stat().st_size > 1000

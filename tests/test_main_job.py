@@ -33,7 +33,8 @@ def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsy
     # the saved policy records its games and prompt: `milegpo eval` of it plays those by default
     from milegpo.main_job import TINY_DEFAULTS, parse
 
-    _, ev = parse(["--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev0")], prog="milegpo eval")
+    _, ev = parse(["--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev0")],
+                  prog="milegpo eval")
     assert (ev.prompt_style, ev.env_options, ev.horizon) == (TINY_DEFAULTS["prompt_style"],
                                                              TINY_DEFAULTS["env_options"], 4)
     _, ev = parse(["--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev0"),

@@ -33,7 +33,8 @@ def test_prompt_shows_last_two_pairs_and_actions():
 def test_compact_prompt_shows_the_same_facts_without_instructions():
     text = render_prompt("put a mug in sink.", "You see a mug.", ["take mug 1", "look"],
                          [("o1", "a1"), ("o2", "a2"), ("o3", "a3")], step=3, history_length=2, style="compact")
-    assert text == "Task: put a mug in sink.\nBefore: [o2 -> a2] [o3 -> a3]\nNow: You see a mug.\nActions: take mug 1, look"
+    assert text == ("Task: put a mug in sink.\nBefore: [o2 -> a2] [o3 -> a3]\nNow: You see a mug.\n"
+                    "Actions: take mug 1, look")
     assert render_prompt("g", "o", ["a"], [], 0, style="compact") == "Task: g\nBefore: \nNow: o\nActions: a"
     with pytest.raises(ValueError, match="prompt style must be one of"):
         render_prompt("g", "o", ["a"], [], 0, style="fancy")
