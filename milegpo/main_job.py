@@ -63,7 +63,8 @@ class JobArguments:
     threads: int = field(default=0, metadata={"help": "torch CPU threads (0: leave torch's default)."})
 
 
-#: the file beside a saved policy that records the games and prompt it was trained with (`milegpo eval` reads it)
+#: the file beside a saved policy that records the games and prompt it was trained with (`milegpo eval` and
+#: `milegpo train --model_name_or_path` of that policy take them as defaults)
 TASK_SETTINGS = "milegpo_task.json"
 _TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
                 "max_completion_length")
@@ -95,7 +96,7 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     defaults: dict[str, Any] = {}
     if not any(a == "--model_name_or_path" or a.startswith("--model_name_or_path=") for a in argv):
         defaults.update(TINY_DEFAULTS)
-    elif prog.endswith("eval"):  # a policy saved by `milegpo train` plays the games it was trained on
+    else:  # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
         model_path = _flag_value(argv, "--model_name_or_path")
         settings = Path(model_path or "") / TASK_SETTINGS
         if model_path and settings.is_file():
@@ -111,11 +112,9 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
 def load_policy(job: JobArguments, cfg) -> tuple[Any, Any, bool]:
     """(model, tokenizer, tiny?): the given model, or a tiny Qwen2 + tokenizer built on the spot."""
     if job.model_name_or_path:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
 
-        tok = AutoTokenizer.from_pretrained(job.model_name_or_path, padding_side="left")
-        if tok.pad_token is None:
-            tok.pad_token = tok.eos_token
+        tok = reload_tokenizer(job.model_name_or_path)  # a saved tiny policy's tokenizer too
         model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, **(cfg.model_init_kwargs or {}))
         return model, tok, False
     from .tiny import make_model, make_tokenizer

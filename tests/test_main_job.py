@@ -40,6 +40,16 @@ def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsy
     _, ev = parse(["--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev0"),
                    "--prompt_style", "alfworld"], prog="milegpo eval")
     assert ev.prompt_style == "alfworld"  # flags still win
+    # go on training the saved policy: the path of a real model (no tiny defaults), on the saved games
+    more = tmp_path / "more"
+    assert main(["train", "--model_name_or_path", str(out / "final"), "--output_dir", str(more), "--sft_epochs", "0",
+                 "--max_steps", "1", "--groups_per_iteration", "2", "--group_size", "2", "--num_train_tasks", "4",
+                 "--num_eval_tasks", "2", "--eval_before", "false", "--learning_rate", "1e-4", "--report_to", "none",
+                 "--save_strategy", "no"]) == 0
+    capsys.readouterr()
+    resumed = json.loads((more / "summary.json").read_text())
+    assert resumed["policy"] == str(out / "final") and resumed["iterations"] == 1
+    assert json.loads((more / "final" / "milegpo_task.json").read_text())["prompt_style"] == "compact"
 
     # replay a run's folder of per-iteration StepBatches
     assert main(["replay", str(out / "batches"), "--plots", str(tmp_path / "replay"), "--rows", "0"]) == 0
