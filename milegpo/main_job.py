@@ -94,13 +94,12 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(prog)
     defaults: dict[str, Any] = {}
-    if not any(a == "--model_name_or_path" or a.startswith("--model_name_or_path=") for a in argv):
+    model_path = _flag_value(argv, "--model_name_or_path")
+    if model_path is None:
         defaults.update(TINY_DEFAULTS)
-    else:  # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
-        model_path = _flag_value(argv, "--model_name_or_path")
-        settings = Path(model_path or "") / TASK_SETTINGS
-        if model_path and settings.is_file():
-            defaults.update(json.loads(settings.read_text()))
+    elif (Path(model_path) / TASK_SETTINGS).is_file():
+        # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
+        defaults.update(json.loads((Path(model_path) / TASK_SETTINGS).read_text()))
     if not torch.cuda.is_available():  # GRPOConfig defaults to bf16 on an accelerator
         defaults.update(use_cpu=True, bf16=False)
     parser.set_defaults(**defaults)
