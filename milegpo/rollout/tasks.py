@@ -8,6 +8,10 @@ import inspect
 from ..envs import Task
 
 
+#: the generator arguments make_tasks sets itself (an env option may not name them)
+_SET_BY_MAKE_TASKS = ("split", "n", "start", "task_type", "horizon")
+
+
 def make_tasks(env: str, split: str, n: int, task_type: str = "", horizon: int | None = None,
                start: int = 0, options: dict | None = None) -> list[Task]:
     """``n`` Tasks of environment kind ``env`` and ``split`` (``train`` | ``id`` | ``ood``).
@@ -26,10 +30,10 @@ def make_tasks(env: str, split: str, n: int, task_type: str = "", horizon: int |
     if options:
         params = inspect.signature(fn).parameters
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        own = sorted(k for k in params if k not in ("split", "n", "start", "task_type", "horizon")
+        own = sorted(k for k in params if k not in _SET_BY_MAKE_TASKS
                      and params[k].kind is not inspect.Parameter.VAR_KEYWORD)
         for key in options:
-            if key in ("split", "n", "start", "task_type", "horizon") or not (takes_any or key in params):
+            if key in _SET_BY_MAKE_TASKS or not (takes_any or key in params):
                 raise ValueError(f"env option {key!r} is not a setting of milegpo.envs.{env}_tasks; its settings: "
                                  f"{own}{' and generator keywords' if takes_any else ''}")
         kwargs.update(options)
