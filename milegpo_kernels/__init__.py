@@ -10,6 +10,7 @@ transformers or an environment.
 from .counting import DistinctCounts, count_distinct
 from .graph import INF, hop_distance, max_times_potential
 from .grouping import DenseIds, dense_ids, lexsort
+from .scoring import GraphScores, ScoreParams, graph_scores, graph_scores_torch
 from .policy_loss import PolicyLossStats, fused_policy_loss, naive_policy_loss
 from .segment import (
     max_normalize,
@@ -25,9 +26,13 @@ __all__ = [
     "PolicyLossStats",
     "DenseIds",
     "DistinctCounts",
+    "GraphScores",
+    "ScoreParams",
     "count_distinct",
     "dense_ids",
     "fused_policy_loss",
+    "graph_scores",
+    "graph_scores_torch",
     "hop_distance",
     "lexsort",
     "max_normalize",

@@ -161,3 +161,17 @@ def max_normalize(x, seg, num_segments: int, valid=None, *, backend="auto"):
 
         return max_normalize_triton(x, seg, num_segments, valid)
     return max_normalize_torch(x, seg, num_segments, valid)
+
+
+def stacked(op, xs, seg, num_segments: int, valid=None, **kwargs):
+    """One call of a segment op for several value arrays over the same segments (the
+    copies' segments offset by ``num_segments``): fewer, larger ops. Returns one
+    result per array (for ops returning tuples, a tuple per array)."""
+    k = len(xs)
+    cat_seg = torch.cat([seg + i * num_segments for i in range(k)])
+    if valid is not None:
+        kwargs["valid"] = torch.cat(valid) if isinstance(valid, (list, tuple)) else valid.repeat(k)
+    out = op(torch.cat(xs), cat_seg, k * num_segments, **kwargs)
+    if isinstance(out, tuple):
+        return list(zip(*(o.chunk(k) for o in out)))
+    return out.chunk(k)

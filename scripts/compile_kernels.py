@@ -23,6 +23,7 @@ MODULES = [
     "milegpo_kernels.triton_counting",
     "milegpo_kernels.triton_graph",
     "milegpo_kernels.triton_segment",
+    "milegpo_kernels.triton_scoring",
     "milegpo_kernels.policy_loss.fused",
 ]
 

@@ -22,20 +22,20 @@ import torch
 
 from milegpo_kernels import (
     INF,
+    ScoreParams,
     count_distinct,
     dense_ids,
+    graph_scores,
     hop_distance,
     lexsort,
-    max_normalize,
     max_times_potential,
     segment_count,
-    segment_max,
     segment_normalize,
     segment_sum,
-    sibling_mean,
 )
 
 from milegpo_kernels._backend import resolve
+from milegpo_kernels.segment import stacked
 
 from .batch import SINK, StepBatch
 from .config import CreditConfig
@@ -70,20 +70,6 @@ def _capacity(count: torch.Tensor, bound: int, static: bool) -> int:
     """Array size for ``count`` items: the static bound (no host sync: the GPU path), or the
     count itself (on the host reading it is free, and smaller arrays are faster)."""
     return bound if static else int(count)
-
-
-def _stacked(op, xs, seg, num_segments: int, valid=None, **kwargs):
-    """One call of a segment op for several value arrays over the same segments (the
-    copies' segments offset by ``num_segments``): fewer, larger ops. Returns one
-    result per array (for ops returning tuples, a tuple per array)."""
-    k = len(xs)
-    cat_seg = torch.cat([seg + i * num_segments for i in range(k)])
-    if valid is not None:
-        kwargs["valid"] = torch.cat(valid) if isinstance(valid, (list, tuple)) else valid.repeat(k)
-    out = op(torch.cat(xs), cat_seg, k * num_segments, **kwargs)
-    if isinstance(out, tuple):
-        return list(zip(*(o.chunk(k) for o in out)))
-    return out.chunk(k)
 
 
 def discounted_returns(reward: torch.Tensor, same_next: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -200,9 +186,9 @@ def estimate_vectorized(
     edge_valid = torch.arange(ecap, device=dev) < edge_ids.count
     src = torch.zeros(ecap, dtype=torch.int64, device=dev).scatter_(0, e, u)
     dst = torch.zeros(ecap, dtype=torch.int64, device=dev).scatter_(0, e, v)
-    edge_gid = node_gid.index_select(0, src)
     edge_off = None
     if resolve(backend, src) == "triton":
+        edge_gid = node_gid.index_select(0, src)
         # Edge ids follow the rows' (group, ...) order, so each group's edges are one run:
         # components for the graph kernels. Padding slots (self-loops) join the last one.
         edge_off = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev),
@@ -216,21 +202,14 @@ def estimate_vectorized(
     node_counts = count_distinct(node_ids.ids, torch.cat([tid, tail_tid]), torch.cat([y, y.index_select(0, tail)]),
                                  vcap, num_members=n, **ops)
     n_traj, n_pos = node_counts.distinct, node_counts.distinct_pos
-    n_neg = n_traj - n_pos
     visits = segment_count(torch.cat([u, v_tail]), vcap,
                            valid=torch.cat([torch.ones_like(last), last.index_select(0, tail)]))
     n_re = visits - n_traj
     edge_counts = count_distinct(e, tid, y, ecap, num_members=n, **ops)
     e_traj, e_pos = edge_counts.distinct, edge_counts.distinct_pos
-    e_neg = e_traj - e_pos
     # K and K+ per group: one trajectory per first row (a trajectory has one group)
     k_count, k_pos_count = segment_count(torch.cat([gid, gid + gcap]), 2 * gcap,
                                          valid=torch.cat([first, first & y])).chunk(2)
-    k_all = k_count.clamp(min=1).to(F64)
-    k_pos = k_pos_count.to(F64)
-    k_neg = (k_count - k_pos_count).to(F64)
-    pq_pos = (k_pos / k_all).index_select(0, node_gid)  # p_q+
-    pq_neg = 1.0 - pq_pos  # p_q-
 
     # GraphGPO return r^G = c * gamma_G^d(s_{t+1}, g) (eq. 1); one reverse BFS from g.
     dist = hop_distance(src, dst, is_sink, edge_off, **ops)
@@ -249,69 +228,13 @@ def estimate_vectorized(
         adv = cfg.w_step * a_graph + cfg.w_ep * ez
         return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort, node_gid)
 
-    tol = cfg.threshold_tol
-    zero_v = torch.zeros(vcap, dtype=F64, device=dev)
-    n_traj_f = n_traj.clamp(min=1).to(F64)
-    p_pos = n_pos.to(F64) / n_traj_f
-    p_neg = n_neg.to(F64) / n_traj_f
-
-    # Milestone scores S0+ (eqs. 2-5)
-    cand_pos = node_valid & ~is_sink & (n_pos >= cfg.min_node_support)
-    lift_raw = p_pos - pq_pos  # also read per edge at its dst (eq. 15)
-    lift = lift_raw.clamp(min=0.0)
-    coverage = n_pos.to(F64) / k_pos.clamp(min=1.0).index_select(0, node_gid)
-    non_self = edge_valid & (src != dst)
-    deg = segment_count(torch.cat([src, dst]), vcap, valid=non_self.repeat(2)).to(F64)
-    success_visited = node_valid & ~is_sink & (n_pos >= 1)
-    max_deg = segment_max(deg, node_gid, gcap, valid=success_visited, **ops).index_select(0, node_gid)
-    centrality = torch.where(max_deg > 0, deg / torch.where(max_deg > 0, max_deg, 1.0), zero_v)
-    s0_pos = torch.where(cand_pos, cfg.w_s * lift + cfg.w_m * coverage + cfg.w_c * centrality, zero_v)
-
-    # Trap scores S- (eq. 6)
-    trap_pre = node_valid & ~is_sink & (n_pos == 0) & ((n_neg >= cfg.min_trap_visits) | (n_re > 0))
-    lift_neg = (p_neg - pq_neg).clamp(min=0.0)
-    freq_neg = n_neg.to(F64) / k_neg.clamp(min=1.0).index_select(0, node_gid)
-    loop_rate = n_re.to(F64) / n_traj_f
-    s_neg = torch.where(trap_pre, cfg.w_f * lift_neg + cfg.w_l * freq_neg * loop_rate, zero_v)
-    cand_neg = trap_pre & (s_neg >= cfg.min_trap_score - tol)
-
-    # Reliability calibration: max-normalised scores (eq. 8)
-    s0_bar, s_neg_bar = _stacked(max_normalize, [s0_pos, s_neg], node_gid, gcap, [cand_pos, cand_neg], **ops)
-
-    # Progress-contrastive calibration (eqs. 11-18)
-    e_traj_f = e_traj.clamp(min=1).to(F64)
-    ep_pos = e_pos.to(F64) / e_traj_f
-    ep_neg = e_neg.to(F64) / e_traj_f
-    (mu_pos, n_branch), (mu_neg, _) = _stacked(sibling_mean, [ep_pos, ep_neg], src, vcap, edge_valid, **ops)
-    zero_e = torch.zeros(ecap, dtype=F64, device=dev)
-    c_tilde = torch.where(edge_valid & (n_branch > 1), ep_pos - mu_pos, zero_e)  # eq. 12
-    c_tilde = torch.where(c_tilde.abs() > tol, c_tilde, zero_e)  # a rounding residue of mu+ is no margin
-    c_max = segment_max(c_tilde.abs(), edge_gid, gcap, valid=edge_valid, **ops).index_select(0, edge_gid)
-    c_edge = torch.where(c_max > 0, c_tilde / torch.where(c_max > 0, c_max, 1.0), zero_e)  # eq. 13
-    b = segment_max(c_edge, dst, vcap, valid=non_self & (c_edge > tol), **ops)  # eq. 14
-    b = torch.where(is_sink, zero_v, b)  # g is never a candidate: no evidence is reported for it
-    # node terms read at an edge's ends: one gather per array (differences formed per node
-    # first give the same bits as the difference of gathered values)
-    d_src, d_dst = dist.index_select(0, src), dist.index_select(0, dst)
-    dd = torch.where((d_src < INF) & (d_dst < INF), (d_src - d_dst).to(F64), zero_e)
-    lneg_edge = torch.where(n_branch > 1, (ep_neg - mu_neg).clamp(min=0.0), lift_neg.index_select(0, dst))
-    psi = cfg.a_d * dd + cfg.a_s * lift_raw.index_select(0, dst) - cfg.a_f * lneg_edge  # eq. 15
-    psi_tilde = segment_max(psi, dst, vcap, valid=non_self & (e_pos >= 1) & (psi > tol), **ops)
-    psi_bar = max_normalize(psi_tilde, node_gid, gcap, valid=node_valid & ~is_sink, **ops)  # eq. 16
-    evidence = cfg.w_bc * b + cfg.w_pg * psi_bar  # eq. 17
-    retained = cand_pos & ((psi_bar > tol) | (coverage >= cfg.theta_m - tol) | ((cfg.kappa_bc == 1) & (b > tol)))
-    s_pcc = torch.where(cand_pos, torch.where(retained, s0_pos * (1.0 + cfg.w_pcc * evidence), cfg.rho * s0_pos),
-                        zero_v)  # eq. 18
-    s_pcc_bar = max_normalize(s_pcc, node_gid, gcap, valid=cand_pos, **ops)
+    # Milestone / trap scores (eqs. 2-8) and the progress-contrastive calibration (eqs. 11-18),
+    # up to the seeds of the potentials for this variant: one op (seven Triton passes on a GPU)
+    sc = graph_scores(src, dst, edge_valid, node_gid, node_valid, is_sink, dist, n_traj, n_pos, n_re, e_traj, e_pos,
+                      k_count, k_pos_count, ScoreParams.of(cfg), variant, **ops)
 
     # Potentials (eqs. 7, 8, 19): one joint max-times relaxation for Phi+ and Phi-
-    if variant == "md":
-        seeds = torch.stack([cand_pos.to(F64), cand_neg.to(F64)], 1)
-    elif variant == "rcs":
-        seeds = torch.stack([s0_bar, s_neg_bar], 1)
-    else:
-        seeds = torch.stack([s_pcc_bar, s_neg_bar], 1)
-    phi = max_times_potential(src, dst, seeds, cfg.omega, edge_off, **ops)
+    phi = max_times_potential(src, dst, sc.seeds, cfg.omega, edge_off, **ops)
     phi_pos, phi_neg = phi[:, 0], phi[:, 1]
 
     # Shaping terms (eqs. 9-10) and the shaped return (eq. 20)
@@ -319,14 +242,14 @@ def estimate_vectorized(
     delta_pos = (cfg.gamma_phi * cfg.w_pos * phi_v[:, 0] - cfg.w_pos * phi_u[:, 0]).clamp(min=0.0)
     delta_neg = (cfg.gamma_phi * cfg.w_neg * phi_v[:, 1] - cfg.w_neg * phi_u[:, 1]).clamp(min=0.0)
     r_shaped = r_graph + cfg.c * cfg.lam * (delta_pos - delta_neg)
-    a_graph, a_mix = _stacked(segment_normalize, [r_graph, r_shaped], u, vcap, mode=cfg.norm, eps=cfg.norm_eps,
+    a_graph, a_mix = stacked(segment_normalize, [r_graph, r_shaped], u, vcap, mode=cfg.norm, eps=cfg.norm_eps,
                               singleton="zero", **ops)
     a_res = a_mix - a_graph  # eq. 21
     adv = cfg.w_step * (a_graph + cfg.eta * a_res) + cfg.w_ep * ez  # eq. 22
     rows.update(a_graph=a_graph, r_shaped=r_shaped, a_mix=a_mix, a_res=a_res, delta_pos=delta_pos, delta_neg=delta_neg)
-    nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=coverage, is_milestone=cand_pos,
-                 is_trap=cand_neg, s0_pos=s0_pos, s_neg=s_neg, s_pcc=s_pcc, b=b, psi_bar=psi_bar,
-                 retained=retained, phi_pos=phi_pos, phi_neg=phi_neg)
+    nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=sc.coverage, is_milestone=sc.is_milestone,
+                 is_trap=sc.is_trap, s0_pos=sc.s0_pos, s_neg=sc.s_neg, s_pcc=sc.s_pcc, b=sc.b, psi_bar=sc.psi_bar,
+                 retained=sc.retained, phi_pos=phi_pos, phi_neg=phi_neg)
     return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort, node_gid)
 
 
