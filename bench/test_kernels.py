@@ -8,7 +8,8 @@ steps (16 groups = 6,400 rows, 160 = 64,000, 1,600 = 640,000), states drawn from
 64-bit keys per group along a noisy progress index (trajectories share and revisit
 states), about 40% of trajectories ending in the success sink ``(1 << 63) - 1``.
 The graph ops run on the rollout graph of that batch (distinct states as nodes,
-distinct transitions as edges, the sink as the target).
+distinct transitions as edges, the sink as the target); ``graph_scores`` gets that
+graph's trajectory counts and hop distances (made with the torch twins).
 
 Implementations (``impl``):
 - ``python``: the plain-Python references of tests/kernels/test_credit_ops.py on
@@ -37,12 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from milegpo_kernels import (  # noqa: E402
     count_distinct,
     dense_ids,
+    graph_scores,
     hop_distance,
     max_normalize,
     max_times_potential,
     segment_normalize,
     sibling_mean,
 )
+from tests.kernels.test_graph_scores import py_graph_scores  # noqa: E402
 from tests.kernels.test_credit_ops import (  # noqa: E402
     py_count_distinct,
     py_dense_ids,
@@ -91,6 +94,10 @@ def rollout(rows: int) -> dict[str, torch.Tensor]:
     node_of_state, node_of_next = nodes.ids[:rows], nodes.ids[rows:]
     edges = dense_ids(d["group"], d["state"], d["next_state"], backend="torch")
     src, dst = node_of_state[edges.is_first], node_of_next[edges.is_first]
+    e = src.shape[0]
+    edge_of_row = torch.empty(e, dtype=torch.int64)
+    edge_of_row[edges.ids[edges.is_first]] = torch.arange(e)  # edges numbered by first row
+    edge_of_row = edge_of_row[edges.ids]
     node_key = torch.empty(v, dtype=torch.int64)
     node_key[nodes.ids] = torch.cat([d["state"], d["next_state"]])
     node_group = torch.empty(v, dtype=torch.int64)
@@ -100,12 +107,32 @@ def rollout(rows: int) -> dict[str, torch.Tensor]:
         num_nodes=torch.tensor(v), num_groups=torch.tensor(n_groups), node_of_state=node_of_state, src=src, dst=dst,
         target=node_key == SINK, seed=seed, node_value=torch.from_numpy(rng.random(v)), node_group=node_group,
         edge_value=torch.from_numpy(rng.standard_normal(src.shape[0])),
+        scores=_score_inputs(d, v, n_groups, node_of_state, node_of_next, edge_of_row, src, dst, node_group,
+                             node_key == SINK),
         # rows are in group order, so each group's edges are one run: components for the
         # graph kernels, one program each (as the credit pipeline passes them)
         edge_offsets=torch.cat([torch.zeros(1, dtype=torch.int64),
                                 torch.cumsum(torch.bincount(node_group[src], minlength=n_groups), 0)]),
     )
     return d
+
+
+def _score_inputs(d, v, n_groups, node_of_state, node_of_next, edge_of_row, src, dst, node_group, sink):
+    """graph_scores' inputs for the rollout graph: its counts, made with the torch twins."""
+    rows = d["traj"].shape[0]
+    inc = torch.cat([node_of_state, node_of_next])
+    nodes = count_distinct(inc, torch.cat([d["traj"], d["traj"]]), torch.cat([d["success"], d["success"]]), v,
+                           backend="torch")
+    visits = torch.bincount(node_of_state, minlength=v)
+    e = src.shape[0]
+    edges = count_distinct(edge_of_row, d["traj"], d["success"], e, backend="torch")
+    first = torch.ones(rows, dtype=torch.bool)
+    first[1:] = d["traj"][1:] != d["traj"][:-1]
+    k_count = torch.bincount(d["group"][first], minlength=n_groups)
+    k_pos = torch.bincount(d["group"][first & d["success"]], minlength=n_groups)
+    return (src, dst, torch.ones(e, dtype=torch.bool), node_group, torch.ones(v, dtype=torch.bool), sink,
+            hop_distance(src, dst, sink, backend="torch"), nodes.distinct, nodes.distinct_pos,
+            (visits - nodes.distinct).clamp(min=0), edges.distinct, edges.distinct_pos, k_count, k_pos)
 
 
 # op -> (argument builder from a rollout dict, python reference, public op)
@@ -120,6 +147,7 @@ def _args(op: str, r: dict) -> tuple:
         "segment_normalize": lambda: (r["reward"], r["node_of_state"], v),
         "sibling_mean": lambda: (r["edge_value"], r["src"], v),
         "max_normalize": lambda: (r["node_value"], r["node_group"], g),
+        "graph_scores": lambda: r["scores"],
     }[op]()
 
 
@@ -138,6 +166,7 @@ OPS = {
     "segment_normalize": (py_segment_normalize, segment_normalize),
     "sibling_mean": (py_sibling_mean, sibling_mean),
     "max_normalize": (py_max_normalize, max_normalize),
+    "graph_scores": (py_graph_scores, graph_scores),
 }
 
 

@@ -118,6 +118,17 @@ def record(path: str) -> None:
             sibling_mean(x, a, 5, valid, **tb)
             max_normalize(x.abs(), a, 5, valid, **tb)
             segment_max(x - 0.5, a, 5, valid, **tb)
+    from milegpo_kernels import ScoreParams, graph_scores
+
+    v, g = 40, 4
+    node_group = torch.arange(v) % g
+    n_traj = torch.randint(0, 8, (v,), generator=gen)
+    for kappa in (0, 1):
+        for variant in ("md", "rcs", "full"):
+            graph_scores(src, dst, b > 0, node_group, torch.arange(v) < 35, torch.arange(v) == 3,
+                         torch.randint(0, 5, (v,), generator=gen), n_traj, n_traj // 2, n_traj % 3,
+                         torch.full((n,), 4), torch.randint(0, 5, (n,), generator=gen), torch.full((g,), 8),
+                         torch.full((g,), 3), ScoreParams(kappa_bc=kappa), variant, **tb)
     B, T, H, V = 2, 5, 16, 67
     for dt in (torch.float32, torch.bfloat16):
         for adv_shape in ((B,), (B, T)):
