@@ -11,6 +11,7 @@ from .counting import DistinctCounts, count_distinct
 from .graph import INF, hop_distance, max_times_potential
 from .grouping import DenseIds, dense_ids, lexsort
 from .scoring import GraphScores, ScoreParams, graph_scores, graph_scores_torch
+from .shaping import ShapedAdvantage, ShapingParams, shaped_advantage, shaped_advantage_torch
 from .policy_loss import PolicyLossStats, fused_policy_loss, naive_policy_loss
 from .segment import (
     max_normalize,
@@ -28,6 +29,8 @@ __all__ = [
     "DistinctCounts",
     "GraphScores",
     "ScoreParams",
+    "ShapedAdvantage",
+    "ShapingParams",
     "count_distinct",
     "dense_ids",
     "fused_policy_loss",
@@ -42,5 +45,7 @@ __all__ = [
     "segment_max",
     "segment_normalize",
     "segment_sum",
+    "shaped_advantage",
+    "shaped_advantage_torch",
     "sibling_mean",
 ]

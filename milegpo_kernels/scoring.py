@@ -107,10 +107,10 @@ def _check(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, 
             raise ValueError(f"graph_scores: {name} must be ({size},) {dtype}, got {t.dtype} {tuple(t.shape)}")
         if t.device != src.device:
             raise ValueError(f"graph_scores: {name} is on {t.device}, src on {src.device}")
-    check_id_ranges({"src": (src, v), "dst": (dst, v), "node_group": (node_group, g)})
+    check_id_ranges({"src": (src, v), "dst": (dst, v), "node_group": (node_group, g)}, "graph_scores")
 
 
-def check_id_ranges(ids: dict) -> None:
+def check_id_ranges(ids: dict, op: str) -> None:
     """Raise ValueError naming the first id outside its range, for ``{name: (ids, bound)}`` on
     the host; CUDA ids are not read (a host sync): the kernels skip out-of-range ids."""
     for name, (ids, bound) in ids.items():
@@ -119,7 +119,7 @@ def check_id_ranges(ids: dict) -> None:
         bad = torch.nonzero((ids < 0) | (ids >= bound))
         if bad.numel():
             i = int(bad[0, 0])
-            raise ValueError(f"graph_scores: {name}[{i}] = {int(ids[i])} is outside [0, {bound})")
+            raise ValueError(f"{op}: {name}[{i}] = {int(ids[i])} is outside [0, {bound})")
 
 
 def graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, n_pos, n_revisit,

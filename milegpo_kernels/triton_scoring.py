@@ -28,28 +28,17 @@ twin's does.
 
 from __future__ import annotations
 
-import struct
-
 import torch
 import triton
 import triton.language as tl
 
 from .graph import INF
 from .scoring import F64, GraphScores, ScoreParams
+from .triton_segment import f64_bits, f64_scalar
 
 BLOCK = 1024
 SEM = "relaxed"  # the atomics only accumulate; the next pass reads them after the launch boundary
 VARIANT_CODE = {"md": 0, "rcs": 1, "full": 2}
-
-
-def _bits(x: float) -> int:
-    """The float64 ``x`` as the int64 with the same bits."""
-    return struct.unpack("<q", struct.pack("<d", float(x)))[0]
-
-
-@triton.jit
-def _f64(bits):
-    return bits.to(tl.int64).to(tl.float64, bitcast=True)
 
 
 @triton.jit
@@ -92,7 +81,7 @@ def _rates(et_ptr, ep_ptr, slots, ok):
 @triton.jit
 def _normed(x, mx_bits):
     """x / max where the max is positive, else 0 (max_normalize)."""
-    mx = _f64(mx_bits)
+    mx = f64_scalar(mx_bits)
     pos = mx > 0
     return tl.where(pos, x / tl.where(pos, mx, 1.0), 0.0)
 
@@ -138,8 +127,8 @@ def _node_terms_kernel(gid_ptr, valid_ptr, sink_ptr, nt_ptr, np_ptr, nre_ptr, kc
     lift_neg = tl.maximum(p_neg - pq_neg, 0.0)
     freq_neg = nneg.to(tl.float64) / tl.maximum((kc - kp).to(tl.float64), 1.0)
     loop_rate = nre.to(tl.float64) / nt_f
-    s_neg = tl.where(trap_pre, _f64(w_f) * lift_neg + _f64(w_l) * freq_neg * loop_rate, 0.0)
-    cand_neg = trap_pre & (s_neg >= _f64(trap_floor))
+    s_neg = tl.where(trap_pre, f64_scalar(w_f) * lift_neg + f64_scalar(w_l) * freq_neg * loop_rate, 0.0)
+    cand_neg = trap_pre & (s_neg >= f64_scalar(trap_floor))
     tl.atomic_max(s_neg_max_ptr + g, s_neg.to(tl.int64, bitcast=True), mask=cand_neg, sem=SEM)
     tl.store(lift_raw_ptr + slots, lift_raw, mask=inb)
     tl.store(lift_neg_ptr + slots, lift_neg, mask=inb)
@@ -160,7 +149,7 @@ def _edge_terms_kernel(src_ptr, dst_ptr, valid_ptr, et_ptr, ep_ptr, nbr_ptr, sum
     branched = n > 1
     mu_pos = tl.where(ok & branched, (tl.load(sum_pos_ptr + s, mask=ok, other=0.0) - ep_pos) / others, 0.0)
     mu_neg = tl.where(ok & branched, (tl.load(sum_neg_ptr + s, mask=ok, other=0.0) - ep_neg) / others, 0.0)
-    tol_f = _f64(tol)
+    tol_f = f64_scalar(tol)
     c_tilde = tl.where(ok & branched, ep_pos - mu_pos, 0.0)  # eq. 12
     c_tilde = tl.where(tl.abs(c_tilde) > tol_f, c_tilde, 0.0)
     tl.store(c_tilde_ptr + slots, c_tilde, mask=slots < E)
@@ -171,7 +160,8 @@ def _edge_terms_kernel(src_ptr, dst_ptr, valid_ptr, et_ptr, ep_ptr, nbr_ptr, sum
     d_dst = tl.load(dist_ptr + d, mask=ok, other=INF)
     dd = tl.where((d_src < INF) & (d_dst < INF), (d_src - d_dst).to(tl.float64), 0.0)
     lneg = tl.where(branched, tl.maximum(ep_neg - mu_neg, 0.0), tl.load(lift_neg_ptr + d, mask=ok, other=0.0))
-    psi = _f64(a_d) * dd + _f64(a_s) * tl.load(lift_raw_ptr + d, mask=ok, other=0.0) - _f64(a_f) * lneg  # eq. 15
+    lift_dst = tl.load(lift_raw_ptr + d, mask=ok, other=0.0)
+    psi = f64_scalar(a_d) * dd + f64_scalar(a_s) * lift_dst - f64_scalar(a_f) * lneg  # eq. 15
     tl.atomic_max(psi_max_ptr + d, psi.to(tl.int64, bitcast=True), mask=non_self & (ep >= 1) & (psi > tol_f),
                   sem=SEM)
 
@@ -184,7 +174,7 @@ def _branch_contrast_kernel(src_ptr, dst_ptr, valid_ptr, gid_ptr, c_tilde_ptr, c
     g_ok = ok & (g >= 0) & (g < G)
     c_tilde = tl.load(c_tilde_ptr + slots, mask=ok, other=0.0)
     c_edge = _normed(c_tilde, tl.load(c_max_ptr + tl.where(g_ok, g, 0), mask=g_ok, other=0))  # eq. 13
-    tl.atomic_max(b_max_ptr + d, c_edge.to(tl.int64, bitcast=True), mask=non_self & (c_edge > _f64(tol)), sem=SEM)
+    tl.atomic_max(b_max_ptr + d, c_edge.to(tl.int64, bitcast=True), mask=non_self & (c_edge > f64_scalar(tol)), sem=SEM)
 
 
 @triton.jit
@@ -199,7 +189,7 @@ def _node_scores_kernel(gid_ptr, valid_ptr, sink_ptr, deg_ptr, max_deg_ptr, lift
     lift = tl.maximum(tl.load(lift_raw_ptr + slots, mask=inb, other=0.0), 0.0)
     coverage = tl.load(cov_ptr + slots, mask=inb, other=0.0)
     cand_pos = ok & (tl.load(cand_pos_ptr + slots, mask=inb, other=0) != 0)
-    s0 = tl.where(cand_pos, _f64(w_s) * lift + _f64(w_m) * coverage + _f64(w_c) * centrality, 0.0)
+    s0 = tl.where(cand_pos, f64_scalar(w_s) * lift + f64_scalar(w_m) * coverage + f64_scalar(w_c) * centrality, 0.0)
     tl.store(s0_ptr + slots, s0, mask=inb)
     tl.atomic_max(s0_max_ptr + g, s0.to(tl.int64, bitcast=True), mask=cand_pos, sem=SEM)
     psi_bits = tl.load(psi_tilde_ptr + slots, mask=inb, other=0)
@@ -217,18 +207,18 @@ def _node_pcc_kernel(gid_ptr, valid_ptr, sink_ptr, cov_ptr, cand_pos_ptr, cand_n
     live = _live(valid_ptr, sink_ptr, slots, inb, ok)
     cand_pos = ok & (tl.load(cand_pos_ptr + slots, mask=inb, other=0) != 0)
     cand_neg = ok & (tl.load(cand_neg_ptr + slots, mask=inb, other=0) != 0)
-    tol_f = _f64(tol)
-    psi_tilde = _f64(tl.load(psi_tilde_ptr + slots, mask=inb, other=0))
+    tol_f = f64_scalar(tol)
+    psi_tilde = f64_scalar(tl.load(psi_tilde_ptr + slots, mask=inb, other=0))
     psi_bar = tl.where(live, _normed(psi_tilde, tl.load(psi_max_ptr + g, mask=ok, other=0)), 0.0)  # eq. 16
-    b = tl.where(sink, 0.0, _f64(tl.load(b_bits_ptr + slots, mask=inb, other=0)))
-    evidence = _f64(w_bc) * b + _f64(w_pg) * psi_bar  # eq. 17
+    b = tl.where(sink, 0.0, f64_scalar(tl.load(b_bits_ptr + slots, mask=inb, other=0)))
+    evidence = f64_scalar(w_bc) * b + f64_scalar(w_pg) * psi_bar  # eq. 17
     coverage = tl.load(cov_ptr + slots, mask=inb, other=0.0)
-    keep = (psi_bar > tol_f) | (coverage >= _f64(theta_floor))
+    keep = (psi_bar > tol_f) | (coverage >= f64_scalar(theta_floor))
     if KAPPA_BC:
         keep = keep | (b > tol_f)
     retained = cand_pos & keep
     s0 = tl.load(s0_ptr + slots, mask=inb, other=0.0)
-    s_pcc = tl.where(cand_pos, tl.where(retained, s0 * (1.0 + _f64(w_pcc) * evidence), _f64(rho) * s0), 0.0)
+    s_pcc = tl.where(cand_pos, tl.where(retained, s0 * (1.0 + f64_scalar(w_pcc) * evidence), f64_scalar(rho) * s0), 0.0)
     tl.atomic_max(s_pcc_max_ptr + g, s_pcc.to(tl.int64, bitcast=True), mask=cand_pos, sem=SEM)
     s_neg = tl.load(s_neg_ptr + slots, mask=inb, other=0.0)
     s_neg_bar = tl.where(cand_neg, _normed(s_neg, tl.load(s_neg_max_ptr + g, mask=ok, other=0)), 0.0)
@@ -281,7 +271,7 @@ def graph_scores_triton(src, dst, edge_valid, node_group, node_valid, is_sink, d
     ev = edge_valid.contiguous().view(torch.int8)
     nv, sink = node_valid.contiguous().view(torch.int8), is_sink.contiguous().view(torch.int8)
     cp, cn, ret = cand_pos.view(torch.int8), cand_neg.view(torch.int8), retained.view(torch.int8)
-    tol = _bits(p.threshold_tol)
+    tol = f64_bits(p.threshold_tol)
     kw = {"BLOCK": BLOCK, "enable_fp_fusion": False}
     node_grid, edge_grid = (triton.cdiv(v, BLOCK),), (triton.cdiv(e, BLOCK),)
     if e:
@@ -289,20 +279,20 @@ def graph_scores_triton(src, dst, edge_valid, node_group, node_valid, is_sink, d
     _node_terms_kernel[node_grid](
         node_group, nv, sink, n_traj, n_pos, n_revisit, k_count, k_pos, deg, lift_raw, lift_neg, coverage, s_neg,
         cp, cn, max_deg, s_neg_max, v, g, p.min_node_support, p.min_trap_visits,
-        _bits(p.min_trap_score - p.threshold_tol), _bits(p.w_f), _bits(p.w_l), SEM=SEM, **kw)
+        f64_bits(p.min_trap_score - p.threshold_tol), f64_bits(p.w_f), f64_bits(p.w_l), SEM=SEM, **kw)
     if e:
         _edge_terms_kernel[edge_grid](
             src, dst, ev, e_traj, e_pos, nbr, sum_pos, sum_neg, node_group, dist, lift_raw, lift_neg, c_tilde,
-            c_max, psi_t, e, v, g, tol, _bits(p.a_d), _bits(p.a_s), _bits(p.a_f), INF=INF, SEM=SEM, **kw)
+            c_max, psi_t, e, v, g, tol, f64_bits(p.a_d), f64_bits(p.a_s), f64_bits(p.a_f), INF=INF, SEM=SEM, **kw)
         _branch_contrast_kernel[edge_grid](src, dst, ev, node_group, c_tilde, c_max, b_bits, e, v, g, tol, SEM=SEM,
                                            **kw)
     _node_scores_kernel[node_grid](
         node_group, nv, sink, deg, max_deg, lift_raw, coverage, cp, psi_t, s0, s0_max, psi_max, v, g,
-        _bits(p.w_s), _bits(p.w_m), _bits(p.w_c), SEM=SEM, **kw)
+        f64_bits(p.w_s), f64_bits(p.w_m), f64_bits(p.w_c), SEM=SEM, **kw)
     _node_pcc_kernel[node_grid](
         node_group, nv, sink, coverage, cp, cn, s0, s_neg, psi_t, b_bits, s0_max, s_neg_max, psi_max, s_pcc_max,
-        b, psi_bar, ret, s_pcc, seeds, v, g, tol, _bits(p.theta_m - p.threshold_tol), _bits(p.w_bc),
-        _bits(p.w_pg), _bits(p.w_pcc), _bits(p.rho), KAPPA_BC=p.kappa_bc == 1, VARIANT=VARIANT_CODE[variant],
+        b, psi_bar, ret, s_pcc, seeds, v, g, tol, f64_bits(p.theta_m - p.threshold_tol), f64_bits(p.w_bc),
+        f64_bits(p.w_pg), f64_bits(p.w_pcc), f64_bits(p.rho), KAPPA_BC=p.kappa_bc == 1, VARIANT=VARIANT_CODE[variant],
         SEM=SEM, **kw)
     if variant == "full":
         _node_seeds_kernel[node_grid](node_group, cp, s_pcc, s_pcc_max, seeds, v, g, **kw)

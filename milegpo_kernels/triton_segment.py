@@ -5,7 +5,9 @@ then an elementwise pass that gathers them back and applies the torch twin's
 formula term by term (same operations, same order, scalars in x's dtype), so
 only the float sums can differ from the twin, in their last bits (atomics land
 in any order). Counts are int64 atomics (exact), maxima and minima are atomics on
-an order-preserving integer image of the float bits (exact), so the twin's
+an order-preserving integer image of the float bits (exact; the normalisation takes
+the max of the image and of its complement as unsigned keys, so that every
+accumulator starts at zero: one memset per call), so the twin's
 "all values equal" rule (``max - min <= 1e-12 * max(|max|, |min|, 1)``) gives the
 same exact zeros.
 
@@ -19,6 +21,8 @@ them (checking would need a host sync).
 """
 
 from __future__ import annotations
+
+import struct
 
 import torch
 import triton
@@ -74,46 +78,61 @@ def _valid_values(x_ptr, seg_ptr, valid_ptr, M, S, HAS_VALID: tl.constexpr, BLOC
 
 
 @triton.jit
-def _norm_stats_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, max_ptr, min_ptr, M, S,
-                       IS64: tl.constexpr, BLOCK: tl.constexpr):
-    """cnt += 1, sum += x, max/min of the ordered int image of x, per segment."""
-    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
-    seg = tl.where(ok, seg, 0)
-    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
-    tl.atomic_add(cnt_ptr + seg, tl.full((BLOCK,), 1, tl.int64), mask=ok)
-    tl.atomic_add(sum_ptr + seg, x, mask=ok)
-    key = _ordered(x.to(max_ptr.dtype.element_ty, bitcast=True), IS64)
-    tl.atomic_max(max_ptr + seg, key, mask=ok)
-    tl.atomic_min(min_ptr + seg, key, mask=ok)
+def _unsigned(key, IS64: tl.constexpr):
+    """Order-preserving map of a signed key to an unsigned one (flip the sign bit): an atomic
+    max over it needs no slot initialised to the smallest value, zero is."""
+    if IS64:
+        return (key ^ (-9223372036854775807 - 1)).to(tl.uint64, bitcast=True)
+    else:
+        return (key ^ (-2147483647 - 1)).to(tl.uint32, bitcast=True)
 
 
 @triton.jit
-def _norm_var_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, M, S, BLOCK: tl.constexpr):
-    """sq += (x - mean)^2 per segment."""
-    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
-    seg = tl.where(ok, seg, 0)
-    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+def _float_of_unsigned(u, x, IS64: tl.constexpr):
+    """The float (x's dtype) whose order-preserving unsigned key is u."""
+    if IS64:
+        key = u.to(tl.int64, bitcast=True) ^ (-9223372036854775807 - 1)
+    else:
+        key = u.to(tl.int32, bitcast=True) ^ (-2147483647 - 1)
+    return _ordered(key, IS64).to(x.dtype, bitcast=True)
+
+
+@triton.jit
+def _norm_accumulate(x, seg, ok, cnt_ptr, sum_ptr, max_ptr, min_ptr, COUNT: tl.constexpr, IS64: tl.constexpr):
+    """Pass 1 of a segment normalisation: cnt += 1 (if COUNT), sum += x, and the max of x and
+    of -x (as unsigned order-preserving keys: zero-filled slots) per segment."""
+    if COUNT:
+        tl.atomic_add(cnt_ptr + seg, tl.full(x.shape, 1, tl.int64), mask=ok)
+    tl.atomic_add(sum_ptr + seg, x, mask=ok)
+    if IS64:
+        bits = x.to(tl.int64, bitcast=True)
+    else:
+        bits = x.to(tl.int32, bitcast=True)
+    key = _unsigned(_ordered(bits, IS64), IS64)
+    tl.atomic_max(max_ptr + seg, key, mask=ok)
+    tl.atomic_max(min_ptr + seg, ~key, mask=ok)
+
+
+@triton.jit
+def _norm_mean(x, seg, ok, cnt_ptr, sum_ptr):
     n = tl.load(cnt_ptr + seg, mask=ok, other=1)
     total = tl.load(sum_ptr + seg, mask=ok, other=0.0)
-    mean = total / tl.maximum(n, 1).to(x.dtype)
-    dev = x - mean
+    return n, x - total / tl.maximum(n, 1).to(x.dtype)
+
+
+@triton.jit
+def _norm_square(x, seg, ok, cnt_ptr, sum_ptr, sq_ptr):
+    """Pass 2 (mode mean_std): sq += (x - mean)^2 per segment."""
+    _, dev = _norm_mean(x, seg, ok, cnt_ptr, sum_ptr)
     tl.atomic_add(sq_ptr + seg, dev * dev, mask=ok)
 
 
 @triton.jit
-def _norm_out_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, max_ptr, min_ptr, par_ptr, out_ptr, M, S,
-                     MEAN_STD: tl.constexpr, UNIT: tl.constexpr, IS64: tl.constexpr, BLOCK: tl.constexpr):
-    """par: (3,) in x's dtype = (eps, 1 + eps, EQUAL_TOL)."""
-    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
-    seg = tl.where(ok, seg, 0)
-    x = tl.load(x_ptr + rows, mask=inb, other=0.0)
-    eps = tl.load(par_ptr)
-    one_eps = tl.load(par_ptr + 1)
-    tol = tl.load(par_ptr + 2)
-    n = tl.load(cnt_ptr + seg, mask=ok, other=1)
-    total = tl.load(sum_ptr + seg, mask=ok, other=0.0)
-    mean = total / tl.maximum(n, 1).to(x.dtype)
-    dev = x - mean
+def _norm_value(x, seg, ok, cnt_ptr, sum_ptr, sq_ptr, max_ptr, min_ptr, eps, one_eps, tol, MEAN_STD: tl.constexpr,
+                UNIT: tl.constexpr, IS64: tl.constexpr):
+    """Pass 3: the torch twin's formula term by term. eps, one_eps (1 + eps), tol (EQUAL_TOL):
+    scalars in x's dtype."""
+    n, dev = _norm_mean(x, seg, ok, cnt_ptr, sum_ptr)
     if MEAN_STD:
         sq = tl.load(sq_ptr + seg, mask=ok, other=0.0)
         var = sq / tl.maximum(n - 1, 1).to(x.dtype)
@@ -124,8 +143,8 @@ def _norm_out_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, max_ptr, min_ptr,
         out = dev / (std + eps)
     else:
         out = dev
-    mx = _ordered(tl.load(max_ptr + seg, mask=ok, other=0), IS64).to(x.dtype, bitcast=True)
-    mn = _ordered(tl.load(min_ptr + seg, mask=ok, other=0), IS64).to(x.dtype, bitcast=True)
+    mx = _float_of_unsigned(tl.load(max_ptr + seg, mask=ok, other=0), x, IS64)
+    mn = _float_of_unsigned(~tl.load(min_ptr + seg, mask=ok, other=0), x, IS64)
     scale = tl.maximum(tl.maximum(tl.abs(mx), tl.abs(mn)), 1.0)
     equal = (mx - mn) <= tol * scale
     out = tl.where(equal, 0.0, out)
@@ -136,8 +155,73 @@ def _norm_out_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, max_ptr, min_ptr,
             single = x
     else:
         single = tl.zeros_like(x)
-    out = tl.where(n == 1, single, out)
+    return tl.where(n == 1, single, out)
+
+
+@triton.jit
+def f64_scalar(bits):
+    """A float64 scalar passed as its int64 bit pattern (:func:`f64_bits`)."""
+    return bits.to(tl.int64).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def _scalar(bits, like):
+    """A float64 scalar passed as its int64 bit pattern, in like's dtype."""
+    return f64_scalar(bits).to(like.dtype)
+
+
+@triton.jit
+def _norm_stats_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, max_ptr, min_ptr, M, S,
+                       IS64: tl.constexpr, BLOCK: tl.constexpr):
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=ok, other=0.0)
+    _norm_accumulate(x, seg, ok, cnt_ptr, sum_ptr, max_ptr, min_ptr, True, IS64)
+
+
+@triton.jit
+def _norm_var_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, M, S, BLOCK: tl.constexpr):
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
+    seg = tl.where(ok, seg, 0)
+    _norm_square(tl.load(x_ptr + rows, mask=ok, other=0.0), seg, ok, cnt_ptr, sum_ptr, sq_ptr)
+
+
+@triton.jit
+def _norm_out_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, sq_ptr, max_ptr, min_ptr, out_ptr, M, S, eps, one_eps, tol,
+                     MEAN_STD: tl.constexpr, UNIT: tl.constexpr, IS64: tl.constexpr, BLOCK: tl.constexpr):
+    rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
+    seg = tl.where(ok, seg, 0)
+    x = tl.load(x_ptr + rows, mask=inb, other=0.0)
+    out = _norm_value(x, seg, ok, cnt_ptr, sum_ptr, sq_ptr, max_ptr, min_ptr, _scalar(eps, x), _scalar(one_eps, x),
+                      _scalar(tol, x), MEAN_STD, UNIT, IS64)
     tl.store(out_ptr + rows, out, mask=inb)
+
+
+_UNSIGNED = {torch.float64: torch.uint64, torch.float32: torch.uint32}
+
+
+def norm_workspace(s: int, dtype, device, columns: int = 1):
+    """Zero-filled accumulators of a segment normalisation of ``columns`` value arrays over the
+    same ``s`` segments, from one memset: the count, then per column the sum, the sum of
+    squares (x's dtype) and the max / min keys (unsigned, x's width)."""
+    ws = torch.zeros((1 + 4 * columns) * s, dtype=torch.int64, device=device)
+    cnt, rest = ws[:s], ws[s:].view(4 * columns, s)
+    cols = []
+    for c in range(columns):
+        tot, sq, mx, mn = rest[4 * c:4 * c + 4].unbind(0)
+        cols += [tot.view(dtype)[:s], sq.view(dtype)[:s], mx.view(_UNSIGNED[dtype])[:s], mn.view(_UNSIGNED[dtype])[:s]]
+    return (cnt, *cols)
+
+
+def f64_bits(x: float) -> int:
+    """A float64 as the int64 with the same bits (how the kernels take float scalars: a Python
+    float argument reaches a kernel as float32)."""
+    return struct.unpack("<q", struct.pack("<d", float(x)))[0]
+
+
+def norm_scalars(eps: float) -> tuple[int, int, int]:
+    """eps, 1 + eps and EQUAL_TOL as bits for the normalisation kernels."""
+    return f64_bits(eps), f64_bits(1.0 + eps), f64_bits(EQUAL_TOL)
 
 
 def _check_float(x, name):
@@ -160,23 +244,14 @@ def segment_normalize_triton(x, seg, num_segments: int, mode: str = "mean_std", 
     out = torch.empty_like(x)
     if m == 0:
         return out
-    dev, ity = x.device, _BITS[x.dtype]
     x, seg = x.contiguous(), seg.contiguous()
-    s = max(num_segments, 1)
-    cnt = torch.zeros(s, dtype=torch.int64, device=dev)
-    tot = torch.zeros(s, dtype=x.dtype, device=dev)
-    sq = torch.zeros(s, dtype=x.dtype, device=dev)
-    mx = torch.full((s,), torch.iinfo(ity).min, dtype=ity, device=dev)
-    mn = torch.full((s,), torch.iinfo(ity).max, dtype=ity, device=dev)
-    par = torch.full((3,), eps, dtype=x.dtype, device=dev)  # fill kernels, no host->device copy
-    par[1:2].fill_(1.0 + eps)
-    par[2:3].fill_(EQUAL_TOL)
+    cnt, tot, sq, mx, mn = norm_workspace(max(num_segments, 1), x.dtype, x.device)
     is64 = x.dtype == torch.float64
     grid = (triton.cdiv(m, BLOCK),)
     _norm_stats_kernel[grid](x, seg, cnt, tot, mx, mn, m, num_segments, IS64=is64, BLOCK=BLOCK)
     if mode == "mean_std":
         _norm_var_kernel[grid](x, seg, cnt, tot, sq, m, num_segments, BLOCK=BLOCK)
-    _norm_out_kernel[grid](x, seg, cnt, tot, sq, mx, mn, par, out, m, num_segments,
+    _norm_out_kernel[grid](x, seg, cnt, tot, sq, mx, mn, out, m, num_segments, *norm_scalars(eps),
                            MEAN_STD=mode == "mean_std", UNIT=singleton == "unit", IS64=is64, BLOCK=BLOCK)
     return out
 

@@ -24,6 +24,7 @@ MODULES = [
     "milegpo_kernels.triton_graph",
     "milegpo_kernels.triton_segment",
     "milegpo_kernels.triton_scoring",
+    "milegpo_kernels.triton_shaping",
     "milegpo_kernels.policy_loss.fused",
 ]
 
@@ -33,7 +34,8 @@ def _type_of(value) -> str:
 
     if isinstance(value, torch.Tensor):
         names = {torch.float32: "fp32", torch.float64: "fp64", torch.bfloat16: "bf16", torch.float16: "fp16",
-                 torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8", torch.bool: "i1"}
+                 torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8", torch.bool: "i1",
+                 torch.uint64: "u64", torch.uint32: "u32"}
         return "*" + names[value.dtype]
     if isinstance(value, bool):
         return "i1"
@@ -129,6 +131,12 @@ def record(path: str) -> None:
                          torch.randint(0, 5, (v,), generator=gen), n_traj, n_traj // 2, n_traj % 3,
                          torch.full((n,), 4), torch.randint(0, 5, (n,), generator=gen), torch.full((g,), 8),
                          torch.full((g,), 3), ScoreParams(kappa_bc=kappa), variant, **tb)
+    from milegpo_kernels import ShapingParams, shaped_advantage
+
+    phi = torch.rand(v, 2, generator=gen, dtype=torch.float64)
+    for norm in ("mean_std", "mean"):
+        shaped_advantage(phi, src % v, dst % v, torch.rand(n, generator=gen, dtype=torch.float64),
+                         torch.rand(n, generator=gen, dtype=torch.float64), ShapingParams(norm=norm), **tb)
     B, T, H, V = 2, 5, 16, 67
     for dt in (torch.float32, torch.bfloat16):
         for adv_shape in ((B,), (B, T)):

@@ -33,7 +33,8 @@ from milegpo.credit.synthetic import benchmark_batch  # noqa: E402
 from milegpo.credit.vectorized import estimate_vectorized  # noqa: E402
 
 MODULES = ["milegpo_kernels.triton_grouping", "milegpo_kernels.triton_counting", "milegpo_kernels.triton_graph",
-           "milegpo_kernels.triton_segment", "milegpo_kernels.triton_scoring"]
+           "milegpo_kernels.triton_segment", "milegpo_kernels.triton_scoring",
+           "milegpo_kernels.triton_shaping"]
 #: ATen ops that launch nothing on a GPU (views, metadata, allocation without a fill)
 FREE = {"view", "_unsafe_view", "slice", "select", "unsqueeze", "squeeze", "expand", "as_strided", "t",
         "transpose", "permute", "alias", "detach", "empty", "empty_like", "empty_strided", "unbind", "split",
@@ -72,9 +73,10 @@ def count(rows: int, method: str, variant: str = "full") -> tuple[Counter, Count
         mod = importlib.import_module(mod_name)  # the segment-id range check runs on CPU tensors only
         patched.append((mod, "check_seg_range", mod.check_seg_range))
         mod.check_seg_range = lambda *a: None
-    scoring = importlib.import_module("milegpo_kernels.scoring")  # the same check for graph_scores' ids
-    patched.append((scoring, "check_id_ranges", scoring.check_id_ranges))
-    scoring.check_id_ranges = lambda *a: None
+    for mod_name in ("milegpo_kernels.scoring", "milegpo_kernels.shaping"):  # the same check of node ids
+        mod = importlib.import_module(mod_name)
+        patched.append((mod, "check_id_ranges", mod.check_id_ranges))
+        mod.check_id_ranges = lambda *a: None
     mode = _Count()
     try:
         with mode:

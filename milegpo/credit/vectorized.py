@@ -23,6 +23,7 @@ import torch
 from milegpo_kernels import (
     INF,
     ScoreParams,
+    ShapingParams,
     count_distinct,
     dense_ids,
     graph_scores,
@@ -32,10 +33,10 @@ from milegpo_kernels import (
     segment_count,
     segment_normalize,
     segment_sum,
+    shaped_advantage,
 )
 
 from milegpo_kernels._backend import resolve
-from milegpo_kernels.segment import stacked
 
 from .batch import SINK, StepBatch
 from .config import CreditConfig
@@ -237,15 +238,11 @@ def estimate_vectorized(
     phi = max_times_potential(src, dst, sc.seeds, cfg.omega, edge_off, **ops)
     phi_pos, phi_neg = phi[:, 0], phi[:, 1]
 
-    # Shaping terms (eqs. 9-10) and the shaped return (eq. 20)
-    phi_v, phi_u = phi.index_select(0, v), phi.index_select(0, u)  # both potentials per gather
-    delta_pos = (cfg.gamma_phi * cfg.w_pos * phi_v[:, 0] - cfg.w_pos * phi_u[:, 0]).clamp(min=0.0)
-    delta_neg = (cfg.gamma_phi * cfg.w_neg * phi_v[:, 1] - cfg.w_neg * phi_u[:, 1]).clamp(min=0.0)
-    r_shaped = r_graph + cfg.c * cfg.lam * (delta_pos - delta_neg)
-    a_graph, a_mix = stacked(segment_normalize, [r_graph, r_shaped], u, vcap, mode=cfg.norm, eps=cfg.norm_eps,
-                              singleton="zero", **ops)
-    a_res = a_mix - a_graph  # eq. 21
-    adv = cfg.w_step * (a_graph + cfg.eta * a_res) + cfg.w_ep * ez  # eq. 22
+    # Shaping terms (eqs. 9-10), the shaped return (eq. 20), its normalisation inside (group,
+    # state) and the advantage (eqs. 21-22): one op (three Triton passes on a GPU)
+    sh = shaped_advantage(phi, u, v, r_graph, ez, ShapingParams.of(cfg), **ops)
+    a_graph, r_shaped, a_mix, a_res, delta_pos, delta_neg, adv = (sh.a_graph, sh.r_shaped, sh.a_mix, sh.a_res,
+                                                                  sh.delta_pos, sh.delta_neg, sh.adv)
     rows.update(a_graph=a_graph, r_shaped=r_shaped, a_mix=a_mix, a_res=a_res, delta_pos=delta_pos, delta_neg=delta_neg)
     nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=sc.coverage, is_milestone=sc.is_milestone,
                  is_trap=sc.is_trap, s0_pos=sc.s0_pos, s_neg=sc.s_neg, s_pcc=sc.s_pcc, b=sc.b, psi_bar=sc.psi_bar,

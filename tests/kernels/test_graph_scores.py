@@ -127,7 +127,8 @@ def py_graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink, dist,
         seeds = [[float(a), float(t)] for a, t in zip(is_m, is_t)]
     else:
         pos = s0 if variant == "rcs" else s_pcc
-        seeds = [list(pair) for pair in zip(_normalised(pos, gq, is_m, n_groups), _normalised(s_neg, gq, is_t, n_groups))]
+        seeds = [list(pair) for pair in zip(_normalised(pos, gq, is_m, n_groups),
+                                            _normalised(s_neg, gq, is_t, n_groups))]
     return {"coverage": coverage, "is_milestone": is_m, "is_trap": is_t, "s0_pos": s0, "s_neg": s_neg,
             "s_pcc": s_pcc, "b": b, "psi_bar": psi_bar, "retained": retained, "seeds": seeds}
 
