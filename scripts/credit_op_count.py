@@ -1,6 +1,6 @@
 """Count what one ``estimate(..., backend="triton")`` call launches, on CPU.
 
-    python scripts/credit_op_count.py [--rows 6400] [--method milegpo]
+    python scripts/credit_op_count.py [--rows 6400] [--method milegpo] [--no-row-order]
 
 A CUDA graph replays the pipeline's kernels back to back, so a call's time on a GPU is
 about the number of kernels times a few microseconds: this count is the device-free
@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from milegpo.credit import presets  # noqa: E402
+from milegpo.credit import StepBatch, presets  # noqa: E402
 from milegpo.credit.synthetic import benchmark_batch  # noqa: E402
 from milegpo.credit.vectorized import estimate_vectorized  # noqa: E402
 
@@ -58,8 +58,11 @@ class _Count(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def count(rows: int, method: str, variant: str = "full") -> tuple[Counter, Counter]:
+def count(rows: int, method: str, variant: str = "full", row_order: bool = True) -> tuple[Counter, Counter]:
+    """row_order=False: a batch without the row order validation found (the pipeline sorts the rows)."""
     batch = benchmark_batch(n_groups=max(1, rows // 400), group_size=8, horizon=50, seed=0)
+    if not row_order:
+        batch = StepBatch(**batch.as_dict(), validate=False)
     launches: Counter = Counter()
     patched = []
     for mod_name in MODULES:
@@ -114,9 +117,12 @@ def main() -> int:
                                                           "depends on it, the interpreter's time does)")
     ap.add_argument("--method", default="milegpo")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--no-row-order", action="store_true", help="a batch built with validate=False: no row order "
+                                                                  "from validation, the pipeline sorts the rows")
     args = ap.parse_args()
-    ops, launches = count(args.rows, args.method)
-    print(f"estimate({args.method}, backend='triton'), {args.rows} rows, GPU layout: "
+    ops, launches = count(args.rows, args.method, row_order=not args.no_row_order)
+    print(f"estimate({args.method}, backend='triton'), {args.rows} rows, GPU layout"
+          f"{', unvalidated batch' if args.no_row_order else ''}: "
           f"{sum(ops.values())} ATen ops that launch work ({ops['sort']} sorts), "
           f"{sum(launches.values())} Triton launches")
     print("ATen ops:", ", ".join(f"{k} {v}" for k, v in ops.most_common(args.top)))

@@ -16,7 +16,9 @@ def test_op_count_counts_aten_ops_and_triton_launches():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     ops, launches = mod.count(400, "milegpo")
-    assert ops["sort"] == 5  # the row order (3) and the node order (2)
+    assert ops["sort"] == 2  # the node order; a validated batch brings its row order from the host
+    raw_ops, _ = mod.count(400, "milegpo", row_order=False)
+    assert raw_ops["sort"] == 5  # and an unvalidated one is sorted here (3)
     assert "copy_" not in ops or ops["copy_"] < 20  # the interpreter's own copies are not counted
     assert launches["_hop_kernel"] == 1 and launches["_max_times_kernel"] == 1
     assert launches["_insert_kernel"] == 4  # nodes, edges and the two distinct counts

@@ -66,6 +66,13 @@ class StepBatch:
     successful trajectory's last row is :data:`SINK`); success: bool outcome of the
     row's trajectory; reward: float64 environment reward of the step; invalid: bool,
     the action could not be parsed or was not admissible.
+
+    ``row_order`` (not a field): the permutation that sorts the rows by (group, traj, t),
+    found on the host while validating (where the batch is usually built: the rollout
+    loop and the trainer build it from numpy arrays), carried along by :meth:`to`, so
+    that the credit pipeline on a GPU need not sort the rows again; ``None`` for a batch
+    built with ``validate=False`` (then the pipeline sorts them itself). A batch built
+    with ``validate=False`` may pass the order it was validated with as ``row_order``.
     """
 
     group: torch.Tensor
@@ -78,7 +85,7 @@ class StepBatch:
     invalid: torch.Tensor
 
     def __init__(self, group, traj, t, state, next_state, success, reward, invalid, *, validate: bool = True,
-                 device=None):
+                 device=None, row_order: torch.Tensor | None = None):
         values = dict(zip(FIELDS, (group, traj, t, state, next_state, success, reward, invalid)))
         tensors = {k: _to_tensor(k, v, device) for k, v in values.items()}
         lengths = {k: v.shape[0] for k, v in tensors.items()}
@@ -89,8 +96,12 @@ class StepBatch:
             raise BatchError(f"StepBatch fields are on different devices: {sorted(devices)}")
         for k, v in tensors.items():
             object.__setattr__(self, k, v)
-        if validate:
-            validate_batch(self)
+        if row_order is not None:
+            n = next(iter(lengths.values()))
+            if row_order.dtype != torch.int64 or row_order.shape != (n,) or str(row_order.device) not in devices:
+                raise BatchError(f"StepBatch row_order must be ({n},) int64 on {sorted(devices)[0]}, got "
+                                 f"{row_order.dtype} {tuple(row_order.shape)} on {row_order.device}")
+        object.__setattr__(self, "row_order", validate_batch(self) if validate else row_order)
 
     # ------------------------------------------------------------------ helpers
     @classmethod
@@ -127,7 +138,8 @@ class StepBatch:
         return self.group.device
 
     def to(self, device) -> "StepBatch":
-        return StepBatch(**{k: getattr(self, k).to(device) for k in FIELDS}, validate=False)
+        order = None if self.row_order is None else self.row_order.to(device)
+        return StepBatch(**{k: getattr(self, k).to(device) for k in FIELDS}, validate=False, row_order=order)
 
     def select(self, index) -> "StepBatch":
         """Rows ``index`` (a bool mask or an index tensor), validated again."""
@@ -169,11 +181,12 @@ def trajectory_order(batch: StepBatch) -> torch.Tensor:
     return o1.index_select(0, torch.sort(batch.traj.index_select(0, o1), stable=True).indices)
 
 
-def validate_batch(batch: StepBatch) -> None:
-    """Raise :class:`BatchError` naming the first offending row, or return."""
+def validate_batch(batch: StepBatch) -> torch.Tensor:
+    """Raise :class:`BatchError` naming the first offending row, or return the permutation that
+    sorts the rows by (group, traj, t) (the batch's ``row_order``)."""
     n = len(batch)
     if n == 0:
-        return
+        return torch.zeros(0, dtype=torch.int64, device=batch.device)
     rew = batch.reward
     bad = ~torch.isfinite(rew)
     if bool(bad.any()):
@@ -225,6 +238,8 @@ def validate_batch(batch: StepBatch) -> None:
                                                   f"next_state == SINK ({SINK}), got {int(batch.next_state[i])}")
     fail(is_last & ~succ & (ns == SINK), lambda i: "a failed trajectory ends in the success sink SINK; "
                                                    "mark it success=True or give its real last observation")
+    # every trajectory has one group: a stable sort of the (traj, t) order by group is (group, traj, t)
+    return order.index_select(0, torch.sort(batch.group.index_select(0, order), stable=True).indices)
 
 
 __all__ = ["SINK", "FIELDS", "StepBatch", "BatchError", "validate_batch", "trajectory_order"]

@@ -7,8 +7,8 @@ host synchronisation and, on CUDA, keeps every array at a static size (2N nodes,
 edges, N groups), so it can be captured once per batch size as a CUDA graph and
 replayed: one launch for the whole pipeline.
 
-A graph is captured per (device, N, method, variant, config, backend) and kept in a
-small least-recently-used cache (:data:`MAX_GRAPHS`; :func:`clear_graphs` frees them).
+A graph is captured per (device, N, method, variant, config, backend, whether the batch brings its
+row order) and kept in a small least-recently-used cache (:data:`MAX_GRAPHS`; :func:`clear_graphs` frees them).
 A call copies the batch into the graph's input buffers, replays it and copies the
 outputs out (one fused multi-tensor copy), so results of earlier calls stay valid.
 The first call for a size pays for two eager warm-up runs and the capture (a few
@@ -47,7 +47,8 @@ def _copy_out(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 
 class _GraphedEstimate:
     def __init__(self, batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str):
-        self.static = StepBatch(**{k: getattr(batch, k).clone() for k in FIELDS}, validate=False)
+        order = None if batch.row_order is None else batch.row_order.clone()
+        self.static = StepBatch(**{k: getattr(batch, k).clone() for k in FIELDS}, validate=False, row_order=order)
         device = batch.device
 
         def run():
@@ -80,6 +81,8 @@ class _GraphedEstimate:
     def __call__(self, batch: StepBatch) -> CreditResult:
         for k in FIELDS:
             getattr(self.static, k).copy_(getattr(batch, k))
+        if self.static.row_order is not None:
+            self.static.row_order.copy_(batch.row_order)
         self.graph.replay()
         out = _copy_out(self.outputs)
         r = self.result
@@ -103,7 +106,8 @@ def estimate_graphed(batch: StepBatch, method: str, config: CreditConfig, varian
                          "twins of the graph relaxations loop until convergence, read on the host)")
     if len(batch) == 0:
         return estimate_vectorized(batch, method, config, variant, backend="triton")
-    key = (batch.device, len(batch), method, variant, config, "triton")
+    # a batch that brings its row order runs a pipeline without the row sort: its own graph
+    key = (batch.device, len(batch), method, variant, config, "triton", batch.row_order is not None)
     g = _GRAPHS.get(key)
     if g is None:
         g = _GraphedEstimate(batch, method, config, variant, "triton")

@@ -112,9 +112,12 @@ def estimate_vectorized(
         return _empty(batch, method, config, variant, backend)
 
     # rows in (group, traj, t) order: each trajectory contiguous, and each group's edges
-    # too (the graph kernels relax one group per program). t is validated to 0..T-1, so it
-    # sorts as int32: half the radix passes.
-    order = lexsort(batch.group, batch.traj, batch.t.to(torch.int32))
+    # too (the graph kernels relax one group per program). A validated batch brings that
+    # order from the host; otherwise sort here (t is validated to 0..T-1, so it sorts as
+    # int32: half the radix passes).
+    order = batch.row_order
+    if order is None:
+        order = lexsort(batch.group, batch.traj, batch.t.to(torch.int32))
     g_raw = batch.group.index_select(0, order)
     tr = batch.traj.index_select(0, order)
     s = batch.state.index_select(0, order)

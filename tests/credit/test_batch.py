@@ -29,6 +29,24 @@ def test_valid_batch_and_roundtrip(tmp_path):
     assert c.rows() == b.rows()
 
 
+def test_row_order_found_while_validating_and_carried():
+    from milegpo_kernels import lexsort
+
+    from .batches import make_batch
+
+    b = make_batch(4, n_groups=3, k=4, horizon=6)
+    shuffled = b.select(torch.randperm(len(b), generator=torch.Generator().manual_seed(0)))
+    for batch in (b, shuffled, StepBatch.from_rows(rows_ok())):
+        assert torch.equal(batch.row_order, lexsort(batch.group, batch.traj, batch.t))
+        assert torch.equal(batch.to("cpu").row_order, batch.row_order)
+    raw = StepBatch(**shuffled.as_dict(), validate=False)
+    assert raw.row_order is None and raw.to("cpu").row_order is None
+    with pytest.raises(BatchError, match=r"row_order must be \(4,\) int64"):
+        StepBatch.from_rows(rows_ok(), validate=False, row_order=torch.arange(3))
+    r_raw, r_val = estimate(raw, "milegpo", backend="torch"), estimate(shuffled, "milegpo", backend="torch")
+    assert torch.equal(r_raw.advantages, r_val.advantages)  # the pipeline sorts an unvalidated batch itself
+
+
 def test_empty_batch():
     b = StepBatch.from_rows([])
     assert len(b) == 0

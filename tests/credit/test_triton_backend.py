@@ -36,6 +36,16 @@ def test_triton_static_shapes_layout_matches_reference():
     compare(make_batch(7, n_groups=2, k=4, horizon=8, n_states=4), backend="triton", static_shapes=True)
 
 
+def test_triton_unvalidated_batch_sorts_its_rows_itself():
+    # a batch built with validate=False has no row_order: the pipeline runs its own row sort
+    batch = make_batch(9, n_groups=3, k=4, horizon=7, n_states=4)
+    shuffled = batch.select(torch.randperm(len(batch), generator=torch.Generator().manual_seed(1)))
+    raw = StepBatch(**shuffled.as_dict(), validate=False)
+    assert raw.row_order is None
+    compare(raw, backend="triton")
+    compare(raw, backend="triton", static_shapes=True)
+
+
 def test_triton_groups_interleaved_by_trajectory_id():
     # trajectory ids that alternate between groups: the graph kernels relax one group per
     # program, which needs each group's edges in one run whatever the ids' order
