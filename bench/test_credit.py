@@ -1,6 +1,9 @@
 """End-to-end credit: plain-Python reference vs vectorised torch (CPU, and CUDA when
 present) vs the Triton pipeline (CUDA only), eager and replayed as a CUDA graph
-(``estimate(..., cuda_graph=True)``; captured before timing).
+(``estimate(..., cuda_graph=True)``; captured before timing). The batch is built and
+validated on the host, as the trainer does, so it brings its (group, traj, t) row order
+to the GPU; ``triton_graph_raw`` replays the graph for the same batch built with
+``validate=False``, whose rows the pipeline sorts on the GPU (three more sorts).
 
 MileGPO full (ALFWorld preset) on 16 groups x 8 trajectories x 50 steps = 6,400 rows
 and on 10x that (160 groups, 64,000 rows). Ratios are measured in this run and put
@@ -22,11 +25,12 @@ import contextlib
 import pytest
 import torch
 
-from milegpo.credit import estimate, presets
+from milegpo.credit import StepBatch, estimate, presets
 from milegpo.credit.synthetic import benchmark_batch
 
 SIZES = {6400: 16, 64000: 160}
-BACKENDS = ["reference", "torch", "torch_cuda", "triton", "triton_graph"]
+BACKENDS = ["reference", "torch", "torch_cuda", "triton", "triton_graph", "triton_graph_raw"]
+CUDA_IMPLS = ("torch_cuda", "triton", "triton_graph", "triton_graph_raw")
 HAS_CUDA = torch.cuda.is_available()
 _BATCHES: dict[int, object] = {}
 _REFERENCE: dict[int, torch.Tensor] = {}
@@ -58,13 +62,15 @@ def reference_advantages(rows: int) -> torch.Tensor:
 @pytest.mark.parametrize("rows", sorted(SIZES))
 @pytest.mark.parametrize("impl", BACKENDS)
 def test_credit_milegpo_full(benchmark, medians, record_ratio, rows, impl):
-    if impl in ("torch_cuda", "triton", "triton_graph") and not HAS_CUDA:
+    if impl in CUDA_IMPLS and not HAS_CUDA:
         pytest.skip("needs CUDA")
     benchmark.group = f"credit milegpo full, {rows} rows"
-    device = "cuda" if impl in ("torch_cuda", "triton", "triton_graph") else "cpu"
-    backend = {"torch_cuda": "torch", "triton_graph": "triton"}.get(impl, impl)
-    graph = impl == "triton_graph"
+    device = "cuda" if impl in CUDA_IMPLS else "cpu"
+    backend = {"torch_cuda": "torch", "triton_graph": "triton", "triton_graph_raw": "triton"}.get(impl, impl)
+    graph = impl.startswith("triton_graph")
     b = batch_of(rows).to(device)
+    if impl == "triton_graph_raw":  # no row order from validation: the pipeline sorts the rows on the GPU
+        b = StepBatch(**b.as_dict(), validate=False)
 
     def run():
         out = estimate(b, "milegpo", presets.ALFWORLD, "full", backend=backend, cuda_graph=graph).advantages
