@@ -40,7 +40,8 @@ FREE = {"view", "_unsafe_view", "slice", "select", "unsqueeze", "squeeze", "expa
         "transpose", "permute", "alias", "detach", "empty", "empty_like", "empty_strided", "unbind", "split",
         "chunk", "narrow", "lift_fresh", "_to_copy_noop", "new_empty", "new_empty_strided", "set_", "resize_",
         "is_nonzero", "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset",
-        "_reshape_alias", "reshape", "split_with_sizes", "item"}
+        "_reshape_alias", "reshape", "split_with_sizes", "item",
+        "scalar_tensor"}  # a Python scalar operand, wrapped as a 0-d CPU tensor: a kernel argument on a GPU
 
 
 _IN_KERNEL = [0]  # > 0 while the interpreter runs a Triton kernel (its own copies are not the pipeline's ops)

@@ -30,7 +30,6 @@ from milegpo_kernels import (
     hop_distance,
     lexsort,
     max_times_potential,
-    segment_count,
     segment_normalize,
     segment_sum,
     shaped_advantage,
@@ -118,27 +117,21 @@ def estimate_vectorized(
     order = batch.row_order
     if order is None:
         order = lexsort(batch.group, batch.traj, batch.t.to(torch.int32))
-    g_raw = batch.group.index_select(0, order)
-    tr = batch.traj.index_select(0, order)
-    s = batch.state.index_select(0, order)
-    ns = batch.next_state.index_select(0, order)
-    y = batch.success.index_select(0, order)
+    g_raw, tr, s, ns = torch.stack([batch.group, batch.traj, batch.state, batch.next_state]).index_select(
+        1, order).unbind(0)
+    y, inv = torch.stack([batch.success, batch.invalid]).index_select(1, order).unbind(0)
     rew = batch.reward.index_select(0, order).to(F64)
-    inv = batch.invalid.index_select(0, order)
-    same_next = torch.zeros(n, dtype=torch.bool, device=dev)
-    same_next[:-1] = tr[1:] == tr[:-1]
-    last = ~same_next
-
-    # rows are in group order: group ids are the run numbers of the group column (no hash
-    # table: its slots would be hot, one per group for every row)
-    new_group = torch.ones(n, dtype=torch.bool, device=dev)
-    new_group[1:] = g_raw[1:] != g_raw[:-1]
-    gid = torch.cumsum(new_group.to(torch.int64), 0) - 1
+    # Runs: rows are in group order and in (traj, t) order, so group ids and trajectory ids are
+    # the run numbers of the group and traj columns (no hash table: its slots would be hot)
+    starts = torch.ones(2, n, dtype=torch.int64, device=dev)  # a group's / a trajectory's first row
+    starts[0, 1:] = g_raw[1:] != g_raw[:-1]
+    starts[1, 1:] = tr[1:] != tr[:-1]
+    gid, tid = (torch.cumsum(starts, 1) - 1).unbind(0)
+    new_group, first = starts.bool().unbind(0)
+    last = torch.ones(n, dtype=torch.bool, device=dev)
+    last[:-1] = first[1:]
+    same_next = ~last
     gcap = _capacity(gid[-1] + 1, n, static)
-    # rows are in (traj, t) order: trajectory ids are the run numbers of traj
-    first = torch.ones(n, dtype=torch.bool, device=dev)
-    first[1:] = last[:-1]
-    tid = torch.cumsum(first.to(torch.int64), 0) - 1
 
     def unsort(xs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Rows back in the batch's order: one scatter per dtype for all the arrays."""
@@ -167,70 +160,73 @@ def estimate_vectorized(
     # next_state is not the next row's state: the last rows (all rows on the GPU
     # layout, where selecting the last rows would need a host sync; the extra
     # incidences repeat nodes already there and change no node set or count).
-    tail = torch.arange(n, device=dev) if static else torch.nonzero(last).squeeze(1)
-    inc_gid = torch.cat([gid, gid.index_select(0, tail)])
-    inc_key = torch.cat([s, ns.index_select(0, tail)])
-    node_ids = dense_ids(inc_gid, inc_key, **ops)
+    tail = None if static else torch.nonzero(last).squeeze(1)
+
+    def at_tail(x):
+        """x at the rows whose next_state is an incidence of its own (the last rows, or all)."""
+        return x if tail is None else x.index_select(-1, tail)
+
+    inc = torch.cat([torch.stack([gid, s, g_raw]), at_tail(torch.stack([gid, ns, g_raw]))], 1)  # (3, incidences)
+    node_ids = dense_ids(inc[0], inc[1], **ops)  # (group, state) -> node
     vcap = _capacity(node_ids.count, 2 * n, static)
     u, v_tail = node_ids.ids[:n], node_ids.ids[n:]
     # s_{t+1} of a non-last row is the state of the next row
-    v = torch.cat([u[1:], u[:1]]).scatter_(0, tail, v_tail)
+    v = v_tail if tail is None else torch.cat([u[1:], u[:1]]).scatter_(0, tail, v_tail)
     n_nodes = node_ids.count
     node_slot = torch.arange(vcap, device=dev)
     node_valid = node_slot < n_nodes
-    node_gid = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_(0, node_ids.ids, inc_gid)
-    node_key = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_(0, node_ids.ids, inc_key)
-    node_graw = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_(
-        0, node_ids.ids, torch.cat([g_raw, g_raw.index_select(0, tail)]))
+    node_gid, node_key, node_graw = torch.zeros(3, vcap, dtype=torch.int64, device=dev).scatter_(
+        1, node_ids.ids.expand(3, -1), inc).unbind(0)
     is_sink = node_valid & (node_key == SINK)
 
     edge_ids = dense_ids(u * vcap + v, **ops)  # (group, state, next_state) as a packed node pair
     e = edge_ids.ids
     ecap = _capacity(edge_ids.count, n, static)
     edge_valid = torch.arange(ecap, device=dev) < edge_ids.count
-    src = torch.zeros(ecap, dtype=torch.int64, device=dev).scatter_(0, e, u)
-    dst = torch.zeros(ecap, dtype=torch.int64, device=dev).scatter_(0, e, v)
+    src, dst = torch.zeros(2, ecap, dtype=torch.int64, device=dev).scatter_(
+        1, e.expand(2, -1), torch.stack([u, v])).unbind(0)
     edge_off = None
     if resolve(backend, src) == "triton":
-        edge_gid = node_gid.index_select(0, src)
-        # Edge ids follow the rows' (group, ...) order, so each group's edges are one run:
-        # components for the graph kernels. Padding slots (self-loops) join the last one.
-        edge_off = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev),
-                              torch.cumsum(segment_count(edge_gid, gcap, valid=edge_valid), 0)[:-1],
-                              torch.full((1,), ecap, dtype=torch.int64, device=dev)])
+        # Components for the graph kernels, one per group: edge ids number the rows' edges in
+        # order of first occurrence and rows come in group order, so group g's edges start at
+        # the edge of its first row. Groups past the last are empty (at the edge count); the
+        # padding slots (self-loops) after the edge count form the last component.
+        edge_off = edge_ids.count.expand(gcap + 2).clone()
+        edge_off.scatter_(0, torch.where(new_group, gid, gcap + 1), e)
+        edge_off[gcap:gcap + 1].fill_(ecap)
+        edge_off = edge_off[:gcap + 1]
 
     # Distinct-trajectory counts (section 2). A trajectory touches a node as the
     # state of a row or the next_state of a row: the node incidences above.
     # A visit is a row's state or the next_state of a trajectory's last row.
-    tail_tid = tid.index_select(0, tail)
-    node_counts = count_distinct(node_ids.ids, torch.cat([tid, tail_tid]), torch.cat([y, y.index_select(0, tail)]),
+    node_counts = count_distinct(node_ids.ids, torch.cat([tid, at_tail(tid)]), torch.cat([y, at_tail(y)]),
                                  vcap, num_members=n, **ops)
     n_traj, n_pos = node_counts.distinct, node_counts.distinct_pos
-    visits = segment_count(torch.cat([u, v_tail]), vcap,
-                           valid=torch.cat([torch.ones_like(last), last.index_select(0, tail)]))
+    visits = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_add_(
+        0, node_ids.ids, torch.cat([torch.ones_like(tid), at_tail(last).to(torch.int64)]))
     n_re = visits - n_traj
     edge_counts = count_distinct(e, tid, y, ecap, num_members=n, **ops)
     e_traj, e_pos = edge_counts.distinct, edge_counts.distinct_pos
     # K and K+ per group: one trajectory per first row (a trajectory has one group)
-    k_count, k_pos_count = segment_count(torch.cat([gid, gid + gcap]), 2 * gcap,
-                                         valid=torch.cat([first, first & y])).chunk(2)
+    k_count, k_pos_count = torch.zeros(2, gcap, dtype=torch.int64, device=dev).scatter_add_(
+        1, gid.expand(2, -1), torch.stack([first, first & y]).to(torch.int64)).unbind(0)
 
     # GraphGPO return r^G = c * gamma_G^d(s_{t+1}, g) (eq. 1); one reverse BFS from g.
     dist = hop_distance(src, dst, is_sink, edge_off, **ops)
     finite = dist < INF
-    powers = torch.cumprod(torch.cat([torch.full((1,), cfg.c, dtype=F64, device=dev),
-                                      torch.full((vcap,), cfg.gamma_g, dtype=F64, device=dev)]), 0)
-    r_graph_node = torch.where(finite, powers.index_select(0, dist.clamp(max=vcap)), torch.zeros(vcap, dtype=F64, device=dev))
+    powers = torch.full((vcap + 1,), cfg.gamma_g, dtype=F64, device=dev)  # c, c g, c g g, ...: the reference's
+    powers[:1].fill_(cfg.c)  # repeated products, to the last bit
+    r_graph_node = torch.where(finite, powers.cumprod_(0).index_select(0, dist.clamp(max=vcap)), 0.0)
     r_graph = r_graph_node.index_select(0, v)
     rows.update(r_graph=r_graph, node=u, next_node=v)
-    nodes = {"group": node_graw, "key": node_key, "is_sink": is_sink,
-             "dist": torch.where(finite, dist, torch.full_like(dist, -1))}
+    nodes = {"group": node_graw, "key": node_key, "is_sink": is_sink, "dist": torch.where(finite, dist, -1)}
 
     if method == "graphgpo":
         a_graph = segment_normalize(r_graph, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)
         rows.update(a_graph=a_graph)
         adv = cfg.w_step * a_graph + cfg.w_ep * ez
-        return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort, node_gid)
+        return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort,
+                       (node_gid, node_valid, node_slot))
 
     # Milestone / trap scores (eqs. 2-8) and the progress-contrastive calibration (eqs. 11-18),
     # up to the seeds of the potentials for this variant: one op (seven Triton passes on a GPU)
@@ -250,7 +246,8 @@ def estimate_vectorized(
     nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=sc.coverage, is_milestone=sc.is_milestone,
                  is_trap=sc.is_trap, s0_pos=sc.s0_pos, s_neg=sc.s_neg, s_pcc=sc.s_pcc, b=sc.b, psi_bar=sc.psi_bar,
                  retained=sc.retained, phi_pos=phi_pos, phi_neg=phi_neg)
-    return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort, node_gid)
+    return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort,
+                       (node_gid, node_valid, node_slot))
 
 
 def _by_dtype(xs: dict[str, torch.Tensor], fn) -> dict[str, torch.Tensor]:
@@ -266,8 +263,9 @@ def _by_dtype(xs: dict[str, torch.Tensor], fn) -> dict[str, torch.Tensor]:
 
 
 def _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort,
-            node_gid=None) -> CreditResult:
-    """node_gid: the nodes' group ids, numbered in the order of the raw group ids."""
+            graph=None) -> CreditResult:
+    """graph: (node_gid, node_valid, node_slot): the nodes' group ids (numbered in the order of the
+    raw group ids), which slots hold nodes, and the slot numbers."""
     out_rows = unsort({"adv": adv, **{k: rows[k] for k in ROW_KEYS[method]}})
     adv = out_rows.pop("adv")
     if n_nodes is not None and backend == "torch":
@@ -275,9 +273,9 @@ def _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, 
         node_table = LazyNodes({k: nodes[k] for k in NODE_KEYS[method]}, n_nodes)
     elif n_nodes is not None:
         # canonical node order: (group, key) ascending, padding slots last
+        node_gid, node_valid, slot = graph
         vcap = nodes["key"].shape[0]
-        slot = torch.arange(vcap, device=adv.device)
-        group_then_pad = torch.where(slot < n_nodes, node_gid, vcap).to(torch.int32)  # < vcap: int32 radix passes
+        group_then_pad = torch.where(node_valid, node_gid, vcap).to(torch.int32)  # < vcap: int32 radix passes
         perm = lexsort(group_then_pad, nodes["key"])
         rank = torch.empty_like(perm).scatter_(0, perm, slot)
         out_rows["node"] = rank.index_select(0, out_rows["node"])
