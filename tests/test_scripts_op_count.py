@@ -21,7 +21,7 @@ def test_op_count_counts_aten_ops_and_triton_launches():
     assert raw_ops["sort"] == 5  # and an unvalidated one is sorted here (3)
     assert "copy_" not in ops or ops["copy_"] < 20  # the interpreter's own copies are not counted
     assert launches["_hop_kernel"] == 1 and launches["_max_times_kernel"] == 1
-    assert launches["_insert_kernel"] == 4  # nodes, edges and the two distinct counts
+    assert launches["_insert_kernel"] == 3  # nodes, edges, and the distinct counts of both in one call
     # the scoring (eqs. 2-18) and the shaping (eqs. 9-22) are one fused op each: 7 + 3 launches
     assert launches["_node_pcc_kernel"] == 1 and launches["_shape_out_kernel"] == 1
     assert "segment_max" not in str(launches) and "_seg_max_kernel" not in launches

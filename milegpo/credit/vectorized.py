@@ -196,17 +196,17 @@ def estimate_vectorized(
         edge_off[gcap:gcap + 1].fill_(ecap)
         edge_off = edge_off[:gcap + 1]
 
-    # Distinct-trajectory counts (section 2). A trajectory touches a node as the
-    # state of a row or the next_state of a row: the node incidences above.
-    # A visit is a row's state or the next_state of a trajectory's last row.
-    node_counts = count_distinct(node_ids.ids, torch.cat([tid, at_tail(tid)]), torch.cat([y, at_tail(y)]),
-                                 vcap, num_members=n, **ops)
-    n_traj, n_pos = node_counts.distinct, node_counts.distinct_pos
+    # Distinct-trajectory counts (section 2), nodes and edges in one call (edge j is segment
+    # vcap + j). A trajectory touches a node as the state of a row or the next_state of a row:
+    # the node incidences above. A visit is a row's state or the next_state of a trajectory's
+    # last row.
+    counts = count_distinct(torch.cat([node_ids.ids, e + vcap]), torch.cat([tid, at_tail(tid), tid]),
+                            torch.cat([y, at_tail(y), y]), vcap + ecap, num_members=n, **ops)
+    n_traj, e_traj = counts.distinct.split([vcap, ecap])
+    n_pos, e_pos = counts.distinct_pos.split([vcap, ecap])
     visits = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_add_(
         0, node_ids.ids, torch.cat([torch.ones_like(tid), at_tail(last).to(torch.int64)]))
     n_re = visits - n_traj
-    edge_counts = count_distinct(e, tid, y, ecap, num_members=n, **ops)
-    e_traj, e_pos = edge_counts.distinct, edge_counts.distinct_pos
     # K and K+ per group: one trajectory per first row (a trajectory has one group)
     k_count, k_pos_count = torch.zeros(2, gcap, dtype=torch.int64, device=dev).scatter_add_(
         1, gid.expand(2, -1), torch.stack([first, first & y]).to(torch.int64)).unbind(0)
