@@ -18,9 +18,13 @@ success sink ``(1 << 63) - 1``) is a legal key and ``-1`` can mark an empty slot
    numbering groups from sorted runs instead.)
 2. ``_resolve_kernel``: ``rep[row] = table[slot[row]]`` (the tuple's first row) and
    ``first[row] = rep[row] == row``.
-3. ``rank = cumsum(first)`` (a device op) and ``ids = rank[rep] - 1``: ids are dense,
-   numbered in order of first occurrence, deterministic; ``count = rank[-1]`` stays
-   a 0-d device tensor.
+3. ``rank = cumsum(first)`` (a device op) and ``_ids_kernel``: ``ids = rank[rep] - 1``:
+   ids are dense, numbered in order of first occurrence, deterministic; ``count =
+   rank[-1]`` stays a 0-d device tensor.
+
+The kernel reads up to three columns from their own tensors (no stacked copy); more
+columns are numbered two at a time first (the ids of the first two columns stand for
+them: same tuples, same first occurrences).
 
 Capacity is static: the table has ``next_pow2(2 * M)`` slots (load factor <= 1/2)
 unless ``table_size`` (>= M, so that every distinct tuple fits) is given, e.g. a
@@ -51,15 +55,28 @@ def _mix64(h):
 
 
 @triton.jit
-def _insert_kernel(keys_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.constexpr, BLOCK: tl.constexpr,
+def _col(k0_ptr, k1_ptr, k2_ptr, c: tl.constexpr, rows, mask):
+    """Column c of the tuples at ``rows``."""
+    if c == 0:
+        ptr = k0_ptr
+    elif c == 1:
+        ptr = k1_ptr
+    else:
+        ptr = k2_ptr
+    return tl.load(ptr + rows, mask=mask, other=0)
+
+
+@triton.jit
+def _insert_kernel(k0_ptr, k1_ptr, k2_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.constexpr, BLOCK: tl.constexpr,
                    SEM: tl.constexpr, PEEK: tl.constexpr):
-    """keys: (NCOLS, M) int64 row-major; table: (T,) int64 filled with -1; slot: (M,) int64 out."""
+    """k0, k1, k2: the (M,) int64 columns (the first NCOLS <= 3 of them are read); table: (T,)
+    int64 filled with -1; slot: (M,) int64 out."""
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     inb = rows < M
     h = tl.full((BLOCK,), 0x2545F4914F6CDD1D, tl.uint64)
     for c in tl.static_range(NCOLS):
-        col = tl.load(keys_ptr + c * M + rows, mask=inb, other=0)
+        col = _col(k0_ptr, k1_ptr, k2_ptr, c, rows, inb)
         h = _mix64(h ^ col.to(tl.uint64, bitcast=True))
     t64 = T.to(tl.int64)
     slot = (h % t64.to(tl.uint64)).to(tl.int64)
@@ -84,8 +101,8 @@ def _insert_kernel(keys_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.constexpr, BLO
         other = tl.where(taken, prev, 0)
         same = taken
         for c in tl.static_range(NCOLS):
-            mine = tl.load(keys_ptr + c * M + rows, mask=taken, other=0)
-            theirs = tl.load(keys_ptr + c * M + other, mask=taken, other=0)
+            mine = _col(k0_ptr, k1_ptr, k2_ptr, c, rows, taken)
+            theirs = _col(k0_ptr, k1_ptr, k2_ptr, c, other, taken)
             same = same & (mine == theirs)
         # the slot keeps the smallest row of its tuple: only a smaller row needs the atomic
         tl.atomic_min(table_ptr + slot, rows, mask=same & (rows < prev), sem=SEM)
@@ -97,13 +114,24 @@ def _insert_kernel(keys_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.constexpr, BLO
 
 @triton.jit
 def _resolve_kernel(table_ptr, slot_ptr, rep_ptr, first_ptr, M, BLOCK: tl.constexpr):
+    """rep = the tuple's smallest row; first (bool, as int8) = this row is it."""
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     inb = rows < M
     slot = tl.load(slot_ptr + rows, mask=inb, other=0)
     rep = tl.load(table_ptr + slot, mask=inb, other=0)
     tl.store(rep_ptr + rows, rep, mask=inb)
-    tl.store(first_ptr + rows, (rep == rows).to(tl.int64), mask=inb)
+    tl.store(first_ptr + rows, (rep == rows).to(tl.int8), mask=inb)
+
+
+@triton.jit
+def _ids_kernel(rank_ptr, rep_ptr, ids_ptr, M, BLOCK: tl.constexpr):
+    """ids = rank[rep] - 1: the tuple's number in order of first occurrence."""
+    pid = tl.program_id(0).to(tl.int64)
+    rows = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    inb = rows < M
+    rep = tl.load(rep_ptr + rows, mask=inb, other=0)
+    tl.store(ids_ptr + rows, tl.load(rank_ptr + rep, mask=inb, other=1) - 1, mask=inb)
 
 
 def _table_size(m: int, table_size: int | None) -> int:
@@ -128,14 +156,20 @@ def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None, sem: st
     if m == 0:
         empty = torch.empty(0, dtype=torch.int64, device=device)
         return DenseIds(empty, torch.zeros((), dtype=torch.int64, device=device), empty.bool())
+    if len(cols) > 3:  # the kernel reads up to three columns: number the first two, then the rest
+        cols = (dense_ids_triton(*cols[:2], table_size=table_size, sem=sem, peek=peek).ids, *cols[2:])
+        return dense_ids_triton(*cols, table_size=table_size, sem=sem, peek=peek)
     t = _table_size(m, table_size)
-    keys = torch.stack([c.contiguous() for c in cols])  # (NCOLS, M)
+    keys = [c.contiguous() for c in cols]
+    keys += [keys[0]] * (3 - len(keys))  # unread
     table = torch.full((t,), EMPTY.value, dtype=torch.int64, device=device)
     slot = torch.empty(m, dtype=torch.int64, device=device)
     grid = (triton.cdiv(m, BLOCK),)
-    _insert_kernel[grid](keys, table, slot, m, t, NCOLS=len(cols), BLOCK=BLOCK, SEM=sem, PEEK=peek)
+    _insert_kernel[grid](*keys, table, slot, m, t, NCOLS=len(cols), BLOCK=BLOCK, SEM=sem, PEEK=peek)
     rep = torch.empty(m, dtype=torch.int64, device=device)
-    first = torch.empty(m, dtype=torch.int64, device=device)
-    _resolve_kernel[grid](table, slot, rep, first, m, BLOCK=BLOCK)
-    rank = torch.cumsum(first, 0)
-    return DenseIds(rank[rep] - 1, rank[-1], first.bool())
+    first = torch.empty(m, dtype=torch.bool, device=device)
+    _resolve_kernel[grid](table, slot, rep, first.view(torch.int8), m, BLOCK=BLOCK)
+    rank = torch.cumsum(first, 0)  # int64
+    ids = torch.empty(m, dtype=torch.int64, device=device)
+    _ids_kernel[grid](rank, rep, ids, m, BLOCK=BLOCK)
+    return DenseIds(ids, rank[-1], first)

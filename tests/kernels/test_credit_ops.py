@@ -342,6 +342,18 @@ def test_dense_ids_edges_three_columns(n, device):
     _check_dense(dense_ids_torch(*[c.cpu() for c in cols]), py, "cpu")
 
 
+@pytest.mark.parametrize("n", [1, 300, BLOCK + 1])
+def test_dense_ids_five_columns(n, device):
+    # the kernel reads three columns; more are numbered two at a time first
+    rng = random.Random(n + 5)
+    cols = [[rng.choice([SINK, -1, 0, 2, I64_MIN]) for _ in range(n)] for _ in range(5)]
+    py = py_dense_ids(*cols)
+    tensors = [_i64(c, device) for c in cols]
+    _check_dense(dense_ids(*tensors, backend="triton"), py, device)
+    _check_dense(dense_ids(*tensors, backend="triton", table_size=n + 1), py, device)
+    _check_dense(dense_ids_torch(*[c.cpu() for c in tensors]), py, "cpu")
+
+
 def test_dense_ids_one_column_and_errors(device):
     key = [SINK, 3, SINK, -1, 3]
     _check_dense(dense_ids(_i64(key, device), backend="triton"), py_dense_ids(key), device)
