@@ -114,6 +114,48 @@ def _norm_accumulate(x, seg, ok, cnt_ptr, sum_ptr, max_ptr, min_ptr, COUNT: tl.c
 
 
 @triton.jit
+def _runs_combine(f1, c1, s1, hi1, lo1, f2, c2, s2, hi2, lo2):
+    """Segmented scan: a run restarts where f2 is set."""
+    new = f2 != 0
+    return (f1 | f2, tl.where(new, c2, c1 + c2), tl.where(new, s2, s1 + s2), tl.where(new, hi2, tl.maximum(hi1, hi2)),
+            tl.where(new, lo2, tl.maximum(lo1, lo2)))
+
+
+@triton.jit
+def _run_key(seg_ptr, idx, M, S):
+    """Segment id of row idx; -1 out of bounds or range (such rows take part in nothing)."""
+    inb = (idx >= 0) & (idx < M)
+    seg = tl.load(seg_ptr + idx, mask=inb, other=-1)
+    return tl.where(inb & (seg >= 0) & (seg < S), seg, -1)
+
+
+@triton.jit
+def _norm_accumulate_runs(x, rows, seg_ptr, M, S, cnt_ptr, sum_ptr, max_ptr, min_ptr, IS64: tl.constexpr,
+                          BLOCK: tl.constexpr):
+    """Pass 1 as :func:`_norm_accumulate`, with each run of equal segment ids inside the block
+    reduced first (a segmented scan) and one atomic per run: rows sorted by segment (the
+    episode term: hundreds of rows per task group) then stop contending for a few slots."""
+    key = _run_key(seg_ptr, rows, M, S)
+    lane = tl.arange(0, BLOCK)
+    start = (lane == 0) | (key != _run_key(seg_ptr, rows - 1, M, S))
+    end = (lane == BLOCK - 1) | (key != _run_key(seg_ptr, rows + 1, M, S))
+    ok = key >= 0
+    if IS64:
+        bits = x.to(tl.int64, bitcast=True)
+    else:
+        bits = x.to(tl.int32, bitcast=True)
+    ukey = _unsigned(_ordered(bits, IS64), IS64)
+    _, cnt, tot, hi, lo = tl.associative_scan((start.to(tl.int32), ok.to(tl.int64), tl.where(ok, x, 0.0), ukey, ~ukey),
+                                              0, _runs_combine)
+    seg = tl.where(ok, key, 0)
+    last = end & ok
+    tl.atomic_add(cnt_ptr + seg, cnt, mask=last)
+    tl.atomic_add(sum_ptr + seg, tot, mask=last)
+    tl.atomic_max(max_ptr + seg, hi, mask=last)
+    tl.atomic_max(min_ptr + seg, lo, mask=last)
+
+
+@triton.jit
 def _norm_mean(x, seg, ok, cnt_ptr, sum_ptr):
     n = tl.load(cnt_ptr + seg, mask=ok, other=1)
     total = tl.load(sum_ptr + seg, mask=ok, other=0.0)
@@ -172,11 +214,14 @@ def _scalar(bits, like):
 
 @triton.jit
 def _norm_stats_kernel(x_ptr, seg_ptr, cnt_ptr, sum_ptr, max_ptr, min_ptr, M, S,
-                       IS64: tl.constexpr, BLOCK: tl.constexpr):
+                       IS64: tl.constexpr, RUNS: tl.constexpr, BLOCK: tl.constexpr):
     rows, inb, seg, ok = _segment_block(seg_ptr, M, S, BLOCK)
     seg = tl.where(ok, seg, 0)
     x = tl.load(x_ptr + rows, mask=ok, other=0.0)
-    _norm_accumulate(x, seg, ok, cnt_ptr, sum_ptr, max_ptr, min_ptr, True, IS64)
+    if RUNS:
+        _norm_accumulate_runs(x, rows, seg_ptr, M, S, cnt_ptr, sum_ptr, max_ptr, min_ptr, IS64, BLOCK)
+    else:
+        _norm_accumulate(x, seg, ok, cnt_ptr, sum_ptr, max_ptr, min_ptr, True, IS64)
 
 
 @triton.jit
@@ -229,10 +274,16 @@ def _check_float(x, name):
         raise TypeError(f"{name}: x must be (M,) float32 or float64 on the triton path, got {x.dtype} {tuple(x.shape)}")
 
 
+#: reduce runs of equal segment ids in the block before the atomics of the first pass (a tuning
+#: knob, same results up to the order of float sums; unmeasured on a GPU so far: off)
+RUNS = False
+
+
 def segment_normalize_triton(x, seg, num_segments: int, mode: str = "mean_std", eps: float = 1e-6,
-                             singleton: str = "zero") -> torch.Tensor:
+                             singleton: str = "zero", *, runs: bool = RUNS) -> torch.Tensor:
     """Normalise x inside its segment; same contract as
-    :func:`milegpo_kernels.segment.segment_normalize_torch`. x: (M,) float; seg: (M,) int64."""
+    :func:`milegpo_kernels.segment.segment_normalize_torch`. x: (M,) float; seg: (M,) int64.
+    runs: see :data:`RUNS` (``scripts/kernel_variants.py`` times both)."""
     _check_seg(x, seg, num_segments, "segment_normalize")
     check_seg_range(seg, num_segments, "segment_normalize")
     if mode not in NORM_MODES:
@@ -248,7 +299,7 @@ def segment_normalize_triton(x, seg, num_segments: int, mode: str = "mean_std", 
     cnt, tot, sq, mx, mn = norm_workspace(max(num_segments, 1), x.dtype, x.device)
     is64 = x.dtype == torch.float64
     grid = (triton.cdiv(m, BLOCK),)
-    _norm_stats_kernel[grid](x, seg, cnt, tot, mx, mn, m, num_segments, IS64=is64, BLOCK=BLOCK)
+    _norm_stats_kernel[grid](x, seg, cnt, tot, mx, mn, m, num_segments, IS64=is64, RUNS=runs, BLOCK=BLOCK)
     if mode == "mean_std":
         _norm_var_kernel[grid](x, seg, cnt, tot, sq, m, num_segments, BLOCK=BLOCK)
     _norm_out_kernel[grid](x, seg, cnt, tot, sq, mx, mn, out, m, num_segments, *norm_scalars(eps),

@@ -60,6 +60,9 @@ def record(path: str) -> None:
         def __call__(self, *args, **kwargs):  # a @triton.jit helper called from inside a kernel
             return self.kernel(*args, **kwargs)
 
+        def __getattr__(self, name):  # e.g. .fn of a scan's combine function
+            return getattr(self.kernel, name)
+
         def __getitem__(self, grid):
             launch = self.kernel[grid]
 
@@ -93,6 +96,7 @@ def record(path: str) -> None:
 
     from milegpo_kernels import (count_distinct, dense_ids, fused_policy_loss, hop_distance, max_normalize,
                                  max_times_potential, segment_max, segment_normalize, sibling_mean)
+    from milegpo_kernels.triton_segment import segment_normalize_triton
 
     tb = {"backend": "triton"}
     gen = torch.Generator().manual_seed(0)
@@ -116,6 +120,7 @@ def record(path: str) -> None:
         for mode in ("mean_std", "mean"):
             for single in ("zero", "unit"):
                 segment_normalize(x, a, 5, mode, 1e-6, single, **tb)
+        segment_normalize_triton(x, a, 5, runs=True)
         for valid in (None, b > 0):
             sibling_mean(x, a, 5, valid, **tb)
             max_normalize(x.abs(), a, 5, valid, **tb)

@@ -98,6 +98,9 @@ class _Launches:
     def __call__(self, *args, **kwargs):  # a @triton.jit helper called from inside a kernel
         return self.kernel(*args, **kwargs)
 
+    def __getattr__(self, name):  # e.g. .fn of a scan's combine function
+        return getattr(self.kernel, name)
+
     def __getitem__(self, grid):
         self.counter[self.name] += 1
         launch = self.kernel[grid]

@@ -8,6 +8,9 @@
   ``relaxed``, reading the slot before the compare-and-swap (``peek``) or not.
 - graph relaxations: one program for the whole edge list or one per task group
   (``edge_offsets``), ``acq_rel`` or ``relaxed`` atomics, against the torch twin.
+- ``segment_normalize``: every call of the estimate (the episode term over task groups,
+  rows sorted by group), with the first pass's atomics per row or per run of equal
+  segment ids in the block (``runs``).
 
 Each variant's output is checked equal to the default's before it is timed.
 Medians of CUDA-event timings of CUDA-graph replays (GPU time, no launch overhead; the
@@ -31,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import milegpo_kernels.triton_counting as tcount  # noqa: E402
 import milegpo_kernels.triton_graph as tgraph  # noqa: E402
 import milegpo_kernels.triton_grouping as tgroup  # noqa: E402
+import milegpo_kernels.triton_segment as tseg  # noqa: E402
 from milegpo.credit import estimate, presets  # noqa: E402
 from milegpo.credit.synthetic import benchmark_batch  # noqa: E402
 from milegpo_kernels._backend import interpreter_on  # noqa: E402
@@ -74,8 +78,13 @@ def time_us(fn, reps: int, graph: bool = True) -> float:
 
 def record(rows: int):
     """Inputs of every dense_ids / relaxation call of one estimate on a benchmark batch."""
-    calls = {"dense_ids": [], "hop": [], "max_times": []}
-    orig = tgroup.dense_ids_triton, tgraph.hop_distance_triton, tgraph.max_times_potential_triton
+    calls = {"dense_ids": [], "hop": [], "max_times": [], "normalize": []}
+    orig = (tgroup.dense_ids_triton, tgraph.hop_distance_triton, tgraph.max_times_potential_triton,
+            tseg.segment_normalize_triton)
+
+    def norm(x, seg, num_segments, *a, **kw):
+        calls["normalize"].append((x, seg, num_segments, *a))
+        return orig[3](x, seg, num_segments, *a, **kw)
 
     def dense(*cols, **kw):
         calls["dense_ids"].append(cols)
@@ -91,12 +100,14 @@ def record(rows: int):
 
     tgroup.dense_ids_triton = tcount.dense_ids_triton = dense
     tgraph.hop_distance_triton, tgraph.max_times_potential_triton = hop, mt
+    tseg.segment_normalize_triton = norm
     try:
         batch = benchmark_batch(n_groups=rows // 400, group_size=8, horizon=50, seed=0).to(DEVICE)
         estimate(batch, "milegpo", presets.ALFWORLD, backend="triton")
     finally:
         tgroup.dense_ids_triton = tcount.dense_ids_triton = orig[0]
         tgraph.hop_distance_triton, tgraph.max_times_potential_triton = orig[1], orig[2]
+        tseg.segment_normalize_triton = orig[3]
     return calls
 
 
@@ -143,7 +154,19 @@ def main() -> int:
                 cells.append(time_us(lambda: twin(*head), max(3, args.reps // 5), graph=False))
                 print(f"| {name} ({head[0].shape[0]}, {off.shape[0] - 1}) | " + " | ".join(f"{c:.1f}" for c in cells)
                       + " |")
+        print("\n| segment_normalize (rows, segments) | atomics per row | per run (runs=True) |")
+        print("|---|---|---|")
+        for x, seg, num_segments, *rest in calls["normalize"]:
+            ref = orig_normalize(x, seg, num_segments, *rest)
+            torch.testing.assert_close(orig_normalize(x, seg, num_segments, *rest, runs=True), ref, rtol=1e-12,
+                                       atol=1e-12)
+            cells = [time_us(lambda r=r: orig_normalize(x, seg, num_segments, *rest, runs=r), args.reps)
+                     for r in (False, True)]
+            print(f"| {x.shape[0]}, {num_segments} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
     return 0
+
+
+orig_normalize = tseg.segment_normalize_triton
 
 
 if __name__ == "__main__":

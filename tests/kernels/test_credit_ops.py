@@ -603,6 +603,29 @@ def test_segment_normalize(n, mode, singleton, device):
     _close(twin, want)
 
 
+@pytest.mark.parametrize("n", [1, 7, BLOCK - 1, BLOCK + 1, 2500])
+@pytest.mark.parametrize("order", ["sorted", "random", "long_runs"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_segment_normalize_runs_variant(n, order, dtype, device):
+    # the first pass reduces runs of equal segment ids inside the block before its atomics
+    from milegpo_kernels.triton_segment import segment_normalize_triton
+
+    rng = random.Random(n + len(order))
+    x, seg, num_segments = _segment_data(n, rng)
+    if order == "sorted":
+        seg = sorted(seg)
+    elif order == "long_runs":  # few segments, runs crossing block boundaries
+        num_segments = 3
+        seg = [min(2, i * 3 // n) for i in range(n)]
+    x = [float(torch.tensor(v, dtype=dtype)) for v in x]  # values exact in dtype
+    want = py_segment_normalize(x, seg, num_segments)
+    xt, st = torch.tensor(x, dtype=dtype, device=device), _i64(seg, device)
+    got = segment_normalize_triton(xt, st, num_segments, runs=True)
+    _close(got, want, rtol=1e-12 if dtype == torch.float64 else 1e-4)
+    plain = segment_normalize_triton(xt, st, num_segments, runs=False)
+    _close(got, plain.cpu(), rtol=1e-12 if dtype == torch.float64 else 1e-4)
+
+
 def test_segment_normalize_offset_and_float32(device):
     x, seg, num_segments = _segment_data(1500, random.Random(2), "offset")
     xt, st = torch.tensor(x, dtype=torch.float64, device=device), _i64(seg, device)
