@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from trl import GRPOConfig
 
 from .credit import METHODS, VARIANTS, CreditConfig, check_method, presets
@@ -58,6 +59,9 @@ class MileGPOConfig(GRPOConfig):
         credit_overrides (`dict` or `str`, *optional*): CreditConfig fields to change, e.g.
             `'{"eta": 0.5}'` on the command line.
         credit_backend (`str`, defaults to `"auto"`): `auto`, `torch`, `triton` or `reference`.
+        credit_device (`str`, defaults to `"auto"`): where credit is computed: `auto` (the process's
+            accelerator when it is a CUDA device and the backend is not `reference`, so that `auto` runs the
+            Triton kernels there; else the CPU), `cpu`, or a device such as `cuda:0`.
         invalid_action_penalty (`float`, defaults to `0.1`): subtracted from the episode score of an invalid
             row (replaces the preset's `invalid_penalty`).
     Loss:
@@ -108,6 +112,8 @@ class MileGPOConfig(GRPOConfig):
         default=None, metadata={"help": "CreditConfig fields to change, as a dict or JSON string, e.g. "
                                         "'{\"eta\": 0.5}'."})
     credit_backend: str = field(default="auto", metadata={"help": "Credit backend: auto, torch, triton, reference."})
+    credit_device: str = field(default="auto", metadata={"help": "Where credit is computed: auto (the CUDA "
+                                                                 "accelerator if any, else cpu), cpu, cuda:0, ..."})
     invalid_action_penalty: float = field(default=0.1, metadata={"help": "Episode-score penalty of an invalid row."})
     use_fused_loss: bool | None = field(
         default=None, metadata={"help": "Compute the policy loss with milegpo_kernels.fused_policy_loss (log-prob "
@@ -141,6 +147,12 @@ class MileGPOConfig(GRPOConfig):
         self.credit_method = self.credit_method.lower()
         check_method(self.credit_method, self.credit_variant)
         self.credit_config()  # fail early on a bad preset / override
+        if self.credit_device != "auto":
+            try:
+                torch.device(self.credit_device)
+            except (RuntimeError, TypeError) as e:
+                raise ValueError(f"MileGPOConfig.credit_device must be 'auto' or a torch device, got "
+                                 f"{self.credit_device!r} ({e})") from None
         if self.prompt_style not in PROMPT_STYLES:
             raise ValueError(f"MileGPOConfig.prompt_style must be one of {PROMPT_STYLES}, got {self.prompt_style!r}")
         for name in ("groups_per_iteration", "group_size", "horizon", "num_train_tasks", "eval_group_size"):

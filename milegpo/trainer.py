@@ -54,6 +54,16 @@ def environment_reward(completions, **kwargs):
     raise RuntimeError("environment_reward is a placeholder; MileGPOTrainer scores episodes with milegpo.credit")
 
 
+def credit_device(setting: str, accelerator_device, backend: str) -> torch.device:
+    """Where :meth:`MileGPOTrainer._gather_credit` computes credit (``MileGPOConfig.credit_device``)."""
+    if setting != "auto":
+        return torch.device(setting)
+    accelerator_device = torch.device(accelerator_device)
+    if accelerator_device.type == "cuda" and backend != "reference":
+        return accelerator_device
+    return torch.device("cpu")
+
+
 class MileGPOTrainer(GRPOTrainer):
     """GRPOTrainer for multi-step text-game agents with MileGPO (or GRPO / GiGPO / GraphGPO) credit.
 
@@ -190,9 +200,11 @@ class MileGPOTrainer(GRPOTrainer):
         local = rollout.step_arrays(group_offset=rank * groups, traj_offset=rank * groups * self.args.group_size)
         parts = gather_object([local]) if world > 1 else [local]
         start = sum(len(p["group"]) for p in parts[:rank])
-        batch = StepBatch(**{k: np.concatenate([p[k] for p in parts]) for k in local})
-        result = estimate(batch, self.args.credit_method, self.credit_cfg, self.args.credit_variant,
-                          self.args.credit_backend)
+        batch = StepBatch(**{k: np.concatenate([p[k] for p in parts]) for k in local})  # validated on the host
+        device = credit_device(self.args.credit_device, self.accelerator.device, self.args.credit_backend)
+        # on a GPU the batch travels with its row order: the pipeline runs there without a row sort
+        result = estimate(batch if device.type == "cpu" else batch.to(device), self.args.credit_method,
+                          self.credit_cfg, self.args.credit_variant, self.args.credit_backend)
         return batch, result, slice(start, start + len(local["group"]))
 
     # ------------------------------------------------------------------ one iteration

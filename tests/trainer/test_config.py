@@ -45,6 +45,7 @@ def test_every_field_is_a_documented_flag():
     (["--group_size", "0"], "group_size"),
     (["--env_options", "[4]"], "env_options must be a dict"),
     (["--prompt_style", "fancy"], "prompt_style must be one of"),
+    (["--credit_device", "gpu0"], "credit_device must be 'auto' or a torch device"),
 ])
 def test_bad_values_are_refused(flags, match):
     with pytest.raises(ValueError, match=match):
@@ -64,3 +65,18 @@ def test_env_options_reach_the_task_generator():
         make_tasks("household", "train", 2, options={"level": 3})
     with pytest.raises(ValueError, match="env option 'horizon'"):
         make_tasks("household", "train", 2, options={"horizon": 3})
+
+
+def test_credit_device():
+    import torch
+
+    from milegpo.trainer import credit_device
+
+    assert parse().credit_device == "auto" and parse("--credit_device", "cuda:1").credit_device == "cuda:1"
+    # auto: the CUDA accelerator (the Triton kernels run there), unless the backend is the Python reference
+    assert credit_device("auto", torch.device("cuda", 0), "auto") == torch.device("cuda", 0)
+    assert credit_device("auto", "cuda:1", "triton") == torch.device("cuda", 1)
+    assert credit_device("auto", torch.device("cuda", 0), "reference") == torch.device("cpu")
+    assert credit_device("auto", torch.device("cpu"), "auto") == torch.device("cpu")
+    assert credit_device("cpu", torch.device("cuda", 0), "auto") == torch.device("cpu")
+    assert credit_device("cuda:2", torch.device("cpu"), "auto") == torch.device("cuda", 2)
