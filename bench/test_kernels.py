@@ -36,7 +36,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from milegpo.credit.presets import ALFWORLD  # noqa: E402
 from milegpo_kernels import (  # noqa: E402
+    ScoreParams,
+    ShapingParams,
     count_distinct,
     dense_ids,
     graph_scores,
@@ -152,8 +155,9 @@ def _args(op: str, r: dict) -> tuple:
         "segment_normalize": lambda: (r["reward"], r["node_of_state"], v),
         "sibling_mean": lambda: (r["edge_value"], r["src"], v),
         "max_normalize": lambda: (r["node_value"], r["node_group"], g),
-        "graph_scores": lambda: r["scores"],
-        "shaped_advantage": lambda: (r["phi"], r["node_of_state"], r["node_of_next"], r["r_graph"], r["reward"]),
+        "graph_scores": lambda: (*r["scores"], ScoreParams.of(ALFWORLD)),
+        "shaped_advantage": lambda: (r["phi"], r["node_of_state"], r["node_of_next"], r["r_graph"], r["reward"],
+                                     ShapingParams.of(ALFWORLD)),
     }[op]()
 
 

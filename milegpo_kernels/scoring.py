@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._backend import resolve
+from ._backend import params_of, resolve
 from .graph import INF
 from .segment import max_normalize, segment_count, segment_max, sibling_mean, stacked
 
@@ -47,31 +47,29 @@ VARIANTS = ("md", "rcs", "full")
 
 
 class ScoreParams(NamedTuple):
-    """The scalars of eqs. 2-18 (names as in ``milegpo.credit.CreditConfig``)."""
+    """The scalars of eqs. 2-18, named as the fields of ``milegpo.credit.CreditConfig``, whose
+    presets hold their values (``ScoreParams.of(presets.ALFWORLD)``)."""
 
-    min_node_support: int = 1
-    min_trap_visits: int = 2
-    min_trap_score: float = 0.10
-    w_s: float = 1.0
-    w_m: float = 1.0
-    w_c: float = 0.25
-    w_f: float = 1.0
-    w_l: float = 0.25
-    a_d: float = 1.0
-    a_s: float = 1.0
-    a_f: float = 1.0
-    w_bc: float = 1.0
-    w_pg: float = 1.0
-    w_pcc: float = 1.0
-    theta_m: float = 1.1
-    kappa_bc: int = 0
-    rho: float = 0.0
-    threshold_tol: float = 1e-12
+    min_node_support: int
+    min_trap_visits: int
+    min_trap_score: float
+    w_s: float
+    w_m: float
+    w_c: float
+    w_f: float
+    w_l: float
+    a_d: float
+    a_s: float
+    a_f: float
+    w_bc: float
+    w_pg: float
+    w_pcc: float
+    theta_m: float
+    kappa_bc: int
+    rho: float
+    threshold_tol: float
 
-    @classmethod
-    def of(cls, config) -> "ScoreParams":
-        """The fields of any object with these attribute names (a ``CreditConfig``)."""
-        return cls(**{f: getattr(config, f) for f in cls._fields})
+    of = classmethod(params_of)
 
 
 class GraphScores(NamedTuple):
@@ -123,7 +121,7 @@ def check_id_ranges(ids: dict, op: str) -> None:
 
 
 def graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, n_pos, n_revisit,
-                 e_traj, e_pos, k_count, k_pos, params: ScoreParams = ScoreParams(), variant: str = "full", *,
+                 e_traj, e_pos, k_count, k_pos, params: ScoreParams, variant: str = "full", *,
                  backend: str = "auto") -> GraphScores:
     """Milestone / trap / branch scores and potential seeds of a rollout graph: see the module."""
     args = (src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, n_pos, n_revisit, e_traj, e_pos,
@@ -137,7 +135,7 @@ def graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_
 
 
 def graph_scores_torch(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, n_pos, n_revisit,
-                       e_traj, e_pos, k_count, k_pos, params: ScoreParams = ScoreParams(),
+                       e_traj, e_pos, k_count, k_pos, params: ScoreParams,
                        variant: str = "full") -> GraphScores:
     """The torch twin of :func:`graph_scores`: segment ops, term by term."""
     p = params

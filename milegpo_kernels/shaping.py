@@ -25,29 +25,27 @@ from typing import NamedTuple
 
 import torch
 
-from ._backend import resolve
+from ._backend import params_of, resolve
 from .scoring import check_id_ranges
 from .segment import NORM_MODES, segment_normalize, stacked
 
 
 class ShapingParams(NamedTuple):
-    """The scalars of eqs. 9-10 and 20-22 (names as in ``milegpo.credit.CreditConfig``)."""
+    """The scalars of eqs. 9-10 and 20-22, named as the fields of ``milegpo.credit.CreditConfig``,
+    whose presets hold their values (``ShapingParams.of(presets.ALFWORLD)``)."""
 
-    gamma_phi: float = 1.0
-    w_pos: float = 1.0
-    w_neg: float = 0.25
-    c: float = 10.0
-    lam: float = 0.25
-    eta: float = 0.20
-    w_step: float = 1.0
-    w_ep: float = 1.0
-    norm: str = "mean_std"
-    norm_eps: float = 1e-6
+    gamma_phi: float
+    w_pos: float
+    w_neg: float
+    c: float
+    lam: float
+    eta: float
+    w_step: float
+    w_ep: float
+    norm: str
+    norm_eps: float
 
-    @classmethod
-    def of(cls, config) -> "ShapingParams":
-        """The fields of any object with these attribute names (a ``CreditConfig``)."""
-        return cls(**{f: getattr(config, f) for f in cls._fields})
+    of = classmethod(params_of)
 
 
 class ShapedAdvantage(NamedTuple):
@@ -79,7 +77,7 @@ def _check(phi, node, next_node, r_graph, episode_adv, params):
     check_id_ranges({"node": (node, phi.shape[0]), "next_node": (next_node, phi.shape[0])}, "shaped_advantage")
 
 
-def shaped_advantage(phi, node, next_node, r_graph, episode_adv, params: ShapingParams = ShapingParams(), *,
+def shaped_advantage(phi, node, next_node, r_graph, episode_adv, params: ShapingParams, *,
                      backend: str = "auto") -> ShapedAdvantage:
     """Shaping terms, shaped return, normalised returns and the advantage: see the module."""
     args = (phi, node, next_node, r_graph, episode_adv, params)
@@ -92,7 +90,7 @@ def shaped_advantage(phi, node, next_node, r_graph, episode_adv, params: Shaping
 
 
 def shaped_advantage_torch(phi, node, next_node, r_graph, episode_adv,
-                           params: ShapingParams = ShapingParams()) -> ShapedAdvantage:
+                           params: ShapingParams) -> ShapedAdvantage:
     """The torch twin of :func:`shaped_advantage`."""
     p = params
     phi_v, phi_u = phi.index_select(0, next_node), phi.index_select(0, node)  # both potentials per gather

@@ -246,7 +246,7 @@ def _node_seeds_kernel(gid_ptr, cand_pos_ptr, s_pcc_ptr, s_pcc_max_ptr, seeds_pt
 
 
 def graph_scores_triton(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, n_pos, n_revisit,
-                        e_traj, e_pos, k_count, k_pos, params: ScoreParams = ScoreParams(),
+                        e_traj, e_pos, k_count, k_pos, params: ScoreParams,
                         variant: str = "full") -> GraphScores:
     """See :func:`milegpo_kernels.graph_scores` (inputs checked there)."""
     p = params

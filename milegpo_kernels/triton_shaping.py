@@ -87,7 +87,7 @@ def _shape_out_kernel(u_ptr, rg_ptr, rs_ptr, ez_ptr, cnt_ptr, sum0_ptr, sq0_ptr,
 
 
 def shaped_advantage_triton(phi, node, next_node, r_graph, episode_adv,
-                            params: ShapingParams = ShapingParams()) -> ShapedAdvantage:
+                            params: ShapingParams) -> ShapedAdvantage:
     """See :func:`milegpo_kernels.shaped_advantage` (inputs checked there)."""
     p = params
     n, v = node.shape[0], phi.shape[0]

@@ -125,6 +125,7 @@ def record(path: str) -> None:
             sibling_mean(x, a, 5, valid, **tb)
             max_normalize(x.abs(), a, 5, valid, **tb)
             segment_max(x - 0.5, a, 5, valid, **tb)
+    from milegpo.credit.presets import ALFWORLD
     from milegpo_kernels import ScoreParams, graph_scores
 
     v, g = 40, 4
@@ -135,13 +136,14 @@ def record(path: str) -> None:
             graph_scores(src, dst, b > 0, node_group, torch.arange(v) < 35, torch.arange(v) == 3,
                          torch.randint(0, 5, (v,), generator=gen), n_traj, n_traj // 2, n_traj % 3,
                          torch.full((n,), 4), torch.randint(0, 5, (n,), generator=gen), torch.full((g,), 8),
-                         torch.full((g,), 3), ScoreParams(kappa_bc=kappa), variant, **tb)
+                         torch.full((g,), 3), ScoreParams.of(ALFWORLD)._replace(kappa_bc=kappa), variant, **tb)
     from milegpo_kernels import ShapingParams, shaped_advantage
 
     phi = torch.rand(v, 2, generator=gen, dtype=torch.float64)
     for norm in ("mean_std", "mean"):
         shaped_advantage(phi, src % v, dst % v, torch.rand(n, generator=gen, dtype=torch.float64),
-                         torch.rand(n, generator=gen, dtype=torch.float64), ShapingParams(norm=norm), **tb)
+                         torch.rand(n, generator=gen, dtype=torch.float64), ShapingParams.of(ALFWORLD)._replace(norm=norm),
+                         **tb)
     B, T, H, V = 2, 5, 16, 67
     for dt in (torch.float32, torch.bfloat16):
         for adv_shape in ((B,), (B, T)):

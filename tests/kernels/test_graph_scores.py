@@ -15,6 +15,7 @@ import random
 import pytest
 import torch
 
+from milegpo.credit import presets
 from milegpo_kernels import INF, GraphScores, ScoreParams, graph_scores, graph_scores_torch
 
 from .test_credit_ops import BLOCK, _close, _cpu
@@ -24,10 +25,11 @@ pytestmark = pytest.mark.usefixtures("garbage_empty")
 FIELDS = ("src", "dst", "edge_valid", "node_group", "node_valid", "is_sink", "dist", "n_traj", "n_pos", "n_revisit",
           "e_traj", "e_pos", "k_count", "k_pos")
 BOOL_FIELDS = {"edge_valid", "node_valid", "is_sink"}
+DEFAULT = ScoreParams.of(presets.ALFWORLD)
 PARAMS = {
-    "default": ScoreParams(),
+    "default": DEFAULT,
     # the other branches of eq. 18 and of the retained set
-    "kappa_rho": ScoreParams(kappa_bc=1, rho=0.5, theta_m=0.5, w_pcc=0.7, min_node_support=2, min_trap_visits=1,
+    "kappa_rho": DEFAULT._replace(kappa_bc=1, rho=0.5, theta_m=0.5, w_pcc=0.7, min_node_support=2, min_trap_visits=1,
                              min_trap_score=0.05, w_c=0.6, a_d=0.3, a_f=2.0),
 }
 
@@ -53,7 +55,7 @@ def _normalised(values, groups, mask, n_groups):
 
 
 def py_graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, n_pos, n_revisit, e_traj,
-                    e_pos, k_count, k_pos, p: ScoreParams = ScoreParams(), variant: str = "full") -> dict:
+                    e_pos, k_count, k_pos, p: ScoreParams = DEFAULT, variant: str = "full") -> dict:
     v, e, n_groups = len(node_group), len(src), len(k_count)
     tol = p.threshold_tol
     live = [node_valid[i] and not is_sink[i] for i in range(v)]
@@ -237,32 +239,32 @@ def test_graph_scores_adversarial_milestones(device):
     d["is_sink"][3] = True
     d["dst"] = [3 if j % 3 == 0 else x for j, x in enumerate(d["dst"])]
     for variant in ("rcs", "full"):
-        want = py_graph_scores(*(d[f] for f in FIELDS), ScoreParams(), variant)
+        want = py_graph_scores(*(d[f] for f in FIELDS), DEFAULT, variant)
         assert want["b"][3] == 0.0 and want["psi_bar"][3] == 0.0
-        _check(graph_scores(*_tensors(d, device), variant=variant, backend="triton"), want, len(d["node_group"]))
+        _check(graph_scores(*_tensors(d, device), DEFAULT, variant, backend="triton"), want, len(d["node_group"]))
 
 
 def test_graph_scores_large(device):
     d = random_graph_inputs(random.Random(11), 64, 120, 150, pad_nodes=BLOCK + 3, pad_edges=77)
     want = py_graph_scores(*(d[f] for f in FIELDS))
-    _check(graph_scores(*_tensors(d, device), backend="triton"), want, len(d["node_group"]))
+    _check(graph_scores(*_tensors(d, device), DEFAULT, backend="triton"), want, len(d["node_group"]))
 
 
 def test_graph_scores_errors(device):
     d = random_graph_inputs(random.Random(1), 2, 5, 8)
     args = _tensors(d, device)
     with pytest.raises(ValueError, match="variant must be one of"):
-        graph_scores(*args, variant="best", backend="triton")
+        graph_scores(*args, DEFAULT, "best", backend="triton")
     with pytest.raises(TypeError, match="params must be a ScoreParams"):
         graph_scores(*args, {"w_s": 1.0}, backend="triton")
     bad = list(args)
     bad[FIELDS.index("n_pos")] = bad[FIELDS.index("n_pos")].to(torch.int32)
     with pytest.raises(ValueError, match=r"n_pos must be \(10,\) torch.int64"):
-        graph_scores(*bad, backend="triton")
+        graph_scores(*bad, DEFAULT, backend="triton")
     bad = list(args)
     bad[FIELDS.index("k_pos")] = bad[FIELDS.index("k_pos")][:1]
     with pytest.raises(ValueError, match=r"k_pos must be \(2,\)"):
-        graph_scores(*bad, backend="triton")
+        graph_scores(*bad, DEFAULT, backend="triton")
     if device == "cpu":  # on CUDA the kernels skip such ids (reading them would sync)
         for name, value, bound in (("dst", 10, 10), ("src", -1, 10), ("node_group", 2, 2)):
             bad = list(args)
@@ -271,11 +273,9 @@ def test_graph_scores_errors(device):
             bad[FIELDS.index(name)] = t
             for backend in ("torch", "triton"):
                 with pytest.raises(ValueError, match=rf"{name}\[1\] = {value} is outside \[0, {bound}\)"):
-                    graph_scores(*bad, backend=backend)
+                    graph_scores(*bad, DEFAULT, backend=backend)
 
 
 def test_score_params_of_a_config():
-    from milegpo.credit import presets
-
     p = ScoreParams.of(presets.ALFWORLD)
     assert p.threshold_tol == presets.ALFWORLD.threshold_tol and p.w_pcc == presets.ALFWORLD.w_pcc

@@ -12,19 +12,21 @@ import random
 import pytest
 import torch
 
+from milegpo.credit import presets
 from milegpo_kernels import ShapedAdvantage, ShapingParams, shaped_advantage, shaped_advantage_torch
 
 from .test_credit_ops import BLOCK, _close, py_segment_normalize
 
 pytestmark = pytest.mark.usefixtures("garbage_empty")
 
+DEFAULT = ShapingParams.of(presets.ALFWORLD)
 PARAMS = {
-    "default": ShapingParams(),
-    "mean": ShapingParams(norm="mean", gamma_phi=0.9, w_neg=0.7, lam=0.5, eta=0.35, w_step=0.8, w_ep=0.4),
+    "default": DEFAULT,
+    "mean": DEFAULT._replace(norm="mean", gamma_phi=0.9, w_neg=0.7, lam=0.5, eta=0.35, w_step=0.8, w_ep=0.4),
 }
 
 
-def py_shaped_advantage(phi, node, next_node, r_graph, episode_adv, p: ShapingParams = ShapingParams()) -> dict:
+def py_shaped_advantage(phi, node, next_node, r_graph, episode_adv, p: ShapingParams = DEFAULT) -> dict:
     n, v = len(node), len(phi)
     delta_pos = [max(p.gamma_phi * p.w_pos * phi[next_node[i]][0] - p.w_pos * phi[node[i]][0], 0.0)
                  for i in range(n)]
@@ -96,7 +98,7 @@ def test_shaped_advantage(case, pname, device):
 
 def test_shaped_advantage_equal_returns_give_exact_zeros(device):
     data = _inputs(random.Random(3), 400, 20, "equal")
-    got = shaped_advantage(*_tensors(*data, device), backend="triton")
+    got = shaped_advantage(*_tensors(*data, device), DEFAULT, backend="triton")
     assert torch.equal(got.a_graph.cpu(), torch.zeros(400, dtype=torch.float64))
     assert torch.equal(got.a_res.cpu(), torch.zeros(400, dtype=torch.float64))
 
@@ -106,21 +108,19 @@ def test_shaped_advantage_errors(device):
     with pytest.raises(TypeError, match="params must be a ShapingParams"):
         shaped_advantage(*args, {"c": 1.0}, backend="triton")
     with pytest.raises(ValueError, match="params.norm must be one of"):
-        shaped_advantage(*args, ShapingParams(norm="std"), backend="triton")
+        shaped_advantage(*args, DEFAULT._replace(norm="std"), backend="triton")
     with pytest.raises(ValueError, match=r"phi must be \(V, 2\) torch.float64"):
-        shaped_advantage(args[0][:, :1], *args[1:], backend="triton")
+        shaped_advantage(args[0][:, :1], *args[1:], DEFAULT, backend="triton")
     with pytest.raises(ValueError, match=r"r_graph must be \(10,\) torch.float64"):
-        shaped_advantage(*args[:3], args[3].float(), args[4], backend="triton")
+        shaped_advantage(*args[:3], args[3].float(), args[4], DEFAULT, backend="triton")
     if device == "cpu":  # on CUDA the kernels skip such ids (reading them would sync)
         bad = args[2].clone()
         bad[4] = 4
         for backend in ("torch", "triton"):
             with pytest.raises(ValueError, match=r"shaped_advantage: next_node\[4\] = 4 is outside \[0, 4\)"):
-                shaped_advantage(args[0], args[1], bad, *args[3:], backend=backend)
+                shaped_advantage(args[0], args[1], bad, *args[3:], DEFAULT, backend=backend)
 
 
 def test_shaping_params_of_a_config():
-    from milegpo.credit import presets
-
     p = ShapingParams.of(presets.WEBSHOP)
     assert p.eta == presets.WEBSHOP.eta and p.norm == presets.WEBSHOP.norm
