@@ -279,3 +279,10 @@ def test_graph_scores_errors(device):
 def test_score_params_of_a_config():
     p = ScoreParams.of(presets.ALFWORLD)
     assert p.threshold_tol == presets.ALFWORLD.threshold_tol and p.w_pcc == presets.ALFWORLD.w_pcc
+
+
+def test_graph_scores_1e5_edges(device):
+    d = random_graph_inputs(random.Random(13), 100, 400, 1000, pad_nodes=5, pad_edges=11)
+    assert len(d["src"]) > 100_000
+    want = py_graph_scores(*(d[f] for f in FIELDS))
+    _check(graph_scores(*_tensors(d, device), DEFAULT, backend="triton"), want, len(d["node_group"]))

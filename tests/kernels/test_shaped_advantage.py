@@ -124,3 +124,9 @@ def test_shaped_advantage_errors(device):
 def test_shaping_params_of_a_config():
     p = ShapingParams.of(presets.WEBSHOP)
     assert p.eta == presets.WEBSHOP.eta and p.norm == presets.WEBSHOP.norm
+
+
+def test_shaped_advantage_1e5_rows(device):
+    data = _inputs(random.Random(17), 100_000, 30_000)
+    want = py_shaped_advantage(*data)
+    _check(shaped_advantage(*_tensors(*data, device), DEFAULT, backend="triton"), want)
