@@ -197,16 +197,17 @@ def estimate_vectorized(
         edge_off = edge_off[:gcap + 1]
 
     # Distinct-trajectory counts (section 2), nodes and edges in one call (edge j is segment
-    # vcap + j). A trajectory touches a node as the state of a row or the next_state of a row:
-    # the node incidences above. A visit is a row's state or the next_state of a trajectory's
-    # last row.
-    counts = count_distinct(torch.cat([node_ids.ids, e + vcap]), torch.cat([tid, at_tail(tid), tid]),
-                            torch.cat([y, at_tail(y), y]), vcap + ecap, num_members=n, **ops)
-    n_traj, e_traj = counts.distinct.split([vcap, ecap])
-    n_pos, e_pos = counts.distinct_pos.split([vcap, ecap])
-    visits = torch.zeros(vcap, dtype=torch.int64, device=dev).scatter_add_(
-        0, node_ids.ids, torch.cat([torch.ones_like(tid), at_tail(last).to(torch.int64)]))
-    n_re = visits - n_traj
+    # vcap + j). A trajectory touches a node as the state of a row or as the next_state of
+    # its last row (any other next_state is the next row's state); those incidences are the
+    # node's visits. On the GPU layout the other rows' next_state go to dump segments, one
+    # per row (a single one would be a hot slot for the counting atomics).
+    dump = n if tail is None else 0
+    v_seg = v_tail if dump == 0 else torch.where(last, v_tail, torch.arange(vcap + ecap, vcap + ecap + n, device=dev))
+    counts = count_distinct(torch.cat([u, v_seg, e + vcap]), torch.cat([tid, at_tail(tid), tid]),
+                            torch.cat([y, at_tail(y), y]), vcap + ecap + dump, num_members=n, **ops)
+    n_traj, e_traj = counts.distinct[:vcap], counts.distinct[vcap:vcap + ecap]
+    n_pos, e_pos = counts.distinct_pos[:vcap], counts.distinct_pos[vcap:vcap + ecap]
+    n_re = counts.total[:vcap] - n_traj  # revisits
     # K and K+ per group: one trajectory per first row (a trajectory has one group)
     k_count, k_pos_count = torch.zeros(2, gcap, dtype=torch.int64, device=dev).scatter_add_(
         1, gid.expand(2, -1), torch.stack([first, first & y]).to(torch.int64)).unbind(0)
