@@ -47,8 +47,3 @@ def resolve(backend: str, *tensors: torch.Tensor) -> str:
             )
     return backend
 
-
-def params_of(cls, config):
-    """A NamedTuple of scalars (``cls``) filled from the same-named attributes of ``config`` (a
-    ``milegpo.credit.CreditConfig``): the ops' parameter records take their values from it."""
-    return cls(**{f: getattr(config, f) for f in cls._fields})

@@ -38,7 +38,8 @@ from typing import NamedTuple
 
 import torch
 
-from ._backend import params_of, resolve
+from ._backend import resolve
+from ._common import check_id_ranges, params_of
 from .graph import INF
 from .segment import max_normalize, segment_count, segment_max, sibling_mean, stacked
 
@@ -106,18 +107,6 @@ def _check(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, 
         if t.device != src.device:
             raise ValueError(f"graph_scores: {name} is on {t.device}, src on {src.device}")
     check_id_ranges({"src": (src, v), "dst": (dst, v), "node_group": (node_group, g)}, "graph_scores")
-
-
-def check_id_ranges(ids: dict, op: str) -> None:
-    """Raise ValueError naming the first id outside its range, for ``{name: (ids, bound)}`` on
-    the host; CUDA ids are not read (a host sync): the kernels skip out-of-range ids."""
-    for name, (ids, bound) in ids.items():
-        if ids.is_cuda:
-            continue
-        bad = torch.nonzero((ids < 0) | (ids >= bound))
-        if bad.numel():
-            i = int(bad[0, 0])
-            raise ValueError(f"{op}: {name}[{i}] = {int(ids[i])} is outside [0, {bound})")
 
 
 def graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, n_pos, n_revisit,

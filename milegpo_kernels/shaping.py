@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import torch
 
-from ._backend import params_of, resolve
-from .scoring import check_id_ranges
+from ._backend import resolve
+from ._common import check_id_ranges, params_of
 from .segment import NORM_MODES, segment_normalize, stacked
 
 

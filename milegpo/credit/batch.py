@@ -71,8 +71,9 @@ class StepBatch:
     found on the host while validating (where the batch is usually built: the rollout
     loop and the trainer build it from numpy arrays), carried along by :meth:`to`, so
     that the credit pipeline on a GPU need not sort the rows again; ``None`` for a batch
-    built with ``validate=False`` (then the pipeline sorts them itself). A batch built
-    with ``validate=False`` may pass the order it was validated with as ``row_order``.
+    built with ``validate=False`` (then the pipeline sorts them itself). ``_row_order`` is
+    how :meth:`to` and the CUDA-graph buffers pass on an order validation found: it is
+    not checked again.
     """
 
     group: torch.Tensor
@@ -85,7 +86,7 @@ class StepBatch:
     invalid: torch.Tensor
 
     def __init__(self, group, traj, t, state, next_state, success, reward, invalid, *, validate: bool = True,
-                 device=None, row_order: torch.Tensor | None = None):
+                 device=None, _row_order: torch.Tensor | None = None):
         values = dict(zip(FIELDS, (group, traj, t, state, next_state, success, reward, invalid)))
         tensors = {k: _to_tensor(k, v, device) for k, v in values.items()}
         lengths = {k: v.shape[0] for k, v in tensors.items()}
@@ -96,12 +97,13 @@ class StepBatch:
             raise BatchError(f"StepBatch fields are on different devices: {sorted(devices)}")
         for k, v in tensors.items():
             object.__setattr__(self, k, v)
-        if row_order is not None:
+        order = _row_order
+        if order is not None:
             n = next(iter(lengths.values()))
-            if row_order.dtype != torch.int64 or row_order.shape != (n,) or str(row_order.device) not in devices:
+            if order.dtype != torch.int64 or order.shape != (n,) or str(order.device) not in devices:
                 raise BatchError(f"StepBatch row_order must be ({n},) int64 on {sorted(devices)[0]}, got "
-                                 f"{row_order.dtype} {tuple(row_order.shape)} on {row_order.device}")
-        object.__setattr__(self, "row_order", validate_batch(self) if validate else row_order)
+                                 f"{order.dtype} {tuple(order.shape)} on {order.device}")
+        object.__setattr__(self, "row_order", validate_batch(self) if validate else order)
 
     # ------------------------------------------------------------------ helpers
     @classmethod
@@ -139,7 +141,7 @@ class StepBatch:
 
     def to(self, device) -> "StepBatch":
         order = None if self.row_order is None else self.row_order.to(device)
-        return StepBatch(**{k: getattr(self, k).to(device) for k in FIELDS}, validate=False, row_order=order)
+        return StepBatch(**{k: getattr(self, k).to(device) for k in FIELDS}, validate=False, _row_order=order)
 
     def select(self, index) -> "StepBatch":
         """Rows ``index`` (a bool mask or an index tensor), validated again."""

@@ -241,14 +241,13 @@ def estimate_vectorized(
     # Shaping terms (eqs. 9-10), the shaped return (eq. 20), its normalisation inside (group,
     # state) and the advantage (eqs. 21-22): one op (three Triton passes on a GPU)
     sh = shaped_advantage(phi, u, v, r_graph, ez, ShapingParams.of(cfg), **ops)
-    a_graph, r_shaped, a_mix, a_res, delta_pos, delta_neg, adv = (sh.a_graph, sh.r_shaped, sh.a_mix, sh.a_res,
-                                                                  sh.delta_pos, sh.delta_neg, sh.adv)
-    rows.update(a_graph=a_graph, r_shaped=r_shaped, a_mix=a_mix, a_res=a_res, delta_pos=delta_pos, delta_neg=delta_neg)
+    rows.update(a_graph=sh.a_graph, r_shaped=sh.r_shaped, a_mix=sh.a_mix, a_res=sh.a_res, delta_pos=sh.delta_pos,
+                delta_neg=sh.delta_neg)
     nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=sc.coverage, is_milestone=sc.is_milestone,
                  is_trap=sc.is_trap, s0_pos=sc.s0_pos, s_neg=sc.s_neg, s_pcc=sc.s_pcc, b=sc.b, psi_bar=sc.psi_bar,
                  retained=sc.retained, phi_pos=phi_pos, phi_neg=phi_neg)
-    return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort,
-                       (node_gid, node_valid, node_slot))
+    return _finish(batch, method, config, variant, backend, sh.adv, rows, nodes, n_nodes, unsort,
+                   (node_gid, node_valid, node_slot))
 
 
 def _by_dtype(xs: dict[str, torch.Tensor], fn) -> dict[str, torch.Tensor]:

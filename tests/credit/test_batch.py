@@ -42,7 +42,7 @@ def test_row_order_found_while_validating_and_carried():
     raw = StepBatch(**shuffled.as_dict(), validate=False)
     assert raw.row_order is None and raw.to("cpu").row_order is None
     with pytest.raises(BatchError, match=r"row_order must be \(4,\) int64"):
-        StepBatch.from_rows(rows_ok(), validate=False, row_order=torch.arange(3))
+        StepBatch.from_rows(rows_ok(), validate=False, _row_order=torch.arange(3))
     r_raw, r_val = estimate(raw, "milegpo", backend="torch"), estimate(shuffled, "milegpo", backend="torch")
     assert torch.equal(r_raw.advantages, r_val.advantages)  # the pipeline sorts an unvalidated batch itself
 
