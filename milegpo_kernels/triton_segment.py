@@ -98,17 +98,24 @@ def _float_of_unsigned(u, x, IS64: tl.constexpr):
 
 
 @triton.jit
-def _norm_accumulate(x, seg, ok, cnt_ptr, sum_ptr, max_ptr, min_ptr, COUNT: tl.constexpr, IS64: tl.constexpr):
-    """Pass 1 of a segment normalisation: cnt += 1 (if COUNT), sum += x, and the max of x and
-    of -x (as unsigned order-preserving keys: zero-filled slots) per segment."""
-    if COUNT:
-        tl.atomic_add(cnt_ptr + seg, tl.full(x.shape, 1, tl.int64), mask=ok)
-    tl.atomic_add(sum_ptr + seg, x, mask=ok)
+def _ukey(x, IS64: tl.constexpr):
+    """x's order-preserving unsigned key: its max over a segment is the max of x, the max of its
+    complement ``~key`` is the complement of the min's key."""
     if IS64:
         bits = x.to(tl.int64, bitcast=True)
     else:
         bits = x.to(tl.int32, bitcast=True)
-    key = _unsigned(_ordered(bits, IS64), IS64)
+    return _unsigned(_ordered(bits, IS64), IS64)
+
+
+@triton.jit
+def _norm_accumulate(x, seg, ok, cnt_ptr, sum_ptr, max_ptr, min_ptr, COUNT: tl.constexpr, IS64: tl.constexpr):
+    """Pass 1 of a segment normalisation: cnt += 1 (if COUNT), sum += x, and the max of x's key
+    and of its complement (zero-filled slots) per segment."""
+    if COUNT:
+        tl.atomic_add(cnt_ptr + seg, tl.full(x.shape, 1, tl.int64), mask=ok)
+    tl.atomic_add(sum_ptr + seg, x, mask=ok)
+    key = _ukey(x, IS64)
     tl.atomic_max(max_ptr + seg, key, mask=ok)
     tl.atomic_max(min_ptr + seg, ~key, mask=ok)
 
@@ -140,11 +147,7 @@ def _norm_accumulate_runs(x, rows, seg_ptr, M, S, cnt_ptr, sum_ptr, max_ptr, min
     start = (lane == 0) | (key != _run_key(seg_ptr, rows - 1, M, S))
     end = (lane == BLOCK - 1) | (key != _run_key(seg_ptr, rows + 1, M, S))
     ok = key >= 0
-    if IS64:
-        bits = x.to(tl.int64, bitcast=True)
-    else:
-        bits = x.to(tl.int32, bitcast=True)
-    ukey = _unsigned(_ordered(bits, IS64), IS64)
+    ukey = _ukey(x, IS64)
     _, cnt, tot, hi, lo = tl.associative_scan((start.to(tl.int32), ok.to(tl.int64), tl.where(ok, x, 0.0), ukey, ~ukey),
                                               0, _runs_combine)
     seg = tl.where(ok, key, 0)
