@@ -10,7 +10,8 @@ states), about 40% of trajectories ending in the success sink ``(1 << 63) - 1``.
 The graph ops run on the rollout graph of that batch (distinct states as nodes,
 distinct transitions as edges, the sink as the target); ``graph_scores`` gets that
 graph's trajectory counts and hop distances (made with the torch twins);
-``shaped_advantage`` random potentials on its nodes and GraphGPO-like returns.
+``shaped_advantage`` random potentials on its nodes and GraphGPO-like returns;
+``discounted_returns`` the rewards of its trajectories.
 
 Implementations (``impl``):
 - ``python``: the plain-Python references of tests/kernels/test_credit_ops.py on
@@ -42,6 +43,7 @@ from milegpo_kernels import (  # noqa: E402
     ShapingParams,
     count_distinct,
     dense_ids,
+    discounted_returns,
     graph_scores,
     hop_distance,
     max_normalize,
@@ -51,6 +53,7 @@ from milegpo_kernels import (  # noqa: E402
     sibling_mean,
 )
 from tests.kernels.test_graph_scores import py_graph_scores  # noqa: E402
+from tests.kernels.test_returns import py_discounted_returns  # noqa: E402
 from tests.kernels.test_shaped_advantage import py_shaped_advantage  # noqa: E402
 from tests.kernels.test_credit_ops import (  # noqa: E402
     py_count_distinct,
@@ -113,7 +116,7 @@ def rollout(rows: int) -> dict[str, torch.Tensor]:
         num_nodes=torch.tensor(v), num_groups=torch.tensor(n_groups), node_of_state=node_of_state, src=src, dst=dst,
         target=node_key == SINK, seed=seed, node_value=torch.from_numpy(rng.random(v)), node_group=node_group,
         edge_value=torch.from_numpy(rng.standard_normal(src.shape[0])),
-        node_of_next=node_of_next, phi=torch.from_numpy(rng.random((v, 2)) * (rng.random((v, 1)) < 0.3)),
+        last=torch.from_numpy(last), node_of_next=node_of_next, phi=torch.from_numpy(rng.random((v, 2)) * (rng.random((v, 1)) < 0.3)),
         r_graph=torch.from_numpy(np.where(rng.random(rows) < 0.4, 10.0 * 0.2 ** rng.integers(0, 5, rows), 0.0)),
         scores=_score_inputs(d, v, n_groups, node_of_state, node_of_next, edge_of_row, src, dst, node_group,
                              node_key == SINK),
@@ -156,6 +159,7 @@ def _args(op: str, r: dict) -> tuple:
         "sibling_mean": lambda: (r["edge_value"], r["src"], v),
         "max_normalize": lambda: (r["node_value"], r["node_group"], g),
         "graph_scores": lambda: (*r["scores"], ScoreParams.of(ALFWORLD)),
+        "discounted_returns": lambda: (r["reward"], r["last"], 0.95),
         "shaped_advantage": lambda: (r["phi"], r["node_of_state"], r["node_of_next"], r["r_graph"], r["reward"],
                                      ShapingParams.of(ALFWORLD)),
     }[op]()
@@ -177,6 +181,7 @@ OPS = {
     "sibling_mean": (py_sibling_mean, sibling_mean),
     "max_normalize": (py_max_normalize, max_normalize),
     "graph_scores": (py_graph_scores, graph_scores),
+    "discounted_returns": (py_discounted_returns, discounted_returns),
     "shaped_advantage": (py_shaped_advantage, shaped_advantage),
 }
 

@@ -10,6 +10,7 @@ transformers or an environment.
 from .counting import DistinctCounts, count_distinct
 from .graph import INF, hop_distance, max_times_potential
 from .grouping import DenseIds, dense_ids, lexsort
+from .returns import discounted_returns, discounted_returns_torch
 from .scoring import GraphScores, ScoreParams, graph_scores, graph_scores_torch
 from .shaping import ShapedAdvantage, ShapingParams, shaped_advantage, shaped_advantage_torch
 from .policy_loss import PolicyLossStats, fused_policy_loss, naive_policy_loss
@@ -33,6 +34,8 @@ __all__ = [
     "ShapingParams",
     "count_distinct",
     "dense_ids",
+    "discounted_returns",
+    "discounted_returns_torch",
     "fused_policy_loss",
     "graph_scores",
     "graph_scores_torch",

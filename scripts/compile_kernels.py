@@ -25,6 +25,7 @@ MODULES = [
     "milegpo_kernels.triton_segment",
     "milegpo_kernels.triton_scoring",
     "milegpo_kernels.triton_shaping",
+    "milegpo_kernels.triton_returns",
     "milegpo_kernels.policy_loss.fused",
 ]
 
@@ -144,6 +145,9 @@ def record(path: str) -> None:
         shaped_advantage(phi, src % v, dst % v, torch.rand(n, generator=gen, dtype=torch.float64),
                          torch.rand(n, generator=gen, dtype=torch.float64), ShapingParams.of(ALFWORLD)._replace(norm=norm),
                          **tb)
+    from milegpo_kernels import discounted_returns
+
+    discounted_returns(torch.rand(n, generator=gen, dtype=torch.float64), b > 30, 0.95, **tb)
     B, T, H, V = 2, 5, 16, 67
     for dt in (torch.float32, torch.bfloat16):
         for adv_shape in ((B,), (B, T)):

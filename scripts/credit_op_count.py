@@ -34,7 +34,7 @@ from milegpo.credit.vectorized import estimate_vectorized  # noqa: E402
 
 MODULES = ["milegpo_kernels.triton_grouping", "milegpo_kernels.triton_counting", "milegpo_kernels.triton_graph",
            "milegpo_kernels.triton_segment", "milegpo_kernels.triton_scoring",
-           "milegpo_kernels.triton_shaping"]
+           "milegpo_kernels.triton_shaping", "milegpo_kernels.triton_returns"]
 #: ATen ops that launch nothing on a GPU (views, metadata, allocation without a fill)
 FREE = {"view", "_unsafe_view", "slice", "select", "unsqueeze", "squeeze", "expand", "as_strided", "t",
         "transpose", "permute", "alias", "detach", "empty", "empty_like", "empty_strided", "unbind", "split",

@@ -15,7 +15,6 @@ Equations refer to docs/milegpo-spec.md; the plain-Python twin of each step is i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import torch
@@ -26,6 +25,7 @@ from milegpo_kernels import (
     ShapingParams,
     count_distinct,
     dense_ids,
+    discounted_returns,
     graph_scores,
     hop_distance,
     lexsort,
@@ -72,29 +72,6 @@ def _capacity(count: torch.Tensor, bound: int, static: bool) -> int:
     return bound if static else int(count)
 
 
-def discounted_returns(reward: torch.Tensor, same_next: torch.Tensor, gamma: float) -> torch.Tensor:
-    """R_t = reward_t + gamma * R_{t+1} inside each trajectory (GiGPO step return).
-
-    reward: (N,) float64 in (traj, t) order; same_next: (N,) bool, row i+1 is the
-    same trajectory. A segmented linear-recurrence scan (Hillis-Steele doubling,
-    ceil(log2 N) rounds): no host sync, no loop over rows.
-    """
-    n = reward.shape[0]
-    a = reward.clone()
-    b = torch.where(same_next, torch.full_like(reward, gamma), torch.zeros_like(reward))
-    # nxt[i]: the row whose value R_i still depends on (i + 2^k inside the trajectory)
-    idx = torch.arange(n, device=reward.device)
-    nxt = torch.where(same_next, idx + 1, idx)
-    live = same_next.clone()
-    for _ in range(max(1, math.ceil(math.log2(max(n, 2))))):
-        a = torch.where(live, a + b * a.index_select(0, nxt), a)
-        b = torch.where(live, b * b.index_select(0, nxt), b)
-        live_next = live & live.index_select(0, nxt)
-        nxt = torch.where(live, nxt.index_select(0, nxt), nxt)
-        live = live_next
-    return a
-
-
 def estimate_vectorized(
     batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str = "torch",
     static_shapes: bool | None = None,
@@ -130,7 +107,6 @@ def estimate_vectorized(
     new_group, first = starts.bool().unbind(0)
     last = torch.ones(n, dtype=torch.bool, device=dev)
     last[:-1] = first[1:]
-    same_next = ~last
     gcap = _capacity(gid[-1] + 1, n, static)
 
     def unsort(xs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -148,7 +124,7 @@ def estimate_vectorized(
 
     if method == "gigpo":
         step_seg = dense_ids(gid, s, **ops)
-        ret = discounted_returns(rew, same_next, cfg.gamma)
+        ret = discounted_returns(rew, last, cfg.gamma, **ops)
         step_cap = _capacity(step_seg.count, n, static)
         step_adv = segment_normalize(ret, step_seg.ids, step_cap, cfg.norm, cfg.norm_eps, "zero", **ops)
         rows.update(step_return=ret, step_adv=step_adv)
