@@ -77,7 +77,7 @@ def time_us(fn, reps: int, graph: bool = True) -> float:
 
 
 def record(rows: int):
-    """Inputs of every dense_ids / relaxation call of one estimate on a benchmark batch."""
+    """Inputs of every dense_ids / relaxation / segment_normalize call of one estimate on a benchmark batch."""
     calls = {"dense_ids": [], "hop": [], "max_times": [], "normalize": []}
     orig = (tgroup.dense_ids_triton, tgraph.hop_distance_triton, tgraph.max_times_potential_triton,
             tseg.segment_normalize_triton)
