@@ -142,14 +142,17 @@ def _table_size(m: int, table_size: int | None) -> int:
     return max(2, int(table_size))  # >= 2: a table of 1 would be specialised as a constant
 
 
-def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None, sem: str = SEM, peek: bool = PEEK) -> DenseIds:
+def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None, sem: str = SEM, peek: bool = PEEK,
+                     insert_block: int = BLOCK) -> DenseIds:
     """Dense ids of int64 tuples via a GPU hash table (see the module docstring).
 
     cols: each (M,) int64 on one device. Ids are numbered in order of first
     occurrence (not in sorted order like the torch twin); ``is_first`` marks the
     first occurrence of each tuple. table_size: hash table slots (>= M); default
     ``next_pow2(2 M)``. sem, peek: the insert kernel's atomics' memory order and whether
-    it reads a slot before its compare-and-swap (tuning knobs; the ids are the same).
+    it reads a slot before its compare-and-swap; insert_block: rows per program of the insert
+    kernel, whose programs loop until their slowest row is placed (tuning knobs, timed by
+    ``scripts/kernel_variants.py``; the ids are the same).
     """
     m = _check_cols(cols)
     device = cols[0].device
@@ -157,15 +160,16 @@ def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None, sem: st
         empty = torch.empty(0, dtype=torch.int64, device=device)
         return DenseIds(empty, torch.zeros((), dtype=torch.int64, device=device), empty.bool())
     if len(cols) > 3:  # the kernel reads up to three columns: number the first two, then the rest
-        cols = (dense_ids_triton(*cols[:2], table_size=table_size, sem=sem, peek=peek).ids, *cols[2:])
-        return dense_ids_triton(*cols, table_size=table_size, sem=sem, peek=peek)
+        knobs = {"table_size": table_size, "sem": sem, "peek": peek, "insert_block": insert_block}
+        return dense_ids_triton(dense_ids_triton(*cols[:2], **knobs).ids, *cols[2:], **knobs)
     t = _table_size(m, table_size)
     keys = [c.contiguous() for c in cols]
     keys += [keys[0]] * (3 - len(keys))  # unread
     table = torch.full((t,), EMPTY.value, dtype=torch.int64, device=device)
     slot = torch.empty(m, dtype=torch.int64, device=device)
     grid = (triton.cdiv(m, BLOCK),)
-    _insert_kernel[grid](*keys, table, slot, m, t, NCOLS=len(cols), BLOCK=BLOCK, SEM=sem, PEEK=peek)
+    _insert_kernel[(triton.cdiv(m, insert_block),)](*keys, table, slot, m, t, NCOLS=len(cols), BLOCK=insert_block,
+                                                     SEM=sem, PEEK=peek)
     rep = torch.empty(m, dtype=torch.int64, device=device)
     first = torch.empty(m, dtype=torch.bool, device=device)
     _resolve_kernel[grid](table, slot, rep, first.view(torch.int8), m, BLOCK=BLOCK)

@@ -106,6 +106,7 @@ def record(path: str) -> None:
     b = torch.randint(-50, 50, (n,), generator=gen)
     c = torch.randint(-50, 50, (n,), generator=gen)
     dense_ids(a, **tb), dense_ids(a, b, **tb), dense_ids(a, b, c, **tb)
+    dense_ids(a, b, insert_block=256, **tb)
     count_distinct(a, b, b > 0, 5, **tb)
     src, dst = torch.randint(0, 40, (n,), generator=gen), torch.randint(0, 40, (n,), generator=gen)
     hop_distance(src, dst, torch.arange(40) == 3, **tb)

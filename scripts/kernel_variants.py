@@ -6,6 +6,9 @@
 - ``dense_ids``: every call of one ``milegpo`` estimate (group ids, node ids, edge ids,
   the two distinct-count groupings) with the insert kernel's atomics ``acq_rel`` or
   ``relaxed``, reading the slot before the compare-and-swap (``peek``) or not.
+- ``dense_ids`` again, relaxed without peek: the hash table at 2x (the default), 4x and 8x
+  the rows (shorter probe chains), and 1024 (the default) or 256 rows per insert program
+  (a program loops until its slowest row is placed).
 - graph relaxations: one program for the whole edge list or one per task group
   (``edge_offsets``), ``acq_rel`` or ``relaxed`` atomics, against the torch twin.
 - ``segment_normalize``: every call of the estimate (the episode term over task groups,
@@ -136,6 +139,18 @@ def main() -> int:
                     cells.append(time_us(lambda: tgroup.dense_ids_triton(*cols, sem=sem, peek=peek), args.reps))
             print(f"| {cols[0].shape[0]} x {len(cols)}, {int(ref.count)} | " + " | ".join(f"{c:.1f}" for c in cells)
                   + " |")
+        print("\n| dense_ids call (rows x cols) | table 2x, block 1024 | 4x, 1024 | 8x, 1024 | 2x, 256 | 4x, 256 |")
+        print("|---|---|---|---|---|---|")
+        for cols in calls["dense_ids"]:
+            ref = tgroup.dense_ids_triton(*cols)
+            cells = []
+            base = max(16, 1 << (2 * cols[0].shape[0] - 1).bit_length())  # the default table: next_pow2(2 M)
+            for factor, block in ((1, 1024), (2, 1024), (4, 1024), (1, 256), (2, 256)):
+                kw = {"table_size": base * factor, "insert_block": block}
+                out = tgroup.dense_ids_triton(*cols, **kw)
+                assert torch.equal(out.ids, ref.ids) and torch.equal(out.is_first, ref.is_first)
+                cells.append(time_us(lambda kw=kw: tgroup.dense_ids_triton(*cols, **kw), args.reps))
+            print(f"| {cols[0].shape[0]} x {len(cols)} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
         print("\n| relaxation (edges, groups) | one program acq_rel | one program relaxed | per group acq_rel "
               "| per group relaxed | torch twin on CUDA |")
         print("|---|---|---|---|---|---|")

@@ -309,9 +309,9 @@ def test_dense_ids_insert_variants(sem, peek, device):
     group = [rng.randrange(3) for _ in range(n)]
     key = [rng.choice([SINK, -1, 7, I64_MIN]) if rng.random() < 0.7 else rng.randrange(-50, 50) for _ in range(n)]
     py = py_dense_ids(group, key)
-    for table_size in (None, n):
+    for table_size, insert_block in ((None, BLOCK), (n, BLOCK), (8 * n, 256), (n, 256)):
         res = dense_ids(_i64(group, device), _i64(key, device), backend="triton", table_size=table_size, sem=sem,
-                        peek=peek)
+                        peek=peek, insert_block=insert_block)
         _check_dense(res, py, device)
         assert torch.equal(_cpu(res.ids), torch.tensor(py[0], dtype=torch.int64))
 
