@@ -101,7 +101,7 @@ if want profile; then
   timeout --kill-after=10 "$t" "$PY" scripts/credit_profile.py --dump "$OUT" > "$OUT/credit_profile.log" 2>&1; grep -v -i warn "$OUT/credit_profile.log" | tail -n 44; pack
 fi
 if want variants; then
-  t=$(step_timeout 60); echo "== kernel variants (timeout ${t}s)"
+  t=$(step_timeout 90); echo "== kernel variants (timeout ${t}s)"
   timeout --kill-after=10 "$t" "$PY" scripts/kernel_variants.py --reps 20 > "$OUT/kernel_variants.md" 2>&1
   tail -n 3 "$OUT/kernel_variants.md"; pack
 fi
