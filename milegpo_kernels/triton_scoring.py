@@ -252,9 +252,8 @@ def graph_scores_triton(src, dst, edge_valid, node_group, node_valid, is_sink, d
     p = params
     v, e, g = node_group.shape[0], src.shape[0], k_count.shape[0]
     dev = src.device
-    b8 = torch.bool
     coverage, s0, s_neg, s_pcc, b, psi_bar = (torch.empty(v, dtype=F64, device=dev) for _ in range(6))
-    cand_pos, cand_neg, retained = (torch.empty(v, dtype=b8, device=dev) for _ in range(3))
+    cand_pos, cand_neg, retained = (torch.empty(v, dtype=torch.bool, device=dev) for _ in range(3))
     seeds = torch.empty(v, 2, dtype=F64, device=dev)
     out = GraphScores(coverage, cand_pos, cand_neg, s0, s_neg, s_pcc, b, psi_bar, retained, seeds)
     if v == 0:
@@ -267,7 +266,8 @@ def graph_scores_triton(src, dst, edge_valid, node_group, node_valid, is_sink, d
     max_deg, s_neg_max, c_max, psi_max, s0_max, s_pcc_max = ws[6 * v:].view(6, -1).unbind(0)
     lift_raw, lift_neg = torch.empty(v, dtype=F64, device=dev), torch.empty(v, dtype=F64, device=dev)
     c_tilde = torch.empty(e, dtype=F64, device=dev)
-    src, dst, dist = src.contiguous(), dst.contiguous(), dist.contiguous()
+    src, dst, node_group, dist, n_traj, n_pos, n_revisit, e_traj, e_pos, k_count, k_pos = (
+        t.contiguous() for t in (src, dst, node_group, dist, n_traj, n_pos, n_revisit, e_traj, e_pos, k_count, k_pos))
     ev = edge_valid.contiguous().view(torch.int8)
     nv, sink = node_valid.contiguous().view(torch.int8), is_sink.contiguous().view(torch.int8)
     cp, cn, ret = cand_pos.view(torch.int8), cand_neg.view(torch.int8), retained.view(torch.int8)

@@ -286,3 +286,12 @@ def test_graph_scores_1e5_edges(device):
     assert len(d["src"]) > 100_000
     want = py_graph_scores(*(d[f] for f in FIELDS))
     _check(graph_scores(*_tensors(d, device), DEFAULT, backend="triton"), want, len(d["node_group"]))
+
+
+def test_graph_scores_strided_inputs(device):
+    # views with a stride (columns of a 2-d tensor) read as their elements, not as memory
+    d = random_graph_inputs(random.Random(21), 3, 9, 14)
+    want = py_graph_scores(*(d[f] for f in FIELDS))
+    strided = [torch.stack([t, t], 1)[:, 0] if t.dtype == torch.int64 else t for t in _tensors(d, device)]
+    assert not strided[FIELDS.index("n_traj")].is_contiguous()
+    _check(graph_scores(*strided, DEFAULT, backend="triton"), want, len(d["node_group"]))
