@@ -54,9 +54,7 @@ def count_distinct_triton(seg, member, positive, num_segments: int) -> DistinctC
     check_seg_range(seg, num_segments, "count_distinct")
     device = seg.device
     m = seg.shape[0]
-    distinct = torch.zeros(num_segments, dtype=torch.int64, device=device)
-    distinct_pos = torch.zeros(num_segments, dtype=torch.int64, device=device)
-    total = torch.zeros(num_segments, dtype=torch.int64, device=device)
+    distinct, distinct_pos, total = torch.zeros(3, num_segments, dtype=torch.int64, device=device).unbind(0)  # one memset
     if m == 0 or num_segments == 0:
         return DistinctCounts(distinct, distinct_pos, total)
     pairs = dense_ids_triton(seg, member)
