@@ -11,7 +11,8 @@ The graph ops run on the rollout graph of that batch (distinct states as nodes,
 distinct transitions as edges, the sink as the target); ``graph_scores`` gets that
 graph's trajectory counts and hop distances (made with the torch twins);
 ``shaped_advantage`` random potentials on its nodes and GraphGPO-like returns;
-``discounted_returns`` the rewards of its trajectories.
+``discounted_returns`` the rewards of its trajectories; ``ordered_rows`` its columns under a
+random permutation.
 
 Implementations (``impl``):
 - ``python``: the plain-Python references of tests/kernels/test_credit_ops.py on
@@ -48,12 +49,14 @@ from milegpo_kernels import (  # noqa: E402
     hop_distance,
     max_normalize,
     max_times_potential,
+    ordered_rows,
     segment_normalize,
     shaped_advantage,
     sibling_mean,
 )
 from tests.kernels.test_graph_scores import py_graph_scores  # noqa: E402
 from tests.kernels.test_returns import py_discounted_returns  # noqa: E402
+from tests.kernels.test_rows import py_ordered_rows  # noqa: E402
 from tests.kernels.test_shaped_advantage import py_shaped_advantage  # noqa: E402
 from tests.kernels.test_credit_ops import (  # noqa: E402
     py_count_distinct,
@@ -116,7 +119,8 @@ def rollout(rows: int) -> dict[str, torch.Tensor]:
         num_nodes=torch.tensor(v), num_groups=torch.tensor(n_groups), node_of_state=node_of_state, src=src, dst=dst,
         target=node_key == SINK, seed=seed, node_value=torch.from_numpy(rng.random(v)), node_group=node_group,
         edge_value=torch.from_numpy(rng.standard_normal(src.shape[0])),
-        last=torch.from_numpy(last), node_of_next=node_of_next, phi=torch.from_numpy(rng.random((v, 2)) * (rng.random((v, 1)) < 0.3)),
+        last=torch.from_numpy(last), order=torch.from_numpy(rng.permutation(rows)), invalid=torch.from_numpy(
+            rng.random(rows) < 0.1), node_of_next=node_of_next, phi=torch.from_numpy(rng.random((v, 2)) * (rng.random((v, 1)) < 0.3)),
         r_graph=torch.from_numpy(np.where(rng.random(rows) < 0.4, 10.0 * 0.2 ** rng.integers(0, 5, rows), 0.0)),
         scores=_score_inputs(d, v, n_groups, node_of_state, node_of_next, edge_of_row, src, dst, node_group,
                              node_key == SINK),
@@ -160,6 +164,8 @@ def _args(op: str, r: dict) -> tuple:
         "max_normalize": lambda: (r["node_value"], r["node_group"], g),
         "graph_scores": lambda: (*r["scores"], ScoreParams.of(ALFWORLD)),
         "discounted_returns": lambda: (r["reward"], r["last"], 0.95),
+        "ordered_rows": lambda: (r["order"], r["group"], r["traj"], r["state"], r["next_state"], r["success"],
+                                 r["invalid"], r["reward"]),
         "shaped_advantage": lambda: (r["phi"], r["node_of_state"], r["node_of_next"], r["r_graph"], r["reward"],
                                      ShapingParams.of(ALFWORLD)),
     }[op]()
@@ -182,6 +188,7 @@ OPS = {
     "max_normalize": (py_max_normalize, max_normalize),
     "graph_scores": (py_graph_scores, graph_scores),
     "discounted_returns": (py_discounted_returns, discounted_returns),
+    "ordered_rows": (py_ordered_rows, ordered_rows),
     "shaped_advantage": (py_shaped_advantage, shaped_advantage),
 }
 

@@ -10,6 +10,7 @@ transformers or an environment.
 from .counting import DistinctCounts, count_distinct
 from .graph import INF, hop_distance, max_times_potential
 from .grouping import DenseIds, dense_ids, lexsort
+from .rows import OrderedRows, ordered_rows, ordered_rows_torch
 from .returns import discounted_returns, discounted_returns_torch
 from .scoring import GraphScores, ScoreParams, graph_scores, graph_scores_torch
 from .shaping import ShapedAdvantage, ShapingParams, shaped_advantage, shaped_advantage_torch
@@ -28,6 +29,7 @@ __all__ = [
     "PolicyLossStats",
     "DenseIds",
     "DistinctCounts",
+    "OrderedRows",
     "GraphScores",
     "ScoreParams",
     "ShapedAdvantage",
@@ -44,6 +46,8 @@ __all__ = [
     "max_normalize",
     "max_times_potential",
     "naive_policy_loss",
+    "ordered_rows",
+    "ordered_rows_torch",
     "segment_count",
     "segment_max",
     "segment_normalize",

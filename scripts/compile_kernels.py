@@ -26,6 +26,7 @@ MODULES = [
     "milegpo_kernels.triton_scoring",
     "milegpo_kernels.triton_shaping",
     "milegpo_kernels.triton_returns",
+    "milegpo_kernels.triton_rows",
     "milegpo_kernels.policy_loss.fused",
 ]
 
@@ -143,12 +144,15 @@ def record(path: str) -> None:
 
     phi = torch.rand(v, 2, generator=gen, dtype=torch.float64)
     for norm in ("mean_std", "mean"):
+        params = ShapingParams.of(ALFWORLD)._replace(norm=norm)
         shaped_advantage(phi, src % v, dst % v, torch.rand(n, generator=gen, dtype=torch.float64),
-                         torch.rand(n, generator=gen, dtype=torch.float64), ShapingParams.of(ALFWORLD)._replace(norm=norm),
-                         **tb)
+                         torch.rand(n, generator=gen, dtype=torch.float64), params, **tb)
     from milegpo_kernels import discounted_returns
 
     discounted_returns(torch.rand(n, generator=gen, dtype=torch.float64), b > 30, 0.95, **tb)
+    from milegpo_kernels import ordered_rows
+
+    ordered_rows(torch.randperm(n, generator=gen), a, b, c, c, b > 0, c > 0, torch.rand(n, dtype=torch.float64), **tb)
     B, T, H, V = 2, 5, 16, 67
     for dt in (torch.float32, torch.bfloat16):
         for adv_shape in ((B,), (B, T)):

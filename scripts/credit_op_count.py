@@ -34,7 +34,8 @@ from milegpo.credit.vectorized import estimate_vectorized  # noqa: E402
 
 MODULES = ["milegpo_kernels.triton_grouping", "milegpo_kernels.triton_counting", "milegpo_kernels.triton_graph",
            "milegpo_kernels.triton_segment", "milegpo_kernels.triton_scoring",
-           "milegpo_kernels.triton_shaping", "milegpo_kernels.triton_returns"]
+           "milegpo_kernels.triton_shaping", "milegpo_kernels.triton_returns",
+           "milegpo_kernels.triton_rows"]
 #: ATen ops that launch nothing on a GPU (views, metadata, allocation without a fill)
 FREE = {"view", "_unsafe_view", "slice", "select", "unsqueeze", "squeeze", "expand", "as_strided", "t",
         "transpose", "permute", "alias", "detach", "empty", "empty_like", "empty_strided", "unbind", "split",
@@ -77,7 +78,8 @@ def count(rows: int, method: str, variant: str = "full", row_order: bool = True)
         mod = importlib.import_module(mod_name)  # the segment-id range check runs on CPU tensors only
         patched.append((mod, "check_seg_range", mod.check_seg_range))
         mod.check_seg_range = lambda *a: None
-    for mod_name in ("milegpo_kernels.scoring", "milegpo_kernels.shaping"):  # the same check of node ids
+    # the same check of ids in the fused ops
+    for mod_name in ("milegpo_kernels.scoring", "milegpo_kernels.shaping", "milegpo_kernels.rows"):
         mod = importlib.import_module(mod_name)
         patched.append((mod, "check_id_ranges", mod.check_id_ranges))
         mod.check_id_ranges = lambda *a: None

@@ -30,6 +30,7 @@ from milegpo_kernels import (
     hop_distance,
     lexsort,
     max_times_potential,
+    ordered_rows,
     segment_normalize,
     segment_sum,
     shaped_advantage,
@@ -94,19 +95,14 @@ def estimate_vectorized(
     order = batch.row_order
     if order is None:
         order = lexsort(batch.group, batch.traj, batch.t.to(torch.int32))
-    g_raw, tr, s, ns = torch.stack([batch.group, batch.traj, batch.state, batch.next_state]).index_select(
-        1, order).unbind(0)
-    y, inv = torch.stack([batch.success, batch.invalid]).index_select(1, order).unbind(0)
-    rew = batch.reward.index_select(0, order).to(F64)
+    r = ordered_rows(order, batch.group, batch.traj, batch.state, batch.next_state, batch.success, batch.invalid,
+                     batch.reward, **ops)
+    g_raw, s, ns, y, inv, rew = r.group, r.state, r.next_state, r.success, r.invalid, r.reward
     # Runs: rows are in group order and in (traj, t) order, so group ids and trajectory ids are
     # the run numbers of the group and traj columns (no hash table: its slots would be hot)
-    starts = torch.ones(2, n, dtype=torch.int64, device=dev)  # a group's / a trajectory's first row
-    starts[0, 1:] = g_raw[1:] != g_raw[:-1]
-    starts[1, 1:] = tr[1:] != tr[:-1]
-    gid, tid = (torch.cumsum(starts, 1) - 1).unbind(0)
-    new_group, first = starts.bool().unbind(0)
-    last = torch.ones(n, dtype=torch.bool, device=dev)
-    last[:-1] = first[1:]
+    gid, tid = (torch.cumsum(r.starts, 1) - 1).unbind(0)
+    new_group, first = r.first_flags.unbind(0)
+    last = r.last
     gcap = _capacity(gid[-1] + 1, n, static)
 
     def unsort(xs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
