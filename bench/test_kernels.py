@@ -119,8 +119,9 @@ def rollout(rows: int) -> dict[str, torch.Tensor]:
         num_nodes=torch.tensor(v), num_groups=torch.tensor(n_groups), node_of_state=node_of_state, src=src, dst=dst,
         target=node_key == SINK, seed=seed, node_value=torch.from_numpy(rng.random(v)), node_group=node_group,
         edge_value=torch.from_numpy(rng.standard_normal(src.shape[0])),
-        last=torch.from_numpy(last), order=torch.from_numpy(rng.permutation(rows)), invalid=torch.from_numpy(
-            rng.random(rows) < 0.1), node_of_next=node_of_next, phi=torch.from_numpy(rng.random((v, 2)) * (rng.random((v, 1)) < 0.3)),
+        last=torch.from_numpy(last), order=torch.from_numpy(rng.permutation(rows)),
+        invalid=torch.from_numpy(rng.random(rows) < 0.1), node_of_next=node_of_next,
+        phi=torch.from_numpy(rng.random((v, 2)) * (rng.random((v, 1)) < 0.3)),
         r_graph=torch.from_numpy(np.where(rng.random(rows) < 0.4, 10.0 * 0.2 ** rng.integers(0, 5, rows), 0.0)),
         scores=_score_inputs(d, v, n_groups, node_of_state, node_of_next, edge_of_row, src, dst, node_group,
                              node_key == SINK),
