@@ -34,7 +34,7 @@ import triton.language as tl
 
 from .graph import INF
 from .scoring import F64, GraphScores, ScoreParams
-from .triton_segment import f64_bits, f64_scalar
+from .triton_segment import _segment_block, f64_bits, f64_scalar
 
 BLOCK = 1024
 SEM = "relaxed"  # the atomics only accumulate; the next pass reads them after the launch boundary
@@ -44,10 +44,7 @@ VARIANT_CODE = {"md": 0, "rcs": 1, "full": 2}
 @triton.jit
 def _ids(ptr, n, bound, BLOCK: tl.constexpr):
     """This program's slots, which are in bounds, and their ids (0 where out of [0, bound))."""
-    slots = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
-    inb = slots < n
-    ids = tl.load(ptr + slots, mask=inb, other=0)
-    ok = inb & (ids >= 0) & (ids < bound)
+    slots, inb, ids, ok = _segment_block(ptr, n, bound, BLOCK)
     return slots, inb, tl.where(ok, ids, 0), ok
 
 
