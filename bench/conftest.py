@@ -20,6 +20,17 @@ def medians() -> dict[str, float]:
 
 
 @pytest.fixture
+def median_of():
+    """``median_of(benchmark)``: its median seconds, or None under ``--benchmark-disable``
+    (the function ran once as a smoke test, untimed: no ratio to record)."""
+    def median(benchmark) -> float | None:
+        stats = benchmark.stats
+        return None if stats is None else stats.stats.median
+
+    return median
+
+
+@pytest.fixture
 def record_ratio(request):
     def record(benchmark, name: str, value: float) -> None:
         benchmark.extra_info[name] = value

@@ -3,7 +3,10 @@ present) vs the Triton pipeline (CUDA only), eager and replayed as a CUDA graph
 (``estimate(..., cuda_graph=True)``; captured before timing). The batch is built and
 validated on the host, as the trainer does, so it brings its (group, traj, t) row order
 to the GPU; ``triton_graph_raw`` replays the graph for the same batch built with
-``validate=False``, whose rows the pipeline sorts on the GPU (three more sorts).
+``validate=False``, whose rows the pipeline sorts on the GPU (three more sorts);
+``triton_graph_nodes`` replays it and also reads the node table and the rows' node ids,
+whose canonical (group, key) order is sorted on first read (two sorts and a few gathers
+the advantages do not need).
 
 MileGPO full (ALFWorld preset) on 16 groups x 8 trajectories x 50 steps = 6,400 rows
 and on 10x that (160 groups, 64,000 rows). Ratios are measured in this run and put
@@ -29,8 +32,8 @@ from milegpo.credit import StepBatch, estimate, presets
 from milegpo.credit.synthetic import benchmark_batch
 
 SIZES = {6400: 16, 64000: 160}
-BACKENDS = ["reference", "torch", "torch_cuda", "triton", "triton_graph", "triton_graph_raw"]
-CUDA_IMPLS = ("torch_cuda", "triton", "triton_graph", "triton_graph_raw")
+BACKENDS = ["reference", "torch", "torch_cuda", "triton", "triton_graph", "triton_graph_raw", "triton_graph_nodes"]
+CUDA_IMPLS = ("torch_cuda", "triton", "triton_graph", "triton_graph_raw", "triton_graph_nodes")
 HAS_CUDA = torch.cuda.is_available()
 _BATCHES: dict[int, object] = {}
 _REFERENCE: dict[int, torch.Tensor] = {}
@@ -61,32 +64,40 @@ def reference_advantages(rows: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("rows", sorted(SIZES))
 @pytest.mark.parametrize("impl", BACKENDS)
-def test_credit_milegpo_full(benchmark, medians, record_ratio, rows, impl):
+def test_credit_milegpo_full(benchmark, medians, median_of, record_ratio, rows, impl):
     if impl in CUDA_IMPLS and not HAS_CUDA:
         pytest.skip("needs CUDA")
     benchmark.group = f"credit milegpo full, {rows} rows"
     device = "cuda" if impl in CUDA_IMPLS else "cpu"
-    backend = {"torch_cuda": "torch", "triton_graph": "triton", "triton_graph_raw": "triton"}.get(impl, impl)
+    backend = "torch" if impl == "torch_cuda" else "triton" if impl.startswith("triton") else impl
     graph = impl.startswith("triton_graph")
     b = batch_of(rows).to(device)
     if impl == "triton_graph_raw":  # no row order from validation: the pipeline sorts the rows on the GPU
         b = StepBatch(**b.as_dict(), validate=False)
 
     def run():
-        out = estimate(b, "milegpo", presets.ALFWORLD, "full", backend=backend, cuda_graph=graph).advantages
+        result = estimate(b, "milegpo", presets.ALFWORLD, "full", backend=backend, cuda_graph=graph)
+        out = result.advantages
+        if impl == "triton_graph_nodes":  # also the node table and the rows' node ids in canonical order
+            out = (out, result.rows["node"], result.rows["next_node"], *result.nodes.values())
         if device == "cuda":
             torch.cuda.synchronize()
         return out
 
     with intra_op_threads(1 if impl == "torch" else torch.get_num_threads()):
         if impl != "reference":  # correctness gate (also compiles the kernels)
-            torch.testing.assert_close(run().cpu(), reference_advantages(rows), atol=1e-9, rtol=1e-9)
+            out = run()
+            torch.testing.assert_close((out[0] if isinstance(out, tuple) else out).cpu(), reference_advantages(rows),
+                                       atol=1e-9, rtol=1e-9)
         benchmark.pedantic(run, rounds=3 if impl == "reference" else 10, iterations=1, warmup_rounds=1)
         used_threads = torch.get_num_threads()
     # op / impl / rows: scripts/bench_table.py tabulates it beside the kernels ("python" = the reference)
     benchmark.extra_info.update(op="credit_milegpo_full", impl={"reference": "python"}.get(impl, impl), rows=rows,
                                 torch_threads=used_threads)
-    me = medians[f"{impl}/{rows}"] = benchmark.stats.stats.median
+    me = median_of(benchmark)
+    if me is None:  # --benchmark-disable
+        return
+    medians[f"{impl}/{rows}"] = me
     for other in ("reference", "torch", "torch_cuda", "triton"):
         if other != impl and f"{other}/{rows}" in medians and BACKENDS.index(other) < BACKENDS.index(impl):
             name = {"reference": "speedup_vs_reference", "torch": "speedup_vs_torch_cpu",

@@ -19,7 +19,8 @@ from collections import defaultdict
 
 IMPL_ORDER = ["python", "torch", "torch_cuda", "triton"]
 RATIOS = [("python", "torch"), ("torch", "triton"), ("torch_cuda", "triton"), ("python", "triton"),
-          ("torch", "triton_graph"), ("torch_cuda", "triton_graph"), ("python", "triton_graph")]
+          ("torch", "triton_graph"), ("torch_cuda", "triton_graph"), ("python", "triton_graph"),
+          ("python", "triton_graph_nodes")]
 
 
 def _fmt_time(seconds: float | None) -> str:

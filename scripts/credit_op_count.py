@@ -60,8 +60,11 @@ class _Count(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def count(rows: int, method: str, variant: str = "full", row_order: bool = True) -> tuple[Counter, Counter]:
-    """row_order=False: a batch without the row order validation found (the pipeline sorts the rows)."""
+def count(rows: int, method: str, variant: str = "full", row_order: bool = True,
+          read_nodes: bool = False) -> tuple[Counter, Counter]:
+    """row_order=False: a batch without the row order validation found (the pipeline sorts the rows).
+    read_nodes: also read the node table and the rows' node ids (their canonical order is found on
+    first read: a sort the advantages do not need)."""
     batch = benchmark_batch(n_groups=max(1, rows // 400), group_size=8, horizon=50, seed=0)
     if not row_order:
         batch = StepBatch(**batch.as_dict(), validate=False)
@@ -86,7 +89,12 @@ def count(rows: int, method: str, variant: str = "full", row_order: bool = True)
     mode = _Count()
     try:
         with mode:
-            estimate_vectorized(batch, method, presets.ALFWORLD, variant, backend="triton", static_shapes=True)
+            result = estimate_vectorized(batch, method, presets.ALFWORLD, variant, backend="triton",
+                                         static_shapes=True)
+            if read_nodes:
+                for table in (result.rows, result.nodes):
+                    for k in table:
+                        table[k]
     finally:
         for mod, name, kernel in patched:
             setattr(mod, name, kernel)
@@ -125,10 +133,12 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--no-row-order", action="store_true", help="a batch built with validate=False: no row order "
                                                                   "from validation, the pipeline sorts the rows")
+    ap.add_argument("--read-nodes", action="store_true", help="also read the node table and the rows' node ids "
+                                                                "(their canonical order is sorted on first read)")
     args = ap.parse_args()
-    ops, launches = count(args.rows, args.method, row_order=not args.no_row_order)
+    ops, launches = count(args.rows, args.method, row_order=not args.no_row_order, read_nodes=args.read_nodes)
     print(f"estimate({args.method}, backend='triton'), {args.rows} rows, GPU layout"
-          f"{', unvalidated batch' if args.no_row_order else ''}: "
+          f"{', unvalidated batch' if args.no_row_order else ''}{', node table read' if args.read_nodes else ''}: "
           f"{sum(ops.values())} ATen ops that launch work ({ops['sort']} sorts), "
           f"{sum(launches.values())} Triton launches")
     print("ATen ops:", ", ".join(f"{k} {v}" for k, v in ops.most_common(args.top)))

@@ -95,7 +95,10 @@ def credit_diagnostics(result: CreditResult) -> dict:
             out["tie_correction_rate"] = _share(corrected, int(opposite.sum()))
 
     if "is_milestone" in result.nodes:
-        nodes = {k: v.cpu().numpy() for k, v in result.nodes.items()}
+        # counts only: the nodes in any order (a lazy table skips its sort into canonical order)
+        unordered = getattr(result.nodes, "unordered", None)
+        table = unordered() if unordered is not None else result.nodes
+        nodes = {k: v.cpu().numpy() for k, v in table.items()}
         tol = result.config.threshold_tol
         cand = nodes["is_milestone"]
         local = cand & ((nodes["psi_bar"] > tol) | (nodes["b"] > tol))

@@ -26,7 +26,7 @@ import torch
 from .batch import FIELDS, StepBatch
 from .config import CreditConfig
 from .result import CreditResult
-from .vectorized import LazyNodes, estimate_vectorized
+from .vectorized import credit_tables, estimate_vectorized
 
 #: graphs kept (each holds its own memory pool: roughly the memory of one eager call)
 MAX_GRAPHS = 8
@@ -52,7 +52,7 @@ class _GraphedEstimate:
         device = batch.device
 
         def run():
-            return estimate_vectorized(self.static, method, config, variant, backend=backend, static_shapes=True)
+            return credit_tables(self.static, method, config, variant, backend, static_shapes=True)
 
         # warm-up on a side stream (Triton compiles, workspaces), as torch.cuda.graphs asks
         side = torch.cuda.Stream(device)
@@ -64,19 +64,12 @@ class _GraphedEstimate:
         self.graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(self.graph):
-                self.result = run()
+                self.tables = run()
         except RuntimeError as e:
             raise RuntimeError(f"estimate(cuda_graph=True): capturing the {backend} credit pipeline failed "
                                f"({e}); call estimate without cuda_graph") from e
-        nodes = self.result.nodes
-        self.lazy = isinstance(nodes, LazyNodes)
-        self.node_keys = list(nodes.padded if self.lazy else nodes)
-        self.row_keys = list(self.result.rows)
-        self.outputs = [self.result.advantages, *(self.result.rows[k] for k in self.row_keys)]
-        if self.lazy:  # per-node arrays at capacity plus the node count
-            self.outputs += [nodes.padded[k] for k in self.node_keys] + [nodes.count]
-        else:
-            self.outputs += [nodes[k] for k in self.node_keys]
+        self.outputs = self.tables.tensors()
+        self.method, self.config, self.variant, self.backend = method, config, variant, backend
 
     def __call__(self, batch: StepBatch) -> CreditResult:
         for k in FIELDS:
@@ -84,16 +77,8 @@ class _GraphedEstimate:
         if self.static.row_order is not None:
             self.static.row_order.copy_(batch.row_order)
         self.graph.replay()
-        out = _copy_out(self.outputs)
-        r = self.result
-        adv, rest = out[0], out[1:]
-        rows = dict(zip(self.row_keys, rest[:len(self.row_keys)]))
-        rest = rest[len(self.row_keys):]
-        if self.lazy:
-            nodes = LazyNodes(dict(zip(self.node_keys, rest[:-1])), rest[-1])
-        else:
-            nodes = dict(zip(self.node_keys, rest))
-        return CreditResult(r.method, r.variant, r.config, r.backend, batch, adv, rows, nodes)
+        tables = self.tables.like(_copy_out(self.outputs))
+        return tables.result(batch, self.method, self.config, self.variant, self.backend)
 
 
 def estimate_graphed(batch: StepBatch, method: str, config: CreditConfig, variant: str,

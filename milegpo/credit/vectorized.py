@@ -16,6 +16,7 @@ Equations refer to docs/milegpo-spec.md; the plain-Python twin of each step is i
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import torch
 
@@ -35,7 +36,6 @@ from milegpo_kernels import (
     segment_sum,
     shaped_advantage,
 )
-
 from milegpo_kernels._backend import resolve
 
 from .batch import SINK, StepBatch
@@ -45,26 +45,130 @@ from .result import NODE_KEYS, ROW_KEYS, CreditResult
 F64 = torch.float64
 
 
-class LazyNodes(Mapping):
-    """Per-node arrays held at capacity; trimmed to ``count`` nodes on first read."""
+class NodeOrder:
+    """The canonical node order, (group, key) ascending with padding slots last, of nodes
+    numbered by slot (the Triton ops number them by first occurrence), found on first use:
+    the sort runs only for a caller that reads the node table or the rows' node ids, never
+    for the advantages."""
 
-    def __init__(self, padded: dict[str, torch.Tensor], count: torch.Tensor):
-        self.padded, self.count, self._trimmed = padded, count, None
+    def __init__(self, node_gid: torch.Tensor, node_valid: torch.Tensor, key: torch.Tensor):
+        self.keys = (node_gid, node_valid, key)
+        self._perm = self._rank = None
+
+    def perm(self) -> torch.Tensor:
+        """perm[i]: the slot of the i-th node in canonical order."""
+        if self._perm is None:
+            node_gid, node_valid, key = self.keys
+            # group ids < capacity: int32 radix passes
+            group_then_pad = torch.where(node_valid, node_gid, key.shape[0]).to(torch.int32)
+            self._perm = lexsort(group_then_pad, key)
+        return self._perm
+
+    def rank(self) -> torch.Tensor:
+        """rank[slot]: the slot's node index in canonical order."""
+        if self._rank is None:
+            perm = self.perm()
+            self._rank = torch.empty_like(perm).scatter_(0, perm, torch.arange(perm.shape[0], device=perm.device))
+        return self._rank
+
+
+class LazyNodes(Mapping):
+    """Per-node arrays held at capacity in slot order; put in canonical order (when ``order``
+    is given) and trimmed to ``count`` nodes on first read."""
+
+    def __init__(self, padded: dict[str, torch.Tensor], count: torch.Tensor, order: NodeOrder | None = None):
+        self.padded, self.count, self.order, self._trimmed = padded, count, order, None
 
     def _table(self) -> dict[str, torch.Tensor]:
         if self._trimmed is None:
+            padded = self.padded
+            if self.order is not None:
+                perm = self.order.perm()
+                padded = _by_dtype(padded, lambda x: x.index_select(1, perm))
             n = int(self.count)
-            self._trimmed = {k: v[:n] for k, v in self.padded.items()}
+            self._trimmed = {k: v[:n] for k, v in padded.items()}
         return self._trimmed
 
     def __getitem__(self, key):
         return self._table()[key]
+
+    def unordered(self) -> dict[str, torch.Tensor]:
+        """The per-node arrays trimmed to the node count, in slot order: the same nodes as the
+        table without the sort that puts them in canonical order (for order-free statistics)."""
+        if self.order is None:
+            return self._table()
+        n = int(self.count)
+        return {k: v[:n] for k, v in self.padded.items()}
+
+    def __contains__(self, key):  # without the table (Mapping's would build it)
+        return key in self.padded
 
     def __iter__(self):
         return iter(self.padded)
 
     def __len__(self):
         return len(self.padded)
+
+
+class LazyRows(Mapping):
+    """Per-row arrays; the node ids among them (``slots``: slot numbers) are mapped to the
+    canonical node order on first read."""
+
+    def __init__(self, keys: tuple[str, ...], plain: dict[str, torch.Tensor], slots: dict[str, torch.Tensor],
+                 order: NodeOrder | None):
+        self.keys, self.plain, self.slots, self.order = keys, plain, slots, order
+        self._mapped: dict[str, torch.Tensor] = {}
+
+    def __getitem__(self, key):
+        if key in self.plain:
+            return self.plain[key]
+        if key not in self._mapped:
+            x = self.slots[key]  # KeyError for a key that is not a row array
+            self._mapped[key] = x if self.order is None else self.order.rank().index_select(0, x)
+        return self._mapped[key]
+
+    def __contains__(self, key):
+        return key in self.keys
+
+    def __iter__(self):
+        return iter(self.keys)
+
+    def __len__(self):
+        return len(self.keys)
+
+
+@dataclass
+class Tables:
+    """What the pipeline computes, as plain tensors: the advantages, the per-row arrays (node ids
+    as slot numbers), the per-node arrays at capacity in slot order, the node count and the
+    sort keys of the canonical node order (None: slots are in that order already).
+    :mod:`milegpo.credit.graphed` keeps these as a CUDA graph's outputs."""
+
+    adv: torch.Tensor
+    rows: dict[str, torch.Tensor]
+    slots: dict[str, torch.Tensor]
+    nodes: dict[str, torch.Tensor]
+    count: torch.Tensor | None
+    order_keys: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [self.adv, *self.rows.values(), *self.slots.values(), *self.nodes.values(),
+                *([] if self.count is None else [self.count]), *(self.order_keys or ())]
+
+    def like(self, tensors: list[torch.Tensor]) -> Tables:
+        """The same tables holding ``tensors`` (as :meth:`tensors` lists them)."""
+        it = iter(tensors)
+        adv = next(it)
+        rows, slots, nodes = ({k: next(it) for k in d} for d in (self.rows, self.slots, self.nodes))
+        count = None if self.count is None else next(it)
+        order_keys = None if self.order_keys is None else (next(it), next(it), next(it))
+        return Tables(adv, rows, slots, nodes, count, order_keys)
+
+    def result(self, batch, method, config, variant, backend) -> CreditResult:
+        order = None if self.order_keys is None else NodeOrder(*self.order_keys)
+        rows = LazyRows(ROW_KEYS[method], self.rows, self.slots, order)
+        nodes = {} if self.count is None else LazyNodes(self.nodes, self.count, order)
+        return CreditResult(method, variant, config, backend, batch, self.adv, rows, nodes)
 
 
 def _capacity(count: torch.Tensor, bound: int, static: bool) -> int:
@@ -80,13 +184,20 @@ def estimate_vectorized(
     """See :func:`milegpo.credit.estimate`. ``static_shapes``: size per-node / per-edge /
     per-group arrays by their static bounds (2N, N, N) instead of the real counts; the
     default is True on CUDA (no host sync) and False on CPU (smaller arrays)."""
+    tables = credit_tables(batch, method, config, variant, backend, static_shapes)
+    return tables.result(batch, method, config, variant, backend)
+
+
+def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str,
+                  static_shapes: bool | None = None) -> Tables:
+    """The pipeline of :func:`estimate_vectorized`, its outputs as :class:`Tables`."""
     ops = {"backend": backend}
     static = batch.device.type == "cuda" if static_shapes is None else static_shapes
     cfg = config
     n = len(batch)
     dev = batch.device
     if n == 0:
-        return _empty(batch, method, config, variant, backend)
+        return _empty(batch, method)
 
     # rows in (group, traj, t) order: each trajectory contiguous, and each group's edges
     # too (the graph kernels relax one group per program). A validated batch brings that
@@ -116,7 +227,7 @@ def estimate_vectorized(
     rows: dict[str, torch.Tensor] = {"episode_score": z, "episode_adv": ez}
 
     if method == "grpo":
-        return _finish(batch, method, config, variant, backend, ez, rows, {}, None, unsort)
+        return _finish(method, backend, ez, rows, {}, None, unsort)
 
     if method == "gigpo":
         step_seg = dense_ids(gid, s, **ops)
@@ -125,7 +236,7 @@ def estimate_vectorized(
         step_adv = segment_normalize(ret, step_seg.ids, step_cap, cfg.norm, cfg.norm_eps, "zero", **ops)
         rows.update(step_return=ret, step_adv=step_adv)
         adv = ez + cfg.step_weight * step_adv
-        return _finish(batch, method, config, variant, backend, adv, rows, {}, None, unsort)
+        return _finish(method, backend, adv, rows, {}, None, unsort)
 
     # ---------------------------------------------------------------- the graph
     # Node incidences: every row's state, plus the next_state of the rows whose
@@ -198,8 +309,8 @@ def estimate_vectorized(
         a_graph = segment_normalize(r_graph, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)
         rows.update(a_graph=a_graph)
         adv = cfg.w_step * a_graph + cfg.w_ep * ez
-        return _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort,
-                       (node_gid, node_valid, node_slot))
+        return _finish(method, backend, adv, rows, nodes, n_nodes, unsort,
+                       (node_gid, node_valid))
 
     # Milestone / trap scores (eqs. 2-8) and the progress-contrastive calibration (eqs. 11-18),
     # up to the seeds of the potentials for this variant: one op (seven Triton passes on a GPU)
@@ -218,8 +329,8 @@ def estimate_vectorized(
     nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=sc.coverage, is_milestone=sc.is_milestone,
                  is_trap=sc.is_trap, s0_pos=sc.s0_pos, s_neg=sc.s_neg, s_pcc=sc.s_pcc, b=sc.b, psi_bar=sc.psi_bar,
                  retained=sc.retained, phi_pos=phi_pos, phi_neg=phi_neg)
-    return _finish(batch, method, config, variant, backend, sh.adv, rows, nodes, n_nodes, unsort,
-                   (node_gid, node_valid, node_slot))
+    return _finish(method, backend, sh.adv, rows, nodes, n_nodes, unsort,
+                   (node_gid, node_valid))
 
 
 def _by_dtype(xs: dict[str, torch.Tensor], fn) -> dict[str, torch.Tensor]:
@@ -234,38 +345,28 @@ def _by_dtype(xs: dict[str, torch.Tensor], fn) -> dict[str, torch.Tensor]:
     return {k: out[k] for k in xs}
 
 
-def _finish(batch, method, config, variant, backend, adv, rows, nodes, n_nodes, unsort,
-            graph=None) -> CreditResult:
-    """graph: (node_gid, node_valid, node_slot): the nodes' group ids (numbered in the order of the
-    raw group ids), which slots hold nodes, and the slot numbers."""
+def _finish(method, backend, adv, rows, nodes, n_nodes, unsort, graph=None) -> Tables:
+    """graph: (node_gid, node_valid): the nodes' group ids (numbered in the order of the raw
+    group ids) and which slots hold nodes."""
     out_rows = unsort({"adv": adv, **{k: rows[k] for k in ROW_KEYS[method]}})
     adv = out_rows.pop("adv")
-    if n_nodes is not None and backend == "torch":
-        # the torch ops number nodes in (group, key) order already
-        node_table = LazyNodes({k: nodes[k] for k in NODE_KEYS[method]}, n_nodes)
-    elif n_nodes is not None:
-        # canonical node order: (group, key) ascending, padding slots last
-        node_gid, node_valid, slot = graph
-        vcap = nodes["key"].shape[0]
-        group_then_pad = torch.where(node_valid, node_gid, vcap).to(torch.int32)  # < vcap: int32 radix passes
-        perm = lexsort(group_then_pad, nodes["key"])
-        rank = torch.empty_like(perm).scatter_(0, perm, slot)
-        out_rows["node"] = rank.index_select(0, out_rows["node"])
-        out_rows["next_node"] = rank.index_select(0, out_rows["next_node"])
-        padded = _by_dtype({k: nodes[k] for k in NODE_KEYS[method]}, lambda x: x.index_select(1, perm))
-        node_table = LazyNodes(padded, n_nodes)
-    else:
-        node_table = {}
-    return CreditResult(method, variant, config, backend, batch, adv, out_rows, node_table)
+    slots = {k: out_rows.pop(k) for k in ("node", "next_node") if k in out_rows}
+    if n_nodes is None:
+        return Tables(adv, out_rows, slots, {}, None, None)
+    # the torch ops number nodes in (group, key) order already; the Triton ops by first occurrence
+    order_keys = None if backend == "torch" else (*graph, nodes["key"])
+    return Tables(adv, out_rows, slots, {k: nodes[k] for k in NODE_KEYS[method]}, n_nodes, order_keys)
 
 
-def _empty(batch, method, config, variant, backend) -> CreditResult:
+def _empty(batch, method) -> Tables:
     dev = batch.device
     f = torch.zeros(0, dtype=F64, device=dev)
     i = torch.zeros(0, dtype=torch.int64, device=dev)
-    rows = {k: (i if k in ("node", "next_node") else f) for k in ROW_KEYS[method]}
+    rows = {k: f for k in ROW_KEYS[method] if k not in ("node", "next_node")}
+    slots = {k: i for k in ROW_KEYS[method] if k in ("node", "next_node")}
     nodes = {k: (i if k in ("group", "key", "dist", "n_traj", "n_pos", "n_revisit") else
                  torch.zeros(0, dtype=torch.bool, device=dev) if k in ("is_sink", "is_milestone", "is_trap",
                                                                       "retained") else f)
              for k in NODE_KEYS[method]}
-    return CreditResult(method, variant, config, backend, batch, f, rows, nodes)
+    count = torch.zeros((), dtype=torch.int64, device=dev) if nodes else None
+    return Tables(f, rows, slots, nodes, count, None)
