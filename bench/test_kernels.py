@@ -12,7 +12,8 @@ distinct transitions as edges, the sink as the target); ``graph_scores`` gets th
 graph's trajectory counts and hop distances (made with the torch twins);
 ``shaped_advantage`` random potentials on its nodes and GraphGPO-like returns;
 ``discounted_returns`` the rewards of its trajectories; ``ordered_rows`` its columns under a
-random permutation.
+random permutation; ``graph_arrays`` its rows' node and edge ids at the GPU layout's
+capacities (2N node slots, N edge and group slots).
 
 Implementations (``impl``):
 - ``python``: the plain-Python references of tests/kernels/test_credit_ops.py on
@@ -45,6 +46,7 @@ from milegpo_kernels import (  # noqa: E402
     count_distinct,
     dense_ids,
     discounted_returns,
+    graph_arrays,
     graph_scores,
     hop_distance,
     max_normalize,
@@ -54,6 +56,7 @@ from milegpo_kernels import (  # noqa: E402
     shaped_advantage,
     sibling_mean,
 )
+from tests.kernels.test_graph_arrays import py_graph_arrays  # noqa: E402
 from tests.kernels.test_graph_scores import py_graph_scores  # noqa: E402
 from tests.kernels.test_returns import py_discounted_returns  # noqa: E402
 from tests.kernels.test_rows import py_ordered_rows  # noqa: E402
@@ -129,8 +132,16 @@ def rollout(rows: int) -> dict[str, torch.Tensor]:
         # graph kernels, one program each (as the credit pipeline passes them)
         edge_offsets=torch.cat([torch.zeros(1, dtype=torch.int64),
                                 torch.cumsum(torch.bincount(node_group[src], minlength=n_groups), 0)]),
+        edge_of_row=edge_of_row, num_edges=torch.tensor(e), new_group=_run_starts(d["group"]),
+        first=_run_starts(d["traj"]),
     )
     return d
+
+
+def _run_starts(x: torch.Tensor) -> torch.Tensor:
+    starts = torch.ones(x.shape[0], dtype=torch.bool)
+    starts[1:] = x[1:] != x[:-1]
+    return starts
 
 
 def _score_inputs(d, v, n_groups, node_of_state, node_of_next, edge_of_row, src, dst, node_group, sink):
@@ -142,8 +153,7 @@ def _score_inputs(d, v, n_groups, node_of_state, node_of_next, edge_of_row, src,
     visits = torch.bincount(node_of_state, minlength=v)
     e = src.shape[0]
     edges = count_distinct(edge_of_row, d["traj"], d["success"], e, backend="torch")
-    first = torch.ones(rows, dtype=torch.bool)
-    first[1:] = d["traj"][1:] != d["traj"][:-1]
+    first = _run_starts(d["traj"])
     k_count = torch.bincount(d["group"][first], minlength=n_groups)
     k_pos = torch.bincount(d["group"][first & d["success"]], minlength=n_groups)
     return (src, dst, torch.ones(e, dtype=torch.bool), node_group, torch.ones(v, dtype=torch.bool), sink,
@@ -169,6 +179,11 @@ def _args(op: str, r: dict) -> tuple:
                                  r["invalid"], r["reward"]),
         "shaped_advantage": lambda: (r["phi"], r["node_of_state"], r["node_of_next"], r["r_graph"], r["reward"],
                                      ShapingParams.of(ALFWORLD)),
+        # groups are numbered 0..G-1 here: dense ids and raw ids at once; the GPU layout's capacities
+        "graph_arrays": lambda: (r["node_of_state"], r["node_of_next"], r["edge_of_row"], r["group"], r["group"],
+                                 r["state"], r["next_state"], r["new_group"], r["first"], r["success"],
+                                 r["num_nodes"], r["num_edges"], r["num_groups"], 2 * r["group"].shape[0],
+                                 r["group"].shape[0], r["group"].shape[0], SINK),
     }[op]()
 
 
@@ -191,6 +206,7 @@ OPS = {
     "discounted_returns": (py_discounted_returns, discounted_returns),
     "ordered_rows": (py_ordered_rows, ordered_rows),
     "shaped_advantage": (py_shaped_advantage, shaped_advantage),
+    "graph_arrays": (py_graph_arrays, graph_arrays),
 }
 
 

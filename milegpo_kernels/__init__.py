@@ -9,6 +9,7 @@ transformers or an environment.
 
 from .counting import DistinctCounts, count_distinct
 from .graph import INF, hop_distance, max_times_potential
+from .graph_build import GraphArrays, graph_arrays, graph_arrays_torch
 from .grouping import DenseIds, dense_ids, lexsort
 from .rows import OrderedRows, ordered_rows, ordered_rows_torch
 from .returns import discounted_returns, discounted_returns_torch
@@ -29,6 +30,7 @@ __all__ = [
     "PolicyLossStats",
     "DenseIds",
     "DistinctCounts",
+    "GraphArrays",
     "OrderedRows",
     "GraphScores",
     "ScoreParams",
@@ -39,6 +41,8 @@ __all__ = [
     "discounted_returns",
     "discounted_returns_torch",
     "fused_policy_loss",
+    "graph_arrays",
+    "graph_arrays_torch",
     "graph_scores",
     "graph_scores_torch",
     "hop_distance",

@@ -27,6 +27,7 @@ MODULES = [
     "milegpo_kernels.triton_shaping",
     "milegpo_kernels.triton_returns",
     "milegpo_kernels.triton_rows",
+    "milegpo_kernels.triton_graph_build",
     "milegpo_kernels.policy_loss.fused",
 ]
 
@@ -153,6 +154,15 @@ def record(path: str) -> None:
     from milegpo_kernels import ordered_rows
 
     ordered_rows(torch.randperm(n, generator=gen), a, b, c, c, b > 0, c > 0, torch.rand(n, dtype=torch.float64), **tb)
+    from milegpo_kernels import graph_arrays
+
+    u = torch.arange(n) % v  # dense ids: v nodes, v edges (e = u), g groups in runs
+    gid = torch.arange(n) * g // n
+    new_group = torch.ones(n, dtype=torch.bool)
+    new_group[1:] = gid[1:] != gid[:-1]
+    counts = (torch.tensor(v), torch.tensor(v), torch.tensor(g))
+    graph_arrays(u, (u + 1) % v, u, gid, gid * 7, b, c, new_group, torch.arange(n) % 10 == 0, b > 0, *counts, 2 * n,
+                 n, n, (1 << 63) - 1, **tb)
     B, T, H, V = 2, 5, 16, 67
     for dt in (torch.float32, torch.bfloat16):
         for adv_shape in ((B,), (B, T)):

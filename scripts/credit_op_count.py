@@ -35,7 +35,7 @@ from milegpo.credit.vectorized import estimate_vectorized  # noqa: E402
 MODULES = ["milegpo_kernels.triton_grouping", "milegpo_kernels.triton_counting", "milegpo_kernels.triton_graph",
            "milegpo_kernels.triton_segment", "milegpo_kernels.triton_scoring",
            "milegpo_kernels.triton_shaping", "milegpo_kernels.triton_returns",
-           "milegpo_kernels.triton_rows"]
+           "milegpo_kernels.triton_rows", "milegpo_kernels.triton_graph_build"]
 #: ATen ops that launch nothing on a GPU (views, metadata, allocation without a fill)
 FREE = {"view", "_unsafe_view", "slice", "select", "unsqueeze", "squeeze", "expand", "as_strided", "t",
         "transpose", "permute", "alias", "detach", "empty", "empty_like", "empty_strided", "unbind", "split",
@@ -86,6 +86,9 @@ def count(rows: int, method: str, variant: str = "full", row_order: bool = True,
         mod = importlib.import_module(mod_name)
         patched.append((mod, "check_id_ranges", mod.check_id_ranges))
         mod.check_id_ranges = lambda *a: None
+    ga_mod = importlib.import_module("milegpo_kernels.graph_build")  # its id and density checks read CPU ids
+    patched.append((ga_mod, "_check", ga_mod._check))
+    ga_mod._check = lambda *a: None
     mode = _Count()
     try:
         with mode:

@@ -27,6 +27,7 @@ from milegpo_kernels import (
     count_distinct,
     dense_ids,
     discounted_returns,
+    graph_arrays,
     graph_scores,
     hop_distance,
     lexsort,
@@ -214,7 +215,8 @@ def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: 
     gid, tid = (torch.cumsum(r.starts, 1) - 1).unbind(0)
     new_group, first = r.first_flags.unbind(0)
     last = r.last
-    gcap = _capacity(gid[-1] + 1, n, static)
+    n_groups = gid[-1] + 1
+    gcap = _capacity(n_groups, n, static)
 
     def unsort(xs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Rows back in the batch's order: one scatter per dtype for all the arrays."""
@@ -249,35 +251,23 @@ def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: 
         """x at the rows whose next_state is an incidence of its own (the last rows, or all)."""
         return x if tail is None else x.index_select(-1, tail)
 
-    inc = torch.cat([torch.stack([gid, s, g_raw]), at_tail(torch.stack([gid, ns, g_raw]))], 1)  # (3, incidences)
+    inc = torch.cat([torch.stack([gid, s]), at_tail(torch.stack([gid, ns]))], 1)  # (2, incidences)
     node_ids = dense_ids(inc[0], inc[1], **ops)  # (group, state) -> node
     vcap = _capacity(node_ids.count, 2 * n, static)
     u, v_tail = node_ids.ids[:n], node_ids.ids[n:]
     # s_{t+1} of a non-last row is the state of the next row
     v = v_tail if tail is None else torch.cat([u[1:], u[:1]]).scatter_(0, tail, v_tail)
     n_nodes = node_ids.count
-    node_slot = torch.arange(vcap, device=dev)
-    node_valid = node_slot < n_nodes
-    node_gid, node_key, node_graw = torch.zeros(3, vcap, dtype=torch.int64, device=dev).scatter_(
-        1, node_ids.ids.expand(3, -1), inc).unbind(0)
-    is_sink = node_valid & (node_key == SINK)
-
     edge_ids = dense_ids(u * vcap + v, **ops)  # (group, state, next_state) as a packed node pair
     e = edge_ids.ids
     ecap = _capacity(edge_ids.count, n, static)
-    edge_valid = torch.arange(ecap, device=dev) < edge_ids.count
-    src, dst = torch.zeros(2, ecap, dtype=torch.int64, device=dev).scatter_(
-        1, e.expand(2, -1), torch.stack([u, v])).unbind(0)
-    edge_off = None
-    if resolve(backend, src) == "triton":
-        # Components for the graph kernels, one per group: edge ids number the rows' edges in
-        # order of first occurrence and rows come in group order, so group g's edges start at
-        # the edge of its first row. Groups past the last are empty (at the edge count); the
-        # padding slots (self-loops) after the edge count form the last component.
-        edge_off = edge_ids.count.expand(gcap + 2).clone()
-        edge_off.scatter_(0, torch.where(new_group, gid, gcap + 1), e)
-        edge_off[gcap:gcap + 1].fill_(ecap)
-        edge_off = edge_off[:gcap + 1]
+    # the node and edge tables at capacity, each group's first edge (the components of the graph
+    # kernels, one per group) and K, K+ per group: one op (one Triton pass on a GPU)
+    ga = graph_arrays(u, v, e, gid, g_raw, s, ns, new_group, first, y, n_nodes, edge_ids.count, n_groups, vcap, ecap,
+                      gcap, SINK, **ops)
+    node_gid, node_key, node_valid, is_sink = ga.node_gid, ga.node_key, ga.node_valid, ga.is_sink
+    src, dst, k_count, k_pos_count = ga.src, ga.dst, ga.k_count, ga.k_pos_count
+    edge_off = ga.edge_offsets if resolve(backend, src) == "triton" else None  # the torch twins read no components
 
     # Distinct-trajectory counts (section 2), nodes and edges in one call (edge j is segment
     # vcap + j). A trajectory touches a node as the state of a row or as the next_state of
@@ -291,9 +281,6 @@ def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: 
     n_traj, e_traj = counts.distinct[:vcap], counts.distinct[vcap:vcap + ecap]
     n_pos, e_pos = counts.distinct_pos[:vcap], counts.distinct_pos[vcap:vcap + ecap]
     n_re = counts.total[:vcap] - n_traj  # revisits
-    # K and K+ per group: one trajectory per first row (a trajectory has one group)
-    k_count, k_pos_count = torch.zeros(2, gcap, dtype=torch.int64, device=dev).scatter_add_(
-        1, gid.expand(2, -1), torch.stack([first, first & y]).to(torch.int64)).unbind(0)
 
     # GraphGPO return r^G = c * gamma_G^d(s_{t+1}, g) (eq. 1); one reverse BFS from g.
     dist = hop_distance(src, dst, is_sink, edge_off, **ops)
@@ -303,18 +290,17 @@ def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: 
     r_graph_node = torch.where(finite, powers.cumprod_(0).index_select(0, dist.clamp(max=vcap)), 0.0)
     r_graph = r_graph_node.index_select(0, v)
     rows.update(r_graph=r_graph, node=u, next_node=v)
-    nodes = {"group": node_graw, "key": node_key, "is_sink": is_sink, "dist": torch.where(finite, dist, -1)}
+    nodes = {"group": ga.node_group, "key": node_key, "is_sink": is_sink, "dist": torch.where(finite, dist, -1)}
 
     if method == "graphgpo":
         a_graph = segment_normalize(r_graph, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)
         rows.update(a_graph=a_graph)
         adv = cfg.w_step * a_graph + cfg.w_ep * ez
-        return _finish(method, backend, adv, rows, nodes, n_nodes, unsort,
-                       (node_gid, node_valid))
+        return _finish(method, backend, adv, rows, nodes, n_nodes, unsort, (node_gid, node_valid))
 
     # Milestone / trap scores (eqs. 2-8) and the progress-contrastive calibration (eqs. 11-18),
     # up to the seeds of the potentials for this variant: one op (seven Triton passes on a GPU)
-    sc = graph_scores(src, dst, edge_valid, node_gid, node_valid, is_sink, dist, n_traj, n_pos, n_re, e_traj, e_pos,
+    sc = graph_scores(src, dst, ga.edge_valid, node_gid, node_valid, is_sink, dist, n_traj, n_pos, n_re, e_traj, e_pos,
                       k_count, k_pos_count, ScoreParams.of(cfg), variant, **ops)
 
     # Potentials (eqs. 7, 8, 19): one joint max-times relaxation for Phi+ and Phi-
@@ -329,8 +315,7 @@ def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: 
     nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=sc.coverage, is_milestone=sc.is_milestone,
                  is_trap=sc.is_trap, s0_pos=sc.s0_pos, s_neg=sc.s_neg, s_pcc=sc.s_pcc, b=sc.b, psi_bar=sc.psi_bar,
                  retained=sc.retained, phi_pos=phi_pos, phi_neg=phi_neg)
-    return _finish(method, backend, sh.adv, rows, nodes, n_nodes, unsort,
-                   (node_gid, node_valid))
+    return _finish(method, backend, sh.adv, rows, nodes, n_nodes, unsort, (node_gid, node_valid))
 
 
 def _by_dtype(xs: dict[str, torch.Tensor], fn) -> dict[str, torch.Tensor]:
