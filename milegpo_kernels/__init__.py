@@ -12,7 +12,7 @@ from .graph import INF, hop_distance, max_times_potential
 from .graph_build import GraphArrays, graph_arrays, graph_arrays_torch
 from .grouping import DenseIds, dense_ids, lexsort
 from .rows import OrderedRows, ordered_rows, ordered_rows_torch
-from .returns import discounted_returns, discounted_returns_torch
+from .returns import GraphReturn, discounted_returns, discounted_returns_torch, graph_return, graph_return_torch
 from .scoring import GraphScores, ScoreParams, graph_scores, graph_scores_torch
 from .shaping import ShapedAdvantage, ShapingParams, shaped_advantage, shaped_advantage_torch
 from .policy_loss import PolicyLossStats, fused_policy_loss, naive_policy_loss
@@ -31,6 +31,7 @@ __all__ = [
     "DenseIds",
     "DistinctCounts",
     "GraphArrays",
+    "GraphReturn",
     "OrderedRows",
     "GraphScores",
     "ScoreParams",
@@ -43,6 +44,8 @@ __all__ = [
     "fused_policy_loss",
     "graph_arrays",
     "graph_arrays_torch",
+    "graph_return",
+    "graph_return_torch",
     "graph_scores",
     "graph_scores_torch",
     "hop_distance",

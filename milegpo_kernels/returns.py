@@ -1,4 +1,4 @@
-"""Discounted returns inside trajectories (GiGPO's step return): one op.
+"""Returns of the credit methods: GiGPO's discounted step return and GraphGPO's graph return.
 
 ``discounted_returns(reward, last, gamma)``: rows of a trajectory are consecutive and in
 step order; ``last`` marks each trajectory's last row (the batch's last row ends one in
@@ -9,15 +9,27 @@ ceil(log2 N) rounds of a few ops each); the Triton kernel walks each trajectory
 backward from its last row, one lane per trajectory, as the plain-Python reference
 does (``running = reward + gamma * running``), so its results are the reference's to
 the last bit.
+
+``graph_return(dist, next_node, c, gamma)``: ``r^G = c * gamma^d(s_{t+1}, g)`` (spec eq. 1)
+per row from the hop distances of the nodes (``dist`` (V,) int64, :data:`INF` where the
+sink is unreachable: r^G = 0), and the distances as the node table reports them (-1
+where unreachable). The power is formed by repeated multiplication, ``c * gamma *
+gamma ...``, as the plain-Python reference forms it: the Triton kernel multiplies in a
+loop per row (equal to the reference to the last bit); the torch twin takes the
+cumulative product of ``[c, gamma, gamma, ...]`` (sequential on CPU: the same rounding;
+a parallel scan on CUDA, within a few ulps).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
 from ._backend import resolve
+from ._common import check_id_ranges
+from .graph import INF
 
 
 def _check(reward, last, gamma):
@@ -61,3 +73,50 @@ def discounted_returns_torch(reward: torch.Tensor, last: torch.Tensor, gamma: fl
         nxt = torch.where(live, nxt.index_select(0, nxt), nxt)
         live = live_next
     return a
+
+
+class GraphReturn(NamedTuple):
+    """``r_graph`` (N,) float64: r^G of each row; ``node_dist`` (V,) int64: hops to the sink,
+    -1 where it is unreachable."""
+
+    r_graph: torch.Tensor
+    node_dist: torch.Tensor
+
+
+def _check_graph_return(dist, next_node, c, gamma):
+    if dist.dtype != torch.int64 or dist.dim() != 1:
+        raise ValueError(f"graph_return: dist must be (V,) torch.int64, got {dist.dtype} {tuple(dist.shape)}")
+    if next_node.dtype != torch.int64 or next_node.dim() != 1 or next_node.device != dist.device:
+        raise ValueError(f"graph_return: next_node must be (N,) torch.int64 on {dist.device}, got {next_node.dtype} "
+                         f"{tuple(next_node.shape)} on {next_node.device}")
+    for name, x in (("c", c), ("gamma", gamma)):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            raise ValueError(f"graph_return: {name} must be a finite number, got {x!r}")
+    if not dist.is_cuda:  # reading ids on CUDA would be a host sync: the kernel gives 0 for such rows
+        check_id_ranges({"next_node": (next_node, dist.shape[0])}, "graph_return")
+        bad = torch.nonzero((dist < 0) | ((dist >= dist.shape[0]) & (dist != INF)))
+        if bad.numel():
+            i = int(bad[0, 0])
+            raise ValueError(f"graph_return: dist[{i}] = {int(dist[i])} is neither a hop count below V = "
+                             f"{dist.shape[0]} nor INF")
+
+
+def graph_return(dist: torch.Tensor, next_node: torch.Tensor, c: float, gamma: float, *,
+                 backend: str = "auto") -> GraphReturn:
+    """See the module. dist: (V,) int64; next_node: (N,) int64 in [0, V). Returns :class:`GraphReturn`."""
+    _check_graph_return(dist, next_node, c, gamma)
+    if resolve(backend, dist) == "triton":
+        from .triton_returns import graph_return_triton
+
+        return graph_return_triton(dist, next_node, float(c), float(gamma))
+    return graph_return_torch(dist, next_node, float(c), float(gamma))
+
+
+def graph_return_torch(dist: torch.Tensor, next_node: torch.Tensor, c: float, gamma: float) -> GraphReturn:
+    """The torch twin of :func:`graph_return`."""
+    v = dist.shape[0]
+    finite = dist < INF
+    powers = torch.full((v + 1,), gamma, dtype=torch.float64, device=dist.device)  # c, c g, c g g, ...
+    powers[:1].fill_(c)
+    r_node = torch.where(finite, powers.cumprod_(0).index_select(0, dist.clamp(0, v)), 0.0)
+    return GraphReturn(r_node.index_select(0, next_node), torch.where(finite, dist, -1))

@@ -1,4 +1,11 @@
-"""Triton kernel of :func:`milegpo_kernels.discounted_returns`: backward walks.
+"""Triton kernels of :mod:`milegpo_kernels.returns`.
+
+:func:`~milegpo_kernels.graph_return`: one pass over rows and nodes; a row reads its next
+node's distance d and multiplies ``c`` by ``gamma`` d times (the block loops as long as its
+largest d: the longest path to the sink, about the horizon), as the reference does; a node
+writes its distance or -1.
+
+:func:`~milegpo_kernels.discounted_returns`: backward walks.
 
 Every row that ends a trajectory starts a lane that walks its trajectory backward,
 ``R = reward[i] + gamma * R``, storing as it goes, until the row before is another
@@ -14,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .graph import INF
+from .returns import GraphReturn
 from .triton_segment import f64_bits, f64_scalar
 
 BLOCK = 1024
@@ -45,4 +54,39 @@ def discounted_returns_triton(reward: torch.Tensor, last: torch.Tensor, gamma: f
         return out
     _returns_kernel[(triton.cdiv(n, BLOCK),)](reward.contiguous(), last.contiguous().view(torch.int8), out, n,
                                              f64_bits(gamma), BLOCK=BLOCK, enable_fp_fusion=False)
+    return out
+
+
+@triton.jit
+def _graph_return_kernel(dist_ptr, next_ptr, r_ptr, node_dist_ptr, N, V, c, gamma, INF_D, BLOCK: tl.constexpr):
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    row = i < N
+    nxt = tl.load(next_ptr + i, mask=row, other=-1)
+    ok = row & (nxt >= 0) & (nxt < V)
+    d = tl.load(dist_ptr + tl.where(ok, nxt, 0), mask=ok, other=INF_D)
+    reach = ok & (d < INF_D)
+    d = tl.where(reach, d, 0)
+    g = f64_scalar(gamma)
+    r = tl.zeros((BLOCK,), tl.float64) + f64_scalar(c)
+    k = tl.zeros((BLOCK,), tl.int64)
+    todo = tl.max(d, axis=0)
+    while todo > 0:
+        r = tl.where(k < d, r * g, r)
+        k += 1
+        todo -= 1
+    tl.store(r_ptr + i, tl.where(reach, r, 0.0), mask=row)
+    node = i < V
+    nd = tl.load(dist_ptr + i, mask=node, other=0)
+    tl.store(node_dist_ptr + i, tl.where(nd < INF_D, nd, -1), mask=node)
+
+
+def graph_return_triton(dist: torch.Tensor, next_node: torch.Tensor, c: float, gamma: float) -> GraphReturn:
+    """See :func:`milegpo_kernels.graph_return` (inputs checked there)."""
+    n, v = next_node.shape[0], dist.shape[0]
+    out = GraphReturn(torch.empty(n, dtype=torch.float64, device=dist.device), torch.empty_like(dist))
+    if max(n, v) == 0:
+        return out
+    _graph_return_kernel[(triton.cdiv(max(n, v), BLOCK),)](
+        dist.contiguous(), next_node.contiguous(), out.r_graph, out.node_dist, n, v, f64_bits(c), f64_bits(gamma),
+        INF, BLOCK=BLOCK, enable_fp_fusion=False)
     return out

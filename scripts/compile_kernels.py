@@ -151,6 +151,9 @@ def record(path: str) -> None:
     from milegpo_kernels import discounted_returns
 
     discounted_returns(torch.rand(n, generator=gen, dtype=torch.float64), b > 30, 0.95, **tb)
+    from milegpo_kernels import INF, graph_return
+
+    graph_return(torch.where(a > 0, a, INF), a, 10.0, 0.2, **tb)
     from milegpo_kernels import ordered_rows
 
     ordered_rows(torch.randperm(n, generator=gen), a, b, c, c, b > 0, c > 0, torch.rand(n, dtype=torch.float64), **tb)

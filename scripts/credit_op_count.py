@@ -86,9 +86,11 @@ def count(rows: int, method: str, variant: str = "full", row_order: bool = True,
         mod = importlib.import_module(mod_name)
         patched.append((mod, "check_id_ranges", mod.check_id_ranges))
         mod.check_id_ranges = lambda *a: None
-    ga_mod = importlib.import_module("milegpo_kernels.graph_build")  # its id and density checks read CPU ids
-    patched.append((ga_mod, "_check", ga_mod._check))
-    ga_mod._check = lambda *a: None
+    for mod_name, check in (("milegpo_kernels.graph_build", "_check"), ("milegpo_kernels.returns",
+                                                                         "_check_graph_return")):
+        mod = importlib.import_module(mod_name)  # their id checks read CPU ids (none on CUDA)
+        patched.append((mod, check, getattr(mod, check)))
+        setattr(mod, check, lambda *a: None)
     mode = _Count()
     try:
         with mode:

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 import torch
 
 from milegpo_kernels import (
-    INF,
     ScoreParams,
     ShapingParams,
     count_distinct,
     dense_ids,
     discounted_returns,
     graph_arrays,
+    graph_return,
     graph_scores,
     hop_distance,
     lexsort,
@@ -284,13 +284,10 @@ def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: 
 
     # GraphGPO return r^G = c * gamma_G^d(s_{t+1}, g) (eq. 1); one reverse BFS from g.
     dist = hop_distance(src, dst, is_sink, edge_off, **ops)
-    finite = dist < INF
-    powers = torch.full((vcap + 1,), cfg.gamma_g, dtype=F64, device=dev)  # c, c g, c g g, ...: the reference's
-    powers[:1].fill_(cfg.c)  # repeated products, to the last bit
-    r_graph_node = torch.where(finite, powers.cumprod_(0).index_select(0, dist.clamp(max=vcap)), 0.0)
-    r_graph = r_graph_node.index_select(0, v)
+    gr = graph_return(dist, v, cfg.c, cfg.gamma_g, **ops)  # c g g ...: the reference's repeated products
+    r_graph = gr.r_graph
     rows.update(r_graph=r_graph, node=u, next_node=v)
-    nodes = {"group": ga.node_group, "key": node_key, "is_sink": is_sink, "dist": torch.where(finite, dist, -1)}
+    nodes = {"group": ga.node_group, "key": node_key, "is_sink": is_sink, "dist": gr.node_dist}
 
     if method == "graphgpo":
         a_graph = segment_normalize(r_graph, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)

@@ -1,8 +1,12 @@
-"""discounted_returns: Triton kernel vs torch twin vs plain Python (GiGPO's step return).
+"""discounted_returns (GiGPO's step return) and graph_return (GraphGPO's r^G): Triton
+kernels vs torch twins vs plain Python.
 
-Trajectories of random lengths (1 step, the horizon, runs crossing the kernel's block of
-1024), a batch whose last row is not marked as a trajectory's end, gamma 0 and 1,
-1e5 rows. The kernel walks as the reference does: equal to the last bit.
+discounted_returns: trajectories of random lengths (1 step, the horizon, runs crossing the
+kernel's block of 1024), a batch whose last row is not marked as a trajectory's end, gamma
+0 and 1, 1e5 rows. The kernel walks as the reference does: equal to the last bit.
+graph_return: no rows, no nodes, all nodes unreachable, the sink itself (d = 0), paths
+longer than the horizon, rows and nodes around the block, gamma 0 and 1, 1e5 rows: equal
+to the reference's repeated products to the last bit.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import random
 import pytest
 import torch
 
-from milegpo_kernels import discounted_returns, discounted_returns_torch
+from milegpo_kernels import INF, discounted_returns, discounted_returns_torch, graph_return, graph_return_torch
 
 from .test_credit_ops import BLOCK, _close
 
@@ -85,3 +89,68 @@ def test_discounted_returns_errors(device):
         discounted_returns(r, torch.ones(3, dtype=torch.bool, device=device), 0.9, backend="triton")
     with pytest.raises(ValueError, match="gamma must be finite"):
         discounted_returns(r, torch.ones(4, dtype=torch.bool, device=device), float("nan"), backend="triton")
+
+
+def py_graph_return(dist, next_node, c, gamma):
+    def power(d):
+        r = c
+        for _ in range(d):
+            r = r * gamma
+        return r
+
+    return ([power(dist[v]) if dist[v] < INF else 0.0 for v in next_node],
+            [d if d < INF else -1 for d in dist])
+
+
+def _graph(rng, v, n, max_d, p_unreachable=0.3):
+    dist = [INF if rng.random() < p_unreachable else rng.randint(0, max_d) for _ in range(v)]
+    return dist, [rng.randrange(v) for _ in range(n)] if v else []
+
+
+GRAPH_CASES = {"empty": (0, 0, 0), "nodes_no_rows": (5, 0, 3), "one": (1, 1, 0), "mixed": (300, 2000, 50),
+               "long_paths": (800, 500, 700), "block_plus_one": (BLOCK + 1, BLOCK - 1, 9),
+               "more_rows_than_nodes": (7, 3 * BLOCK, 6)}
+
+
+@pytest.mark.parametrize("gamma", [0.2, 1.0, 0.0])
+@pytest.mark.parametrize("case", list(GRAPH_CASES))
+def test_graph_return(case, gamma, device):
+    v, n, max_d = GRAPH_CASES[case]
+    dist, nxt = _graph(random.Random(v + n), v, n, max_d)
+    want = py_graph_return(dist, nxt, 10.0, gamma)
+    d = torch.tensor(dist, dtype=torch.int64, device=device).reshape(v)
+    x = torch.tensor(nxt, dtype=torch.int64, device=device).reshape(n)
+    got = graph_return(d, x, 10.0, gamma, backend="triton")
+    assert got.r_graph.cpu().tolist() == want[0] and got.node_dist.cpu().tolist() == want[1]  # bit-exact
+    twin = graph_return_torch(d.cpu(), x.cpu(), 10.0, gamma)
+    _close(twin.r_graph, want[0])
+    assert twin.node_dist.tolist() == want[1]
+
+
+def test_graph_return_all_unreachable_and_1e5(device):
+    for v, n, p in ((50, 400, 1.0), (20_000, 100_000, 0.2)):
+        dist, nxt = _graph(random.Random(v), v, n, 60, p)
+        want = py_graph_return(dist, nxt, -3.5, 0.9)
+        got = graph_return(torch.tensor(dist, device=device), torch.tensor(nxt, device=device), -3.5, 0.9,
+                           backend="triton")
+        assert got.r_graph.cpu().tolist() == want[0] and got.node_dist.cpu().tolist() == want[1]
+
+
+def test_graph_return_errors(device):
+    d = torch.tensor([0, 1, INF], device=device)
+    x = torch.tensor([0, 2], device=device)
+    with pytest.raises(ValueError, match=r"dist must be \(V,\) torch.int64"):
+        graph_return(d.int(), x, 10.0, 0.2, backend="triton")
+    with pytest.raises(ValueError, match=r"next_node must be \(N,\) torch.int64"):
+        graph_return(d, x.float(), 10.0, 0.2, backend="triton")
+    with pytest.raises(ValueError, match="gamma must be a finite number"):
+        graph_return(d, x, 10.0, float("inf"), backend="triton")
+    if device != "cpu":  # on CUDA the kernel gives such rows 0 (a check would sync)
+        return
+    for backend in ("torch", "triton"):
+        with pytest.raises(ValueError, match=r"graph_return: next_node\[1\] = 3 is outside \[0, 3\)"):
+            graph_return(d, torch.tensor([0, 3]), 10.0, 0.2, backend=backend)
+        with pytest.raises(ValueError, match=r"graph_return: dist\[1\] = -1 is neither a hop count"):
+            graph_return(torch.tensor([0, -1, INF]), x, 10.0, 0.2, backend=backend)
+        with pytest.raises(ValueError, match=r"graph_return: dist\[2\] = 3 is neither a hop count below V = 3"):
+            graph_return(torch.tensor([0, 1, 3]), x, 10.0, 0.2, backend=backend)
