@@ -11,7 +11,7 @@ The graph ops run on the rollout graph of that batch (distinct states as nodes,
 distinct transitions as edges, the sink as the target); ``graph_scores`` gets that
 graph's trajectory counts and hop distances (made with the torch twins);
 ``shaped_advantage`` random potentials on its nodes and GraphGPO-like returns;
-``discounted_returns`` the rewards of its trajectories; ``graph_return`` its hop distances to
+``discounted_returns`` and ``episode_scores`` the rewards of its trajectories; ``graph_return`` its hop distances to
 the sink (unreachable nodes too) and its rows' next nodes; ``ordered_rows`` its columns under a
 random permutation; ``graph_arrays`` its rows' node and edge ids at the GPU layout's
 capacities (2N node slots, N edge and group slots).
@@ -47,6 +47,7 @@ from milegpo_kernels import (  # noqa: E402
     count_distinct,
     dense_ids,
     discounted_returns,
+    episode_scores,
     graph_arrays,
     graph_return,
     graph_scores,
@@ -60,7 +61,7 @@ from milegpo_kernels import (  # noqa: E402
 )
 from tests.kernels.test_graph_arrays import py_graph_arrays  # noqa: E402
 from tests.kernels.test_graph_scores import py_graph_scores  # noqa: E402
-from tests.kernels.test_returns import py_discounted_returns, py_graph_return  # noqa: E402
+from tests.kernels.test_returns import py_discounted_returns, py_episode_scores, py_graph_return  # noqa: E402
 from tests.kernels.test_rows import py_ordered_rows  # noqa: E402
 from tests.kernels.test_shaped_advantage import py_shaped_advantage  # noqa: E402
 from tests.kernels.test_credit_ops import (  # noqa: E402
@@ -148,7 +149,6 @@ def _run_starts(x: torch.Tensor) -> torch.Tensor:
 
 def _score_inputs(d, v, n_groups, node_of_state, node_of_next, edge_of_row, src, dst, node_group, sink):
     """graph_scores' inputs for the rollout graph: its counts, made with the torch twins."""
-    rows = d["traj"].shape[0]
     inc = torch.cat([node_of_state, node_of_next])
     nodes = count_distinct(inc, torch.cat([d["traj"], d["traj"]]), torch.cat([d["success"], d["success"]]), v,
                            backend="torch")
@@ -177,6 +177,7 @@ def _args(op: str, r: dict) -> tuple:
         "max_normalize": lambda: (r["node_value"], r["node_group"], g),
         "graph_scores": lambda: (*r["scores"], ScoreParams.of(ALFWORLD)),
         "discounted_returns": lambda: (r["reward"], r["last"], 0.95),
+        "episode_scores": lambda: (r["reward"], r["invalid"], r["last"], 0.1),
         "graph_return": lambda: (r["scores"][6], r["node_of_next"], 10.0, 0.2),
         "ordered_rows": lambda: (r["order"], r["group"], r["traj"], r["state"], r["next_state"], r["success"],
                                  r["invalid"], r["reward"]),
@@ -207,6 +208,7 @@ OPS = {
     "max_normalize": (py_max_normalize, max_normalize),
     "graph_scores": (py_graph_scores, graph_scores),
     "discounted_returns": (py_discounted_returns, discounted_returns),
+    "episode_scores": (py_episode_scores, episode_scores),
     "graph_return": (py_graph_return, graph_return),
     "ordered_rows": (py_ordered_rows, ordered_rows),
     "shaped_advantage": (py_shaped_advantage, shaped_advantage),

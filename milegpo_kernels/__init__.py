@@ -12,7 +12,15 @@ from .graph import INF, hop_distance, max_times_potential
 from .graph_build import GraphArrays, graph_arrays, graph_arrays_torch
 from .grouping import DenseIds, dense_ids, lexsort
 from .rows import OrderedRows, ordered_rows, ordered_rows_torch
-from .returns import GraphReturn, discounted_returns, discounted_returns_torch, graph_return, graph_return_torch
+from .returns import (
+    GraphReturn,
+    discounted_returns,
+    discounted_returns_torch,
+    episode_scores,
+    episode_scores_torch,
+    graph_return,
+    graph_return_torch,
+)
 from .scoring import GraphScores, ScoreParams, graph_scores, graph_scores_torch
 from .shaping import ShapedAdvantage, ShapingParams, shaped_advantage, shaped_advantage_torch
 from .policy_loss import PolicyLossStats, fused_policy_loss, naive_policy_loss
@@ -41,6 +49,8 @@ __all__ = [
     "dense_ids",
     "discounted_returns",
     "discounted_returns_torch",
+    "episode_scores",
+    "episode_scores_torch",
     "fused_policy_loss",
     "graph_arrays",
     "graph_arrays_torch",

@@ -1,4 +1,12 @@
-"""Returns of the credit methods: GiGPO's discounted step return and GraphGPO's graph return.
+"""Returns of the credit methods: the episode score, GiGPO's discounted step return and
+GraphGPO's graph return.
+
+``episode_scores(reward, invalid, last, penalty)``: Z of each row (spec eq. 22), the sum
+of its trajectory's rewards in step order, minus ``penalty`` on an invalid row. Rows as
+for :func:`discounted_returns`. The Triton kernel walks each trajectory forward from its
+first row, ``total = total + reward``, as the plain-Python reference sums (equal to the
+last bit); the torch twin scatter-adds per trajectory (in row order on CPU: the same
+rounding; atomics on CUDA, within a few ulps).
 
 ``discounted_returns(reward, last, gamma)``: rows of a trajectory are consecutive and in
 step order; ``last`` marks each trajectory's last row (the batch's last row ends one in
@@ -32,13 +40,17 @@ from ._common import check_id_ranges
 from .graph import INF
 
 
-def _check(reward, last, gamma):
+def _check_rows(reward, flags: dict, op: str):
     if reward.dtype != torch.float64 or reward.dim() != 1:
-        raise ValueError(f"discounted_returns: reward must be (N,) torch.float64, got {reward.dtype} "
-                         f"{tuple(reward.shape)}")
-    if last.dtype != torch.bool or last.shape != reward.shape or last.device != reward.device:
-        raise ValueError(f"discounted_returns: last must be a bool tensor like reward ({tuple(reward.shape)} on "
-                         f"{reward.device}), got {last.dtype} {tuple(last.shape)} on {last.device}")
+        raise ValueError(f"{op}: reward must be (N,) torch.float64, got {reward.dtype} {tuple(reward.shape)}")
+    for name, x in flags.items():
+        if x.dtype != torch.bool or x.shape != reward.shape or x.device != reward.device:
+            raise ValueError(f"{op}: {name} must be a bool tensor like reward ({tuple(reward.shape)} on "
+                             f"{reward.device}), got {x.dtype} {tuple(x.shape)} on {x.device}")
+
+
+def _check(reward, last, gamma):
+    _check_rows(reward, {"last": last}, "discounted_returns")
     if not math.isfinite(gamma):
         raise ValueError(f"discounted_returns: gamma must be finite, got {gamma}")
 
@@ -120,3 +132,33 @@ def graph_return_torch(dist: torch.Tensor, next_node: torch.Tensor, c: float, ga
     powers[:1].fill_(c)
     r_node = torch.where(finite, powers.cumprod_(0).index_select(0, dist.clamp(0, v)), 0.0)
     return GraphReturn(r_node.index_select(0, next_node), torch.where(finite, dist, -1))
+
+
+def _check_episode(reward, invalid, last, penalty):
+    _check_rows(reward, {"invalid": invalid, "last": last}, "episode_scores")
+    if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not math.isfinite(penalty):
+        raise ValueError(f"episode_scores: penalty must be a finite number, got {penalty!r}")
+
+
+def episode_scores(reward: torch.Tensor, invalid: torch.Tensor, last: torch.Tensor, penalty: float, *,
+                   backend: str = "auto") -> torch.Tensor:
+    """See the module. reward: (N,) float64; invalid, last: (N,) bool. Returns Z, (N,) float64."""
+    _check_episode(reward, invalid, last, penalty)
+    if resolve(backend, reward) == "triton":
+        from .triton_returns import episode_scores_triton
+
+        return episode_scores_triton(reward, invalid, last, float(penalty))
+    return episode_scores_torch(reward, invalid, last, float(penalty))
+
+
+def episode_scores_torch(reward: torch.Tensor, invalid: torch.Tensor, last: torch.Tensor,
+                         penalty: float) -> torch.Tensor:
+    """The torch twin of :func:`episode_scores`."""
+    n = reward.shape[0]
+    if n == 0:
+        return reward.clone()
+    starts = torch.ones(n, dtype=torch.int64, device=reward.device)
+    starts[1:] = last[:-1]
+    traj = torch.cumsum(starts, 0) - 1
+    total = torch.zeros_like(reward).scatter_add_(0, traj, reward).index_select(0, traj)
+    return torch.where(invalid, total - penalty, total)

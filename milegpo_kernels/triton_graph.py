@@ -39,6 +39,7 @@ import triton
 import triton.language as tl
 
 from .graph import INF, _check_edges
+from .triton_segment import f64_bits, f64_scalar
 
 BLOCK = 4096  # edges per step when one program sweeps everything: a wide block hides latency
 NUM_WARPS = 16
@@ -73,15 +74,16 @@ def _hop_kernel(src_ptr, dst_ptr, off_ptr, dist_ptr, max_rounds, INF: tl.constex
 
 
 @triton.jit
-def _max_times_kernel(src_ptr, dst_ptr, off_ptr, phi_ptr, phi_bits_ptr, factor_ptr, max_rounds, K: tl.constexpr,
+def _max_times_kernel(src_ptr, dst_ptr, off_ptr, phi_ptr, phi_bits_ptr, factor_bits, max_rounds, K: tl.constexpr,
                       BLOCK: tl.constexpr, SEM: tl.constexpr):
     """phi: (V, K) float >= 0, relaxed in place through phi_bits (same storage viewed
-    as a signed int of the same width); factor: (1,) in phi's dtype. This program
-    relaxes the (edge, column) pairs of edges [off[pid], off[pid + 1])."""
+    as a signed int of the same width); factor: a float64's bits (rounded to phi's dtype
+    here, as a tensor of that dtype would round it). This program relaxes the (edge,
+    column) pairs of edges [off[pid], off[pid + 1])."""
     pid = tl.program_id(0)
     lo = tl.load(off_ptr + pid) * K
     hi = tl.load(off_ptr + pid + 1) * K
-    f = tl.load(factor_ptr)
+    f = f64_scalar(factor_bits).to(phi_ptr.dtype.element_ty)
     changed = tl.full([], 1, tl.int32)
     rounds = tl.full([], 0, tl.int32)
     while changed > 0:
@@ -116,11 +118,7 @@ def hop_distance_triton(src, dst, target: torch.Tensor, edge_offsets=None, *, se
     _check_edges(src, dst, target.shape[0], "hop_distance", edge_offsets)
     if target.dtype != torch.bool or target.dim() != 1:
         raise TypeError(f"hop_distance: target must be (V,) bool, got {target.dtype} {tuple(target.shape)}")
-    dist = torch.where(
-        target,
-        torch.zeros((), dtype=torch.int64, device=target.device),
-        torch.full((), INF, dtype=torch.int64, device=target.device),
-    )
+    dist = torch.where(target, 0, INF)  # int64: scalars are kernel arguments, not tensors to fill
     e = src.shape[0]
     if e == 0:
         return dist
@@ -151,10 +149,9 @@ def max_times_potential_triton(src, dst, seed: torch.Tensor, factor: float, edge
         return phi
     k = 1 if phi.dim() == 1 else phi.shape[1]  # one independent relaxation per column
     flat = phi.view(-1)
-    f = torch.full((1,), factor, dtype=phi.dtype, device=phi.device)
     off, grid, block, warps = _launch(edge_offsets, e, src.device)
     _max_times_kernel[grid](
-        src.contiguous(), dst.contiguous(), off, flat, flat.view(_BITS[phi.dtype]), f, seed.shape[0] + 1, K=k,
+        src.contiguous(), dst.contiguous(), off, flat, flat.view(_BITS[phi.dtype]), f64_bits(factor), seed.shape[0] + 1, K=k,
         BLOCK=block, SEM=sem, num_warps=warps,
     )
     return phi

@@ -7,6 +7,9 @@ writes its distance or -1.
 
 :func:`~milegpo_kernels.discounted_returns`: backward walks.
 
+:func:`~milegpo_kernels.episode_scores`: a lane per trajectory start walks forward summing
+the rewards, then walks back writing Z: two walks as long as the longest trajectory.
+
 Every row that ends a trajectory starts a lane that walks its trajectory backward,
 ``R = reward[i] + gamma * R``, storing as it goes, until the row before is another
 trajectory's last row (or the batch's start). The walks are as long as the longest
@@ -89,4 +92,46 @@ def graph_return_triton(dist: torch.Tensor, next_node: torch.Tensor, c: float, g
     _graph_return_kernel[(triton.cdiv(max(n, v), BLOCK),)](
         dist.contiguous(), next_node.contiguous(), out.r_graph, out.node_dist, n, v, f64_bits(c), f64_bits(gamma),
         INF, BLOCK=BLOCK, enable_fp_fusion=False)
+    return out
+
+
+@triton.jit
+def _episode_kernel(x_ptr, invalid_ptr, last_ptr, out_ptr, N, penalty, BLOCK: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    inb = rows < N
+    starts = inb & ((rows == 0) | (tl.load(last_ptr + rows - 1, mask=inb & (rows > 0), other=0) != 0))
+    # forward: total = total + reward, from the first row to the last
+    total = tl.zeros((BLOCK,), tl.float64)
+    i = rows
+    active = starts
+    n_active = tl.sum(active.to(tl.int32), axis=0)
+    while n_active > 0:
+        total = tl.where(active, total + tl.load(x_ptr + i, mask=active, other=0.0), total)
+        ends = (tl.load(last_ptr + i, mask=active, other=1) != 0) | (i == N - 1)
+        active = active & ~ends
+        i = tl.where(active, i + 1, i)
+        n_active = tl.sum(active.to(tl.int32), axis=0)
+    # back: i is each lane's last row
+    pen = f64_scalar(penalty)
+    active = starts
+    n_active = tl.sum(active.to(tl.int32), axis=0)
+    while n_active > 0:
+        bad = tl.load(invalid_ptr + i, mask=active, other=0) != 0
+        tl.store(out_ptr + i, tl.where(bad, total - pen, total), mask=active)
+        active = active & (i > rows)
+        i = tl.where(active, i - 1, i)
+        n_active = tl.sum(active.to(tl.int32), axis=0)
+
+
+def episode_scores_triton(reward: torch.Tensor, invalid: torch.Tensor, last: torch.Tensor,
+                          penalty: float) -> torch.Tensor:
+    """See :func:`milegpo_kernels.episode_scores` (inputs checked there)."""
+    n = reward.shape[0]
+    out = torch.empty_like(reward)
+    if n == 0:
+        return out
+    i8 = torch.int8
+    _episode_kernel[(triton.cdiv(n, BLOCK),)](reward.contiguous(), invalid.contiguous().view(i8),
+                                             last.contiguous().view(i8), out, n, f64_bits(penalty), BLOCK=BLOCK,
+                                             enable_fp_fusion=False)
     return out

@@ -26,6 +26,7 @@ from milegpo_kernels import (
     count_distinct,
     dense_ids,
     discounted_returns,
+    episode_scores,
     graph_arrays,
     graph_return,
     graph_scores,
@@ -34,7 +35,6 @@ from milegpo_kernels import (
     max_times_potential,
     ordered_rows,
     segment_normalize,
-    segment_sum,
     shaped_advantage,
 )
 from milegpo_kernels._backend import resolve
@@ -222,9 +222,9 @@ def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: 
         """Rows back in the batch's order: one scatter per dtype for all the arrays."""
         return _by_dtype(xs, lambda x: torch.empty_like(x).scatter_(1, order.expand_as(x), x))
 
-    # Episode term: Z = sum of the trajectory's rewards - invalid penalty (eq. 22)
-    traj_return = segment_sum(rew, tid, _capacity(tid[-1] + 1, n, static))
-    z = traj_return.index_select(0, tid) - cfg.invalid_penalty * inv.to(F64)
+    # Episode term: Z = sum of the trajectory's rewards - invalid penalty (eq. 22), summed in step
+    # order as the reference sums
+    z = episode_scores(rew, inv, last, cfg.invalid_penalty, **ops)
     ez = segment_normalize(z, gid, gcap, cfg.norm, cfg.norm_eps, "unit", **ops)
     rows: dict[str, torch.Tensor] = {"episode_score": z, "episode_adv": ez}
 

@@ -1,9 +1,11 @@
-"""discounted_returns (GiGPO's step return) and graph_return (GraphGPO's r^G): Triton
-kernels vs torch twins vs plain Python.
+"""discounted_returns (GiGPO's step return), episode_scores (Z) and graph_return (GraphGPO's
+r^G): Triton kernels vs torch twins vs plain Python.
 
 discounted_returns: trajectories of random lengths (1 step, the horizon, runs crossing the
 kernel's block of 1024), a batch whose last row is not marked as a trajectory's end, gamma
 0 and 1, 1e5 rows. The kernel walks as the reference does: equal to the last bit.
+episode_scores: the same trajectories, invalid rows, penalties 0 and 0.1: the kernel sums
+forward as the reference does, equal to the last bit.
 graph_return: no rows, no nodes, all nodes unreachable, the sink itself (d = 0), paths
 longer than the horizon, rows and nodes around the block, gamma 0 and 1, 1e5 rows: equal
 to the reference's repeated products to the last bit.
@@ -16,7 +18,15 @@ import random
 import pytest
 import torch
 
-from milegpo_kernels import INF, discounted_returns, discounted_returns_torch, graph_return, graph_return_torch
+from milegpo_kernels import (
+    INF,
+    discounted_returns,
+    discounted_returns_torch,
+    episode_scores,
+    episode_scores_torch,
+    graph_return,
+    graph_return_torch,
+)
 
 from .test_credit_ops import BLOCK, _close
 
@@ -154,3 +164,61 @@ def test_graph_return_errors(device):
             graph_return(torch.tensor([0, -1, INF]), x, 10.0, 0.2, backend=backend)
         with pytest.raises(ValueError, match=r"graph_return: dist\[2\] = 3 is neither a hop count below V = 3"):
             graph_return(torch.tensor([0, 1, 3]), x, 10.0, 0.2, backend=backend)
+
+
+def py_episode_scores(reward, invalid, last, penalty):
+    """Z as the reference forms it: total = total + reward over the trajectory, then per row."""
+    out, start = [0.0] * len(reward), 0
+    for i in range(len(reward)):
+        if i == len(reward) - 1 or last[i]:
+            total = 0.0
+            for j in range(start, i + 1):
+                total = total + reward[j]
+            for j in range(start, i + 1):
+                out[j] = total - penalty if invalid[j] else total
+            start = i + 1
+    return out
+
+
+@pytest.mark.parametrize("penalty", [0.1, 0.0])
+@pytest.mark.parametrize("case", list(CASES))
+def test_episode_scores(case, penalty, device):
+    n, max_len = CASES[case]
+    rng = random.Random(n + max_len + 1)
+    reward, last = _trajectories(rng, n, max_len)
+    invalid = [rng.random() < 0.2 for _ in range(n)]
+    want = py_episode_scores(reward, invalid, last, penalty)
+    r = torch.tensor(reward, dtype=torch.float64, device=device)
+    inv = torch.tensor(invalid, dtype=torch.bool, device=device).reshape(n)
+    lt = torch.tensor(last, dtype=torch.bool, device=device).reshape(n)
+    got = episode_scores(r, inv, lt, penalty, backend="triton")
+    assert got.shape == (n,) and got.cpu().tolist() == want  # bit-exact: the same sum
+    assert episode_scores_torch(r.cpu(), inv.cpu(), lt.cpu(), penalty).tolist() == want  # in row order on CPU
+
+
+def test_episode_scores_across_blocks_unmarked_last_and_1e5(device):
+    for n, last_at in ((BLOCK + 40, (20, BLOCK + 39)), (100_000, None)):
+        rng = random.Random(n)
+        reward, last = _trajectories(rng, n, 8)
+        if last_at is not None:  # one trajectory longer than a block
+            last = [i in last_at for i in range(n)]
+        last[-1] = False  # the batch's last row ends a trajectory anyway
+        invalid = [rng.random() < 0.1 for _ in range(n)]
+        want = py_episode_scores(reward, invalid, last, 0.1)
+        got = episode_scores(torch.tensor(reward, dtype=torch.float64, device=device),
+                             torch.tensor(invalid, device=device), torch.tensor(last, device=device), 0.1,
+                             backend="triton")
+        assert got.cpu().tolist() == want
+
+
+def test_episode_scores_errors(device):
+    r = torch.zeros(4, dtype=torch.float64, device=device)
+    flag = torch.zeros(4, dtype=torch.bool, device=device)
+    with pytest.raises(ValueError, match=r"episode_scores: reward must be \(N,\) torch.float64"):
+        episode_scores(r.float(), flag, flag, 0.1, backend="triton")
+    with pytest.raises(ValueError, match="episode_scores: invalid must be a bool tensor like reward"):
+        episode_scores(r, flag[:3], flag, 0.1, backend="triton")
+    with pytest.raises(ValueError, match="episode_scores: last must be a bool tensor like reward"):
+        episode_scores(r, flag, flag.long(), 0.1, backend="triton")
+    with pytest.raises(ValueError, match="episode_scores: penalty must be a finite number"):
+        episode_scores(r, flag, flag, float("nan"), backend="triton")
