@@ -46,6 +46,11 @@ class CreditResult:
       (v in S+), ``is_trap`` (v in S-), ``s0_pos`` S0+, ``s_neg`` S-, ``s_pcc``
       S_pcc+ (before max-normalisation), ``b``, ``psi_bar``, ``retained`` z(v),
       ``phi_pos`` / ``phi_neg`` the potentials of the chosen variant.
+
+    From the vectorised backends ``rows`` and ``nodes`` are read-only mappings: the Triton
+    pipeline numbers nodes by first occurrence and sorts them into (group, key) order only
+    when the node table or the rows' ``node`` / ``next_node`` are first read (the advantages
+    need no sort); the table is trimmed to the node count on that read (a host sync on CUDA).
     """
 
     method: str
