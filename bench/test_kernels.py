@@ -11,10 +11,10 @@ The graph ops run on the rollout graph of that batch (distinct states as nodes,
 distinct transitions as edges, the sink as the target); ``graph_scores`` gets that
 graph's trajectory counts and hop distances (made with the torch twins);
 ``shaped_advantage`` random potentials on its nodes and GraphGPO-like returns;
-``discounted_returns`` and ``episode_scores`` the rewards of its trajectories; ``graph_return`` its hop distances to
-the sink (unreachable nodes too) and its rows' next nodes; ``ordered_rows`` its columns under a
-random permutation; ``graph_arrays`` its rows' node and edge ids at the GPU layout's
-capacities (2N node slots, N edge and group slots).
+``discounted_returns`` and ``episode_scores`` the rewards of its trajectories;
+``graph_return`` its hop distances to the sink (unreachable nodes too) and its rows' next
+nodes; ``ordered_rows`` its columns under a random permutation; ``graph_arrays`` its rows'
+node and edge ids at the GPU layout's capacities (2N node slots, N edge and group slots).
 
 Implementations (``impl``):
 - ``python``: the plain-Python references of tests/kernels/test_credit_ops.py on

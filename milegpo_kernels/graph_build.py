@@ -60,7 +60,7 @@ class GraphArrays(NamedTuple):
     k_pos_count: torch.Tensor
 
 
-def _check(cols: dict, counts: dict, caps: dict) -> None:
+def _check(cols: dict, counts: dict, caps: dict, sink) -> None:
     n, dev = cols["u"].shape[0], cols["u"].device
     for name, t in cols.items():
         dtype = torch.bool if name in BOOL_COLUMNS else torch.int64
@@ -74,6 +74,8 @@ def _check(cols: dict, counts: dict, caps: dict) -> None:
     for name, cap in caps.items():
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
             raise ValueError(f"graph_arrays: {name} must be an int >= 0, got {cap!r}")
+    if isinstance(sink, bool) or not isinstance(sink, int) or not -(1 << 63) <= sink < (1 << 63):
+        raise ValueError(f"graph_arrays: sink must be an int64 key, got {sink!r}")
     if dev.type == "cuda":
         return  # reading the ids or counts would be a host sync
     nodes, edges, groups = caps["num_nodes"], caps["num_edges"], caps["num_groups"]
@@ -101,7 +103,7 @@ def graph_arrays(u, v, e, gid, group, state, next_state, new_group, first, succe
     """See the module."""
     cols = dict(zip(INT_COLUMNS + BOOL_COLUMNS, (u, v, e, gid, group, state, next_state, new_group, first, success)))
     _check(cols, {"n_nodes": n_nodes, "n_edges": n_edges, "n_groups": n_groups},
-           {"num_nodes": num_nodes, "num_edges": num_edges, "num_groups": num_groups})
+           {"num_nodes": num_nodes, "num_edges": num_edges, "num_groups": num_groups}, sink)
     args = (*cols.values(), n_nodes, n_edges, n_groups, num_nodes, num_edges, num_groups, sink)
     if resolve(backend, u) == "triton":
         from .triton_graph_build import graph_arrays_triton

@@ -151,7 +151,7 @@ def max_times_potential_triton(src, dst, seed: torch.Tensor, factor: float, edge
     flat = phi.view(-1)
     off, grid, block, warps = _launch(edge_offsets, e, src.device)
     _max_times_kernel[grid](
-        src.contiguous(), dst.contiguous(), off, flat, flat.view(_BITS[phi.dtype]), f64_bits(factor), seed.shape[0] + 1, K=k,
-        BLOCK=block, SEM=sem, num_warps=warps,
+        src.contiguous(), dst.contiguous(), off, flat, flat.view(_BITS[phi.dtype]), f64_bits(factor),
+        seed.shape[0] + 1, K=k, BLOCK=block, SEM=sem, num_warps=warps,
     )
     return phi

@@ -33,8 +33,9 @@ def _node_store(gid_ptr, key_ptr, grp_ptr, valid_ptr, sink_ptr, slot, g, key, gr
 
 @triton.jit
 def _graph_arrays_kernel(u_ptr, v_ptr, e_ptr, gid_ptr, grp_ptr, s_ptr, ns_ptr, new_group_ptr, first_ptr, y_ptr,
-                         n_nodes_ptr, n_edges_ptr, n_groups_ptr, n_gid_ptr, n_key_ptr, n_grp_ptr, n_valid_ptr, n_sink_ptr, src_ptr, dst_ptr,
-                         e_valid_ptr, off_ptr, k_ptr, N, V, E, G, SINK, BLOCK: tl.constexpr):
+                         n_nodes_ptr, n_edges_ptr, n_groups_ptr, n_gid_ptr, n_key_ptr, n_grp_ptr, n_valid_ptr,
+                         n_sink_ptr, src_ptr, dst_ptr, e_valid_ptr, off_ptr, k_ptr, N, V, E, G, SINK,
+                         BLOCK: tl.constexpr):
     i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     # rows
     row = i < N
@@ -97,6 +98,7 @@ def graph_arrays_triton(u, v, e, gid, group, state, next_state, new_group, first
     _graph_arrays_kernel[(triton.cdiv(span, BLOCK),)](
         u.contiguous(), v.contiguous(), e.contiguous(), gid.contiguous(), group.contiguous(), state.contiguous(),
         next_state.contiguous(), new_group.contiguous().view(i8), first.contiguous().view(i8),
-        success.contiguous().view(i8), n_nodes, n_edges, n_groups, *ints.unbind(0), flags[0].view(i8), flags[1].view(i8),
-        *edges.unbind(0), edge_valid.view(i8), off, k, n, num_nodes, num_edges, num_groups, sink, BLOCK=BLOCK)
+        success.contiguous().view(i8), n_nodes, n_edges, n_groups, *ints.unbind(0), flags[0].view(i8),
+        flags[1].view(i8), *edges.unbind(0), edge_valid.view(i8), off, k, n, num_nodes, num_edges, num_groups, sink,
+        BLOCK=BLOCK)
     return out

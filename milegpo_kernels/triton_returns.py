@@ -1,21 +1,21 @@
 """Triton kernels of :mod:`milegpo_kernels.returns`.
 
+:func:`~milegpo_kernels.discounted_returns`: backward walks. Every row that ends a
+trajectory starts a lane that walks its trajectory backward, ``R = reward[i] + gamma * R``,
+storing as it goes, until the row before is another trajectory's last row (or the batch's
+start). The walks are as long as the longest trajectory (the horizon); each step is one
+load and one store per lane.
+
+:func:`~milegpo_kernels.episode_scores`: a lane per trajectory start walks forward summing
+the rewards, then walks back writing Z: two walks as long as the longest trajectory.
+
 :func:`~milegpo_kernels.graph_return`: one pass over rows and nodes; a row reads its next
 node's distance d and multiplies ``c`` by ``gamma`` d times (the block loops as long as its
 largest d: the longest path to the sink, about the horizon), as the reference does; a node
 writes its distance or -1.
 
-:func:`~milegpo_kernels.discounted_returns`: backward walks.
-
-:func:`~milegpo_kernels.episode_scores`: a lane per trajectory start walks forward summing
-the rewards, then walks back writing Z: two walks as long as the longest trajectory.
-
-Every row that ends a trajectory starts a lane that walks its trajectory backward,
-``R = reward[i] + gamma * R``, storing as it goes, until the row before is another
-trajectory's last row (or the batch's start). The walks are as long as the longest
-trajectory (the horizon); each step is one load and one store per lane. The float
-scalar travels as its float64 bit pattern and the kernel is compiled without FMA
-contraction: every step rounds as the plain-Python reference's.
+Float scalars travel as their float64 bit patterns and the kernels are compiled without
+FMA contraction: every step rounds as the plain-Python reference's.
 """
 
 from __future__ import annotations

@@ -154,7 +154,6 @@ def record(path: str) -> None:
     from milegpo_kernels import INF, episode_scores, graph_return
 
     episode_scores(torch.rand(n, generator=gen, dtype=torch.float64), b > 0, b > 30, 0.1, **tb)
-
     graph_return(torch.where(a > 0, a, INF), a, 10.0, 0.2, **tb)
     from milegpo_kernels import ordered_rows
 

@@ -128,6 +128,8 @@ def test_graph_arrays_errors(device):
         graph_arrays(*args[:11], args[11].reshape(1), *args[12:], backend="triton")
     with pytest.raises(ValueError, match=r"graph_arrays: num_groups must be an int >= 0"):
         graph_arrays(*args[:15], -1, SINK, backend="triton")
+    with pytest.raises(ValueError, match=r"graph_arrays: sink must be an int64 key"):
+        graph_arrays(*args[:16], 1 << 63, backend="triton")
     if device != "cpu":  # on CUDA the kernel skips such ids (a check would sync)
         return
     for backend in ("torch", "triton"):
