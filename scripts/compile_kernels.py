@@ -18,20 +18,6 @@ import subprocess
 import sys
 import tempfile
 
-MODULES = [
-    "milegpo_kernels.triton_grouping",
-    "milegpo_kernels.triton_counting",
-    "milegpo_kernels.triton_graph",
-    "milegpo_kernels.triton_segment",
-    "milegpo_kernels.triton_scoring",
-    "milegpo_kernels.triton_shaping",
-    "milegpo_kernels.triton_returns",
-    "milegpo_kernels.triton_rows",
-    "milegpo_kernels.triton_graph_build",
-    "milegpo_kernels.policy_loss.fused",
-]
-
-
 def _type_of(value) -> str:
     import torch
 
@@ -50,52 +36,38 @@ def _type_of(value) -> str:
 
 
 def record(path: str) -> None:
-    import importlib
+    import inspect
 
-    import torch
+    from milegpo_kernels._launch_hooks import hooked_kernels
 
     launches: dict[str, dict] = {}
 
-    class Recorder:
-        def __init__(self, module, name, kernel):
-            self.module, self.name, self.kernel = module, name, kernel
+    def on_launch(module, name, kernel, args, kwargs):
+        fn = kernel.fn
+        params = list(inspect.signature(fn).parameters)
+        bound = dict(zip(params, args))
+        bound.update(kwargs)
+        annotations = fn.__annotations__
+        sig, const = {}, {}
+        for p in params:
+            if "constexpr" in str(annotations.get(p, "")):
+                sig[p] = "constexpr"
+                const[p] = bound[p]
+            else:
+                sig[p] = _type_of(bound[p])
+        key = f"{module}.{name}:" + json.dumps([sig, const], sort_keys=True, default=str)
+        launches[key] = {"module": module, "kernel": name, "signature": sig, "constexprs": const}
 
-        def __call__(self, *args, **kwargs):  # a @triton.jit helper called from inside a kernel
-            return self.kernel(*args, **kwargs)
+    with hooked_kernels(on_launch):
+        _launch_every_op()
+    with open(path, "w") as f:
+        json.dump(list(launches.values()), f, indent=1, default=str)
+    print(f"recorded {len(launches)} distinct kernel launches")
 
-        def __getattr__(self, name):  # e.g. .fn of a scan's combine function
-            return getattr(self.kernel, name)
 
-        def __getitem__(self, grid):
-            launch = self.kernel[grid]
-
-            def run(*args, **kwargs):
-                fn = self.kernel.fn
-                import inspect
-
-                params = list(inspect.signature(fn).parameters)
-                bound = dict(zip(params, args))
-                bound.update(kwargs)
-                annotations = fn.__annotations__
-                sig, const = {}, {}
-                for p in params:
-                    if "constexpr" in str(annotations.get(p, "")):
-                        sig[p] = "constexpr"
-                        const[p] = bound[p]
-                    else:
-                        sig[p] = _type_of(bound[p])
-                key = f"{self.module}.{self.name}:" + json.dumps([sig, const], sort_keys=True, default=str)
-                launches[key] = {"module": self.module, "kernel": self.name, "signature": sig, "constexprs": const}
-                return launch(*args, **kwargs)
-
-            return run
-
-    for mod_name in MODULES:
-        mod = importlib.import_module(mod_name)
-        for name in dir(mod):
-            obj = getattr(mod, name)
-            if type(obj).__name__ == "InterpretedFunction":
-                setattr(mod, name, Recorder(mod_name, name, obj))
+def _launch_every_op() -> None:
+    """Every public op on small inputs, in each variant its kernels compile to."""
+    import torch
 
     from milegpo_kernels import (count_distinct, dense_ids, fused_policy_loss, hop_distance, max_normalize,
                                  max_times_potential, segment_max, segment_normalize, sibling_mean)
@@ -184,9 +156,6 @@ def record(path: str) -> None:
                     bias=torch.randn(V, generator=gen).to(dt).requires_grad_() if bias else None,
                     beta=beta, delta=delta, backend="triton", vocab_chunk=32)
                 loss.backward()
-    with open(path, "w") as f:
-        json.dump(list(launches.values()), f, indent=1, default=str)
-    print(f"recorded {len(launches)} distinct kernel launches")
 
 
 def compile_all(path: str) -> int:

@@ -15,15 +15,16 @@ kernels there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
 
-import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,11 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from milegpo.credit import StepBatch, presets  # noqa: E402
 from milegpo.credit.synthetic import benchmark_batch  # noqa: E402
 from milegpo.credit.vectorized import estimate_vectorized  # noqa: E402
+from milegpo_kernels._launch_hooks import hooked_kernels, in_kernel  # noqa: E402
 
-MODULES = ["milegpo_kernels.triton_grouping", "milegpo_kernels.triton_counting", "milegpo_kernels.triton_graph",
-           "milegpo_kernels.triton_segment", "milegpo_kernels.triton_scoring",
-           "milegpo_kernels.triton_shaping", "milegpo_kernels.triton_returns",
-           "milegpo_kernels.triton_rows", "milegpo_kernels.triton_graph_build"]
 #: ATen ops that launch nothing on a GPU (views, metadata, allocation without a fill)
 FREE = {"view", "_unsafe_view", "slice", "select", "unsqueeze", "squeeze", "expand", "as_strided", "t",
         "transpose", "permute", "alias", "detach", "empty", "empty_like", "empty_strided", "unbind", "split",
@@ -45,9 +43,6 @@ FREE = {"view", "_unsafe_view", "slice", "select", "unsqueeze", "squeeze", "expa
         "scalar_tensor"}  # a Python scalar operand, wrapped as a 0-d CPU tensor: a kernel argument on a GPU
 
 
-_IN_KERNEL = [0]  # > 0 while the interpreter runs a Triton kernel (its own copies are not the pipeline's ops)
-
-
 class _Count(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -55,9 +50,17 @@ class _Count(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
-        if name not in FREE and not _IN_KERNEL[0]:
+        if name not in FREE and not in_kernel():  # the interpreter's own copies are not the pipeline's ops
             self.ops[name] += 1
         return func(*args, **(kwargs or {}))
+
+
+#: host-side checks of ids and counts that read CPU tensors (on CUDA they launch nothing): off while counting
+HOST_CHECKS = [("milegpo_kernels.triton_segment", "check_seg_range"), ("milegpo_kernels.triton_counting",
+                                                                        "check_seg_range"),
+               ("milegpo_kernels.scoring", "check_id_ranges"), ("milegpo_kernels.shaping", "check_id_ranges"),
+               ("milegpo_kernels.rows", "check_id_ranges"), ("milegpo_kernels.graph_build", "_check"),
+               ("milegpo_kernels.returns", "_check_graph_return")]
 
 
 def count(rows: int, method: str, variant: str = "full", row_order: bool = True,
@@ -69,30 +72,11 @@ def count(rows: int, method: str, variant: str = "full", row_order: bool = True,
     if not row_order:
         batch = StepBatch(**batch.as_dict(), validate=False)
     launches: Counter = Counter()
-    patched = []
-    for mod_name in MODULES:
-        mod = importlib.import_module(mod_name)
-        for name in dir(mod):
-            kernel = getattr(mod, name)
-            if type(kernel).__name__ == "InterpretedFunction":
-                patched.append((mod, name, kernel))
-                setattr(mod, name, _Launches(name, kernel, launches))
-    for mod_name in ("milegpo_kernels.triton_segment", "milegpo_kernels.triton_counting"):
-        mod = importlib.import_module(mod_name)  # the segment-id range check runs on CPU tensors only
-        patched.append((mod, "check_seg_range", mod.check_seg_range))
-        mod.check_seg_range = lambda *a: None
-    # the same check of ids in the fused ops
-    for mod_name in ("milegpo_kernels.scoring", "milegpo_kernels.shaping", "milegpo_kernels.rows"):
-        mod = importlib.import_module(mod_name)
-        patched.append((mod, "check_id_ranges", mod.check_id_ranges))
-        mod.check_id_ranges = lambda *a: None
-    for mod_name, check in (("milegpo_kernels.graph_build", "_check"), ("milegpo_kernels.returns",
-                                                                         "_check_graph_return")):
-        mod = importlib.import_module(mod_name)  # their id checks read CPU ids (none on CUDA)
-        patched.append((mod, check, getattr(mod, check)))
-        setattr(mod, check, lambda *a: None)
     mode = _Count()
-    try:
+    with contextlib.ExitStack() as stack:
+        for mod_name, check in HOST_CHECKS:
+            stack.enter_context(mock.patch.object(importlib.import_module(mod_name), check, lambda *a: None))
+        stack.enter_context(hooked_kernels(lambda module, name, *_: launches.update([name])))
         with mode:
             result = estimate_vectorized(batch, method, presets.ALFWORLD, variant, backend="triton",
                                          static_shapes=True)
@@ -100,34 +84,7 @@ def count(rows: int, method: str, variant: str = "full", row_order: bool = True,
                 for table in (result.rows, result.nodes):
                     for k in table:
                         table[k]
-    finally:
-        for mod, name, kernel in patched:
-            setattr(mod, name, kernel)
     return mode.ops, launches
-
-
-class _Launches:
-    def __init__(self, name, kernel, counter):
-        self.name, self.kernel, self.counter = name, kernel, counter
-
-    def __call__(self, *args, **kwargs):  # a @triton.jit helper called from inside a kernel
-        return self.kernel(*args, **kwargs)
-
-    def __getattr__(self, name):  # e.g. .fn of a scan's combine function
-        return getattr(self.kernel, name)
-
-    def __getitem__(self, grid):
-        self.counter[self.name] += 1
-        launch = self.kernel[grid]
-
-        def run(*args, **kwargs):
-            _IN_KERNEL[0] += 1
-            try:
-                return launch(*args, **kwargs)
-            finally:
-                _IN_KERNEL[0] -= 1
-
-        return run
 
 
 def main() -> int:
