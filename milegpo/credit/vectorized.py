@@ -142,7 +142,8 @@ class LazyRows(Mapping):
 class Tables:
     """What the pipeline computes, as plain tensors: the advantages, the per-row arrays (node ids
     as slot numbers), the per-node arrays at capacity in slot order, the node count and the
-    sort keys of the canonical node order (None: slots are in that order already).
+    nodes' group ids and valid flags, which with their keys sort them into canonical order (None:
+    slots are in that order already).
     :mod:`milegpo.credit.graphed` keeps these as a CUDA graph's outputs."""
 
     adv: torch.Tensor
@@ -150,7 +151,7 @@ class Tables:
     slots: dict[str, torch.Tensor]
     nodes: dict[str, torch.Tensor]
     count: torch.Tensor | None
-    order_keys: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
+    order_keys: tuple[torch.Tensor, torch.Tensor] | None
 
     def tensors(self) -> list[torch.Tensor]:
         return [self.adv, *self.rows.values(), *self.slots.values(), *self.nodes.values(),
@@ -162,11 +163,11 @@ class Tables:
         adv = next(it)
         rows, slots, nodes = ({k: next(it) for k in d} for d in (self.rows, self.slots, self.nodes))
         count = None if self.count is None else next(it)
-        order_keys = None if self.order_keys is None else (next(it), next(it), next(it))
+        order_keys = None if self.order_keys is None else (next(it), next(it))
         return Tables(adv, rows, slots, nodes, count, order_keys)
 
     def result(self, batch, method, config, variant, backend) -> CreditResult:
-        order = None if self.order_keys is None else NodeOrder(*self.order_keys)
+        order = None if self.order_keys is None else NodeOrder(*self.order_keys, self.nodes["key"])
         rows = LazyRows(ROW_KEYS[method], self.rows, self.slots, order)
         nodes = {} if self.count is None else LazyNodes(self.nodes, self.count, order)
         return CreditResult(method, variant, config, backend, batch, self.adv, rows, nodes)
@@ -336,7 +337,7 @@ def _finish(method, backend, adv, rows, nodes, n_nodes, unsort, graph=None) -> T
     if n_nodes is None:
         return Tables(adv, out_rows, slots, {}, None, None)
     # the torch ops number nodes in (group, key) order already; the Triton ops by first occurrence
-    order_keys = None if backend == "torch" else (*graph, nodes["key"])
+    order_keys = None if backend == "torch" else graph
     return Tables(adv, out_rows, slots, {k: nodes[k] for k in NODE_KEYS[method]}, n_nodes, order_keys)
 
 
