@@ -1,13 +1,16 @@
-"""Hooks on the package's Triton kernels, for the developer scripts that record or count their
-launches on CPU under Triton's interpreter (``scripts/compile_kernels.py``,
-``scripts/credit_op_count.py``). Not used by the ops themselves.
+"""Hooks on the package's Triton kernels under Triton's interpreter (CPU), for the tests and the
+developer scripts. Not used by the ops themselves.
 
 :func:`hooked_kernels` replaces every interpreted kernel of the Triton modules (found by
 name: ``milegpo_kernels.triton_*`` and the fused policy loss, so a new module needs no
 list updated) by a stand-in that calls ``on_launch(module, name, kernel, args, kwargs)``
 before each ``kernel[grid](...)`` launch; a call of a ``@triton.jit`` helper from inside
 another kernel passes straight through. :func:`in_kernel` tells whether a launch is running
-(torch ops the interpreter runs for a kernel are not the caller's).
+(torch ops the interpreter runs for a kernel are not the caller's). Used by
+``scripts/compile_kernels.py`` and ``scripts/credit_op_count.py``.
+
+:func:`grid_order` runs each launch's programs in another order than the interpreter's
+(the test suite shuffles them: tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -74,3 +77,55 @@ def hooked_kernels(on_launch, modules: list[str] | None = None):
     finally:
         for mod, name, kernel in patched:
             setattr(mod, name, kernel)
+
+
+GRID_ORDERS = ("sequential", "reverse", "shuffle")
+
+
+@contextlib.contextmanager
+def grid_order(order: str = "shuffle", seed: int = 0):
+    """Inside the block Triton's interpreter runs each launch's programs in ``order``:
+    ``sequential`` (its own: program 0, 1, 2, ...), ``reverse``, or ``shuffle`` (a fresh
+    permutation per launch, drawn from ``seed``). On a GPU programs run concurrently in no
+    set order; the interpreter runs them one after another, always in the same order, so a
+    kernel whose result depends on which program runs first (a plain store racing another
+    program's, a read of what another program writes in the same launch) passes there and
+    may fail on a GPU. Running the tests in other orders catches that class of fault (not
+    every race: the programs still never interleave). Needs ``TRITON_INTERPRET=1``."""
+    if order not in GRID_ORDERS:
+        raise ValueError(f"grid_order: order must be one of {GRID_ORDERS}, got {order!r}")
+    import random
+
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    if not (hasattr(builder, "set_grid_dim") and hasattr(builder, "set_grid_idx")):  # Triton internals moved
+        raise RuntimeError("grid_order: this Triton's interpreter has no set_grid_dim / set_grid_idx to reorder")
+    # the interpreter's own methods (an enclosing grid_order's are instance attributes: saved and
+    # put back on exit, not composed with this one)
+    set_dim, set_idx = (getattr(type(builder), m).__get__(builder) for m in ("set_grid_dim", "set_grid_idx"))
+    outer = {m: builder.__dict__[m] for m in ("set_grid_dim", "set_grid_idx") if m in builder.__dict__}
+    rng = random.Random(seed)
+    launch = {}
+
+    def grid_dim(nx, ny, nz):
+        set_dim(nx, ny, nz)
+        n = nx * ny * nz
+        perm = range(n) if order == "sequential" else range(n - 1, -1, -1) if order == "reverse" else rng.sample(
+            range(n), n)
+        launch.update(perm=perm, dim=(nx, ny, nz))
+
+    def grid_idx(x, y, z):
+        _, ny, nz = launch["dim"]
+        p = launch["perm"][(x * ny + y) * nz + z]
+        set_idx(p // (ny * nz), p // nz % ny, p % nz)
+
+    builder.set_grid_dim, builder.set_grid_idx = grid_dim, grid_idx
+    try:
+        yield
+    finally:
+        for m in ("set_grid_dim", "set_grid_idx"):
+            if m in outer:
+                setattr(builder, m, outer[m])
+            else:
+                delattr(builder, m)

@@ -109,8 +109,9 @@ want loss && run_bench test_policy_loss 110 bench/test_policy_loss.py
 # 2. kernel tests: every file in tests/kernels (credit ops, policy loss, ...) on CUDA
 want kernels && run_tests kernels 170 tests/kernels
 pack
-# 3. anything else marked gpu (e.g. estimate(..., backend="triton") with no host sync)
-want gpu && run_tests gpu_marked 60 tests -m gpu --ignore=tests/kernels
+# 3. anything else marked gpu: estimate(..., backend="triton") with no host sync, the trainer's GPU
+#    defaults end to end (tiny policy on CUDA, Triton credit, fused loss; builds the warm start: ~1 min)
+want gpu && run_tests gpu_marked 150 tests -m gpu --ignore=tests/kernels
 pack
 # 4. per-op tables: up to 64,000 rows (with plain Python), then 640,000 rows
 want ops && run_bench test_kernels 120 bench/test_kernels.py -k "not 640000"

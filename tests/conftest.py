@@ -2,8 +2,31 @@
 # Triton kernels run on machines without a GPU. Where CUDA is present the kernels run
 # compiled (set TRITON_INTERPRET=1 yourself to force the interpreter there).
 import os
+import zlib
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--grid-order", default="shuffle", choices=("sequential", "reverse", "shuffle"),
+        help="order in which Triton's interpreter runs a launch's programs (default: a permutation per launch, "
+             "seeded by the test's id; see milegpo_kernels._launch_hooks.grid_order)")
+
+
+@pytest.fixture(autouse=True)
+def _triton_grid_order(request):
+    """Under the interpreter every test runs each kernel launch's programs in a shuffled order
+    (reproducible: seeded by the test's id): a GPU runs them in no set order, and a kernel that
+    relies on the interpreter's 0, 1, 2, ... would pass here and fail there."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        yield
+        return
+    from milegpo_kernels._launch_hooks import grid_order
+
+    with grid_order(request.config.getoption("--grid-order"), zlib.crc32(request.node.nodeid.encode())):
+        yield

@@ -39,8 +39,8 @@ def estimate(
     backend: ``auto`` | ``reference`` | ``torch`` | ``triton``.
     cuda_graph: replay the pipeline as a CUDA graph captured once per batch size
       (CUDA batch, ``triton``/``auto`` backend; see :mod:`milegpo.credit.graphed`):
-      for repeated calls at one size, where launching ~700 small kernels from Python
-      costs more than running them.
+      for repeated calls at one size, where launching its ~60 small kernels from
+      Python costs more than running them.
 
     Returns a :class:`CreditResult`; ``.advantages`` is (N,) float64 in input order.
     """

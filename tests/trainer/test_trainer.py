@@ -47,22 +47,9 @@ def tasks():
     return easy_tasks("train", 4), {"id": easy_tasks("id", 4), "ood": easy_tasks("ood", 4)}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("method", ["milegpo", "gigpo"])
-def test_two_iterations_train_on_estimate_advantages(tmp_path, warm_checkpoint, method):
-    tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
-    train, evals = tasks()
-    args = make_args(tmp_path, credit_method=method)
-    trainer = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
-    before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
-    trainer.train()
-    assert trainer.state.global_step == 2 and len(trainer.records) == 2
-
-    changed = [k for k, v in trainer.model.named_parameters() if not torch.equal(v.detach(), before[k])]
-    assert changed, "no weight changed after two iterations"
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    assert len(losses) == 2 and all(np.isfinite(losses))
-
+def assert_trained_on_estimate(trainer, args, method):
+    """Every recorded iteration trained each row once, on the advantage the reference estimator gives
+    the recorded StepBatch; some advantage is non-zero."""
     any_nonzero = False
     for rec in trainer.records:
         batch = rec["batch"]
@@ -82,6 +69,25 @@ def test_two_iterations_train_on_estimate_advantages(tmp_path, warm_checkpoint, 
         assert sorted(seen) == list(range(len(batch)))  # every row trained on, once
         any_nonzero |= bool(np.abs(expected).max() > 0)
     assert any_nonzero, "all advantages were zero: the warm start did not give mixed outcomes"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["milegpo", "gigpo"])
+def test_two_iterations_train_on_estimate_advantages(tmp_path, warm_checkpoint, method):
+    tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
+    train, evals = tasks()
+    args = make_args(tmp_path, credit_method=method)
+    trainer = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+    trainer.train()
+    assert trainer.state.global_step == 2 and len(trainer.records) == 2
+
+    changed = [k for k, v in trainer.model.named_parameters() if not torch.equal(v.detach(), before[k])]
+    assert changed, "no weight changed after two iterations"
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == 2 and all(np.isfinite(losses))
+
+    assert_trained_on_estimate(trainer, args, method)
 
     log = trainer.state.log_history[0]
     for key in ("episode/success_rate", "episode/episode_length", "episode/invalid_action_rate",
@@ -167,3 +173,30 @@ def test_evaluation_during_training(tmp_path, warm_checkpoint):
     evals_logged = [h for h in tr.state.log_history if "eval_id_minus_ood" in h]
     assert [h["step"] for h in evals_logged] == [1, 2]
     assert all("eval_ood_invalid_action_rate" in h for h in evals_logged)
+
+
+_ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _ON_GPU, reason="needs CUDA with TRITON_INTERPRET=0")
+@pytest.mark.parametrize("method", ["milegpo", "gigpo"])
+def test_on_a_gpu_the_trainer_runs_triton_credit_and_the_fused_loss(tmp_path, warm_checkpoint, method):
+    """The trainer's GPU defaults, end to end: the policy on CUDA, credit by the Triton kernels on the
+    process's device (credit_device / credit_backend auto), the loss by the fused kernel; the
+    advantages trained on are the reference estimator's."""
+    tok = reload_tokenizer(warm_checkpoint)
+    train, evals = tasks()
+    args = make_args(tmp_path, use_cpu=False, credit_method=method)
+    trainer = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    fused_calls = []
+    fused = trainer._fused_loss
+    trainer._fused_loss = lambda *a, **kw: fused_calls.append(1) or fused(*a, **kw)
+    before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
+    trainer.train()
+    assert trainer.state.global_step == 2 and fused_calls
+    result = trainer.last_iteration["result"]
+    assert result.backend == "triton" and result.advantages.device.type == "cuda"
+    assert any(not torch.equal(v.detach(), before[k]) for k, v in trainer.model.named_parameters())
+    assert all(np.isfinite(h["loss"]) for h in trainer.state.log_history if "loss" in h)
+    assert_trained_on_estimate(trainer, args, method)
