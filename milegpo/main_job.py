@@ -229,8 +229,23 @@ def training_history(log_history: list[dict]) -> list[dict]:
         rows.append({"iteration": h.get("step"), "success_rate": h["episode/success_rate"],
                      "invalid_rate": h.get("episode/invalid_action_rate"),
                      "episode_length": h.get("episode/episode_length"), "loss": h.get("loss"),
-                     "rows": h.get("rows/iteration"), "adv_abs_mean": h.get("advantages/abs_mean")})
+                     "rows": h.get("rows/iteration"), "adv_abs_mean": h.get("advantages/abs_mean"),
+                     **{f"{k}_s": h.get(f"time/{k}_s") for k in ("rollout", "generate", "env", "credit")}})
     return rows
+
+
+def time_split(history: list[dict]) -> dict[str, float] | None:
+    """Median seconds per iteration of the rollout (generation, environments) and of the credit
+    estimate, over the iterations that logged them; None if none did."""
+    import statistics
+
+    out = {}
+    for k in ("rollout", "generate", "env", "credit"):
+        xs = [h[f"{k}_s"] for h in history if h.get(f"{k}_s") is not None]
+        if not xs:
+            return None
+        out[k] = statistics.median(xs)
+    return out
 
 
 def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
@@ -282,8 +297,8 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
         "splits": splits, "before": before, "after": after, **sft_info, "train_s": train_s,
         "train_success_first": history[0]["success_rate"] if history else float("nan"),
         "train_success_last": history[-1]["success_rate"] if history else float("nan"),
-        "history": history, "diagnostics": saver.diagnostics, "batches": saver.files,
-        "output_dir": str(out),
+        "history": history, "time_per_iteration": time_split(history), "diagnostics": saver.diagnostics,
+        "batches": saver.files, "output_dir": str(out),
     }
     if job.plots:
         summary["plots"] = [str(p) for p in write_plots(out / "plots", history, saver.diagnostics, before, after,
@@ -369,6 +384,11 @@ def format_summary(s: dict[str, Any]) -> str:
                          + "".join(f"{_pct(d.get(sp + '_invalid_action_rate')):>14}" for sp in splits) + gap)
     lines.append(f"train success: first iteration {_pct(s['train_success_first']).strip()}, last "
                  f"{_pct(s['train_success_last']).strip()}; training {s['train_s']:.0f} s, total {s['total_s']:.0f} s")
+    t = s.get("time_per_iteration")
+    if t:
+        lines.append(f"per iteration (median): rollout {t['rollout']:.2f} s (generation {t['generate']:.2f} s, "
+                     f"environments {t['env']:.2f} s), credit assignment {1e3 * t['credit']:.1f} ms "
+                     f"({100 * t['credit'] / max(t['rollout'], 1e-9):.2f}% of the rollout)")
     if s.get("batches"):
         lines.append(f"StepBatches: {len(s['batches'])} files in {Path(s['batches'][0]).parent} "
                      f"(milegpo replay {Path(s['batches'][0]).parent})")

@@ -19,7 +19,7 @@ def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsy
     assert main(["train", "--output_dir", str(out), *SHORT]) == 0
     text = capsys.readouterr().out
     for phrase in ("MileGPO run summary", "SFT warm start:", "before RL (after SFT)", "after RL", "id success",
-                   "ood success", "gap", "train success: first iteration"):
+                   "ood success", "gap", "train success: first iteration", "per iteration (median): rollout"):
         assert phrase in text, phrase
     for png in ("training.png", "credit_diagnostics.png", "advantages_by_method.png"):
         assert (out / "plots" / png).stat().st_size > 1000, png
@@ -28,6 +28,8 @@ def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsy
     for when in ("before", "after"):
         assert 0.0 <= summary[when]["id_success_rate"] <= 1.0 and "gap" in summary[when]
     assert summary["sft_examples"] > 0 and len(summary["history"]) == 1
+    t = summary["time_per_iteration"]
+    assert 0 < t["credit"] < t["rollout"] and 0 < t["generate"] <= t["rollout"]
     assert len(summary["batches"]) == 1 and (out / "batches" / "iter_0001.npz").exists()
     assert (out / "final" / "config.json").exists() and (out / "sft" / "tokenizer.json").exists()
     # the saved policy records its games and prompt: `milegpo eval` of it plays those by default
