@@ -129,3 +129,173 @@ def grid_order(order: str = "shuffle", seed: int = 0):
                 setattr(builder, m, outer[m])
             else:
                 delattr(builder, m)
+
+
+class RaceError(AssertionError):
+    """Two programs of one launch touched the same bytes in a way whose outcome depends on their
+    timing on a GPU (see :func:`race_check`)."""
+
+
+class _Accesses:
+    """The bytes one launch's programs read, wrote (with the values) and updated atomically."""
+
+    def __init__(self, grid_dim):
+        self.grid_dim = grid_dim
+        self.parts = {"load": [], "store": [], "atomic": []}
+
+    def add(self, kind, builder, ptrs, mask, value=None):
+        import numpy as np
+
+        addr = np.atleast_1d(np.asarray(ptrs.data, dtype=np.uint64))
+        keep = np.ones(addr.shape, dtype=bool) if mask is None else np.broadcast_to(
+            np.asarray(mask.data, dtype=bool), addr.shape)
+        addr = addr[keep]
+        if addr.size == 0:
+            return
+        size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+        x, y, z = builder.grid_idx
+        _, ny, nz = self.grid_dim
+        prog = (x * ny + y) * nz + z
+        byte_addr = (addr[:, None] + np.arange(size, dtype=np.uint64)).ravel()
+        if value is None:
+            val = np.zeros(byte_addr.shape, dtype=np.uint64)
+        else:  # each byte carries its whole element's bits: an element stored with two values races in full
+            v = np.ascontiguousarray(np.broadcast_to(np.asarray(value.data), keep.shape)[keep])
+            bits = v.view(f"u{v.dtype.itemsize}") if v.dtype.itemsize in (1, 2, 4, 8) else v.astype(np.uint64)
+            val = np.repeat(bits.astype(np.uint64), size)
+        self.parts[kind].append((byte_addr, np.full(byte_addr.shape, prog, dtype=np.int64), val))
+
+    def conflicts(self):
+        """(kind, byte addresses) of every race: stores of different values by different programs, a
+        plain load or store by one program of bytes another program stores or updates atomically."""
+        import numpy as np
+
+        def cat(kind):
+            parts = self.parts[kind]
+            if not parts:
+                return (np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.uint64))
+            return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+        def multi_prog(addr, prog):
+            """Addresses touched by more than one program."""
+            pairs = np.unique(np.stack([addr.astype(np.int64, copy=False).view(np.int64), prog]), axis=1)
+            a, n = np.unique(pairs[0], return_counts=True)
+            return set(a[n > 1].tolist())
+
+        loads, stores, atomics = cat("load"), cat("store"), cat("atomic")
+        found = []
+        # store / store: different programs, different values
+        if stores[0].size:
+            a = stores[0].view(np.int64)
+            both = np.unique(np.stack([a, stores[1], stores[2].view(np.int64)]), axis=1)
+            addr_vals = np.unique(both[[0, 2]], axis=1)
+            a_v, n_v = np.unique(addr_vals[0], return_counts=True)
+            multi_value = set(a_v[n_v > 1].tolist())
+            racing = multi_value & multi_prog(stores[0], stores[1])
+            if racing:
+                found.append(("plain stores of different values", racing))
+        # a plain load or store of bytes another program writes (plainly or atomically)
+        for what, writer, other in (("load of stored bytes", stores, loads), ("load of atomically updated bytes",
+                                                                             atomics, loads),
+                                    ("plain store to atomically updated bytes", atomics, stores)):
+            if not (writer[0].size and other[0].size):
+                continue
+            shared = np.intersect1d(writer[0], other[0])
+            if shared.size == 0:
+                continue
+            addr = np.concatenate([writer[0], other[0]])
+            prog = np.concatenate([writer[1], other[1]])
+            sel = np.isin(addr, shared)
+            racing = multi_prog(addr[sel], prog[sel])
+            if racing:
+                found.append((what, racing))
+        return found
+
+
+@contextlib.contextmanager
+def race_check():
+    """Inside the block every launch under Triton's interpreter records, per program, the bytes it
+    loads, stores (with the values) and updates atomically, and raises :class:`RaceError` after a
+    launch in which two programs race: stores of different values to the same bytes, or one
+    program reading or plainly writing bytes that another program writes. Atomic updates of the
+    same bytes by many programs are fine (that is what they are for); so are stores of equal
+    values. On a GPU the programs run at once, so such a launch's result depends on timing; the
+    interpreter runs them one by one and would hide it. Slow (it records every byte touched): for
+    small shapes. Needs ``TRITON_INTERPRET=1``."""
+    import inspect
+
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    cls = interpreter.GridExecutor
+    call, init_args = cls.__call__, cls._init_args_hst
+    state: dict = {}
+    names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "set_grid_dim")
+    own = {m: getattr(type(builder), m).__get__(builder) for m in names}
+    outer = {m: builder.__dict__[m] for m in names if m in builder.__dict__}
+    wrapped = {m: outer.get(m, own[m]) for m in names}  # a grid_order inside or outside still applies
+
+    def checked_call(self, *args, **kwargs):
+        state["kernel"] = getattr(self.fn, "__name__", str(self.fn))
+        state["arg_names"] = inspect.getfullargspec(self.fn).args
+        out = call(self, *args, **kwargs)
+        acc = state.pop("acc", None)
+        if acc is not None:
+            found = acc.conflicts()
+            if found:
+                raise RaceError(f"{state['kernel']}: " + "; ".join(
+                    f"{what} at {len(addrs)} bytes of {_owners(addrs, state.get('args', []))}" for what, addrs in found))
+        return out
+
+    def capture_args(self, args_dev, kwargs):
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
+        state["args"] = [(n, a) for n, a in zip(state.get("arg_names", []), args_hst) if hasattr(a, "data_ptr")]
+        return args_hst, kwargs_hst
+
+    def grid_dim(nx, ny, nz):
+        wrapped["set_grid_dim"](nx, ny, nz)
+        state["acc"] = _Accesses((nx, ny, nz))
+
+    def load(ptrs, mask, other, *a):
+        state["acc"].add("load", builder, ptrs, mask)
+        return wrapped["create_masked_load"](ptrs, mask, other, *a)
+
+    def store(ptrs, value, mask, *a):
+        state["acc"].add("store", builder, ptrs, mask, value)
+        return wrapped["create_masked_store"](ptrs, value, mask, *a)
+
+    def rmw(op, ptr, val, mask, *a):
+        state["acc"].add("atomic", builder, ptr, mask)
+        return wrapped["create_atomic_rmw"](op, ptr, val, mask, *a)
+
+    def cas(ptr, cmp, val, *a):
+        state["acc"].add("atomic", builder, ptr, None)
+        return wrapped["create_atomic_cas"](ptr, cmp, val, *a)
+
+    cls.__call__, cls._init_args_hst = checked_call, capture_args
+    builder.set_grid_dim = grid_dim
+    builder.create_masked_load, builder.create_masked_store = load, store
+    builder.create_atomic_rmw, builder.create_atomic_cas = rmw, cas
+    try:
+        yield
+    finally:
+        cls.__call__, cls._init_args_hst = call, init_args
+        for m in names:
+            if m in outer:
+                setattr(builder, m, outer[m])
+            else:
+                delattr(builder, m)
+
+
+def _owners(addrs, args) -> str:
+    """The kernel arguments whose memory holds ``addrs`` (with the first element index), for the error."""
+    found = {}
+    for a in sorted(addrs):
+        for name, t in args:
+            start = t.data_ptr()
+            if start <= a < start + t.numel() * t.element_size():
+                found.setdefault(name, (a - start) // t.element_size())
+                break
+        else:
+            found.setdefault("?", a)
+    return ", ".join(f"{n} (first at element {i})" for n, i in found.items())

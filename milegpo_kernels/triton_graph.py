@@ -24,7 +24,9 @@ all groups in parallel, instead of one program sweeping the whole batch (hop dis
 at 640,000 rows on an H200: 0.12 ms per group, 4.3 ms in one program, 1.1 ms for the
 torch twin on CUDA; bench/RESULTS.md, 2026-11-30).
 Self-loops may lie in any component (padding slots are self-loops): they never
-change a value. Loads of the relaxed array bypass L1 (``.cg``): atomics land in L2
+change a value, and the kernels skip them without reading the relaxed array (a padding
+component's 0 -> 0 edges would otherwise read node 0 while its own component's program
+updates it: harmless, but a cross-program race all the same). Loads of the relaxed array bypass L1 (``.cg``): atomics land in L2
 and a stale L1 line could hide a change in the final sweep.
 
 Float atomic max uses the int bit pattern: for non-negative IEEE floats the order
@@ -65,6 +67,7 @@ def _hop_kernel(src_ptr, dst_ptr, off_ptr, dist_ptr, max_rounds, INF: tl.constex
             m = offs < hi
             s = tl.load(src_ptr + offs, mask=m, other=0)
             d = tl.load(dst_ptr + offs, mask=m, other=0)
+            m = m & (s != d)  # a self-loop changes nothing (padding edges are 0 -> 0: not read at all)
             dd = tl.load(dist_ptr + d, mask=m, other=INF, cache_modifier=".cg")
             cand = tl.minimum(dd + 1, INF)
             old = tl.atomic_min(dist_ptr + s, cand, mask=m, sem=SEM)
@@ -95,6 +98,7 @@ def _max_times_kernel(src_ptr, dst_ptr, off_ptr, phi_ptr, phi_bits_ptr, factor_b
             c = offs % K
             s = tl.load(src_ptr + e, mask=m, other=0) * K + c
             d = tl.load(dst_ptr + e, mask=m, other=0) * K + c
+            m = m & (s != d)  # a self-loop changes nothing (factor <= 1; padding edges: not read at all)
             pd = tl.load(phi_ptr + d, mask=m, other=0.0, cache_modifier=".cg")
             cand = (pd * f).to(pd.dtype)
             cand_bits = cand.to(phi_bits_ptr.dtype.element_ty, bitcast=True)

@@ -70,7 +70,8 @@ def _col(k0_ptr, k1_ptr, k2_ptr, c: tl.constexpr, rows, mask):
 def _insert_kernel(k0_ptr, k1_ptr, k2_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.constexpr, BLOCK: tl.constexpr,
                    SEM: tl.constexpr, PEEK: tl.constexpr):
     """k0, k1, k2: the (M,) int64 columns (the first NCOLS <= 3 of them are read); table: (T,)
-    int64 filled with -1; slot: (M,) int64 out."""
+    int64 filled with -1; slot: int64 out, one element per lane of the grid (M rounded up to
+    BLOCK: every lane owns one, see below)."""
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     inb = rows < M
@@ -81,10 +82,11 @@ def _insert_kernel(k0_ptr, k1_ptr, k2_ptr, table_ptr, slot_ptr, M, T, NCOLS: tl.
     t64 = T.to(tl.int64)
     slot = (h % t64.to(tl.uint64)).to(tl.int64)
     active = inb
-    # lanes that must not touch the table (done, or PEEK saw the slot taken) aim their
-    # compare-and-swap at their own output slot with a compare value no slot holds
-    # (-2): no write, and no contention on a hot table slot
-    own = slot_ptr + tl.where(inb, rows, 0)
+    # lanes that must not touch the table (done, past M, or PEEK saw the slot taken) aim their
+    # compare-and-swap at their own output element with a compare value no slot holds (-2): no
+    # write, and no contention on a hot table slot (lanes past M own the padding elements: no
+    # two programs' atomics meet outside the table)
+    own = slot_ptr + rows
     n_active = tl.sum(active.to(tl.int32), axis=0)
     while n_active > 0:
         if PEEK:  # a plain read first: rows of a tuple already in the table need no atomic
@@ -143,7 +145,7 @@ def _table_size(m: int, table_size: int | None) -> int:
 
 
 def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None, sem: str = SEM, peek: bool = PEEK,
-                     insert_block: int = BLOCK) -> DenseIds:
+                     insert_block: int | None = None) -> DenseIds:
     """Dense ids of int64 tuples via a GPU hash table (see the module docstring).
 
     cols: each (M,) int64 on one device. Ids are numbered in order of first
@@ -151,8 +153,8 @@ def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None, sem: st
     first occurrence of each tuple. table_size: hash table slots (>= M); default
     ``next_pow2(2 M)``. sem, peek: the insert kernel's atomics' memory order and whether
     it reads a slot before its compare-and-swap; insert_block: rows per program of the insert
-    kernel, whose programs loop until their slowest row is placed (tuning knobs, timed by
-    ``scripts/kernel_variants.py``; the ids are the same).
+    kernel, whose programs loop until their slowest row is placed (default :data:`BLOCK`; tuning
+    knobs, timed by ``scripts/kernel_variants.py``; the ids are the same).
     """
     m = _check_cols(cols)
     device = cols[0].device
@@ -163,13 +165,15 @@ def dense_ids_triton(*cols: torch.Tensor, table_size: int | None = None, sem: st
         knobs = {"table_size": table_size, "sem": sem, "peek": peek, "insert_block": insert_block}
         return dense_ids_triton(dense_ids_triton(*cols[:2], **knobs).ids, *cols[2:], **knobs)
     t = _table_size(m, table_size)
+    insert_block = insert_block or BLOCK
     keys = [c.contiguous() for c in cols]
     keys += [keys[0]] * (3 - len(keys))  # unread
     table = torch.full((t,), EMPTY.value, dtype=torch.int64, device=device)
-    slot = torch.empty(m, dtype=torch.int64, device=device)
+    insert_grid = triton.cdiv(m, insert_block)
+    slot = torch.empty(insert_grid * insert_block, dtype=torch.int64, device=device)  # a slot per lane
     grid = (triton.cdiv(m, BLOCK),)
-    _insert_kernel[(triton.cdiv(m, insert_block),)](*keys, table, slot, m, t, NCOLS=len(cols), BLOCK=insert_block,
-                                                     SEM=sem, PEEK=peek)
+    _insert_kernel[(insert_grid,)](*keys, table, slot, m, t, NCOLS=len(cols), BLOCK=insert_block, SEM=sem,
+                                   PEEK=peek)
     rep = torch.empty(m, dtype=torch.int64, device=device)
     first = torch.empty(m, dtype=torch.bool, device=device)
     _resolve_kernel[grid](table, slot, rep, first.view(torch.int8), m, BLOCK=BLOCK)

@@ -1,0 +1,159 @@
+"""No two programs of a launch race: every Triton op of the package under the interpreter's race
+check (:func:`milegpo_kernels._launch_hooks.race_check`), with blocks of 32 so that even small
+inputs spread over many programs.
+
+The interpreter runs a launch's programs one after another; a GPU runs them at once. A kernel
+whose programs store different values to the same bytes, or read (or plainly write) bytes that
+another program of the same launch writes, gives a timing-dependent result there and a fixed one
+here: the check records every byte each program touches and fails such a launch. The results
+must also still equal the plain-Python reference (small blocks change every kernel's tiling).
+"""
+
+import contextlib
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from milegpo.credit import estimate, presets
+from milegpo.credit.synthetic import paths_batch
+from milegpo_kernels import max_normalize, segment_max, sibling_mean
+from milegpo_kernels._launch_hooks import RaceError, race_check, triton_modules
+from milegpo_kernels.policy_loss import fused as fused_mod
+from milegpo_kernels.policy_loss import fused_policy_loss
+
+from ..credit.batches import make_batch
+from ..credit.test_estimate import compare
+
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="interpreter only")
+
+SMALL = 32
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Every credit kernel module's block sizes set to 32: many programs per launch."""
+    import importlib
+
+    for name in triton_modules():
+        mod = importlib.import_module(name)
+        for attr in ("BLOCK", "SEG_BLOCK"):
+            if isinstance(getattr(mod, attr, None), int):
+                monkeypatch.setattr(mod, attr, SMALL)
+
+
+# ---------------------------------------------------------------- the check itself
+
+
+@triton.jit
+def _reads_next_program(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, i)
+    tl.store(x_ptr + i, tl.load(out_ptr + (i + BLOCK) % (3 * BLOCK)))
+
+
+@triton.jit
+def _stores_its_id(out_ptr, BLOCK: tl.constexpr):
+    tl.store(out_ptr + tl.arange(0, BLOCK), tl.program_id(0) + tl.zeros((BLOCK,), tl.int32))
+
+
+@triton.jit
+def _reads_an_accumulator(acc_ptr, out_ptr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(acc_ptr, 1)
+    tl.store(out_ptr + i, tl.load(acc_ptr) + tl.zeros((BLOCK,), tl.int32))
+
+
+@triton.jit
+def _no_race(out_ptr, acc_ptr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, i)
+    tl.atomic_add(acc_ptr + i % 2, 1)  # many programs, one accumulator: what atomics are for
+    tl.store(out_ptr + 3 * BLOCK + tl.arange(0, BLOCK), tl.zeros((BLOCK,), tl.int32))  # equal values
+
+
+def _ints(n):
+    return torch.zeros(n, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("kernel, args, what", [
+    (_reads_next_program, lambda: (_ints(48), _ints(48)), "load of stored bytes at .* out_ptr"),
+    (_stores_its_id, lambda: (_ints(16),), "plain stores of different values at 64 bytes of out_ptr"),
+    (_reads_an_accumulator, lambda: (_ints(1), _ints(48)), "load of atomically updated bytes at 4 bytes of acc_ptr"),
+])
+def test_race_check_names_the_race(kernel, args, what):
+    with pytest.raises(RaceError, match=what):
+        with race_check():
+            kernel[(3,)](*args(), BLOCK=16)
+
+
+def test_race_check_passes_atomics_and_equal_stores_and_restores_the_interpreter():
+    out, acc = _ints(64), _ints(2)
+    with race_check():
+        _no_race[(3,)](out, acc, BLOCK=16)
+    assert acc.tolist() == [24, 24] and out[:48].tolist() == list(range(48))
+    _stores_its_id[(3,)](_ints(16), BLOCK=16)  # outside the block: not checked
+
+
+# ---------------------------------------------------------------- the package's kernels
+
+
+@pytest.mark.parametrize("seed, kwargs", [
+    (0, dict(n_groups=3, k=4, horizon=10)),
+    (1, dict(n_groups=2, k=6, horizon=12, n_states=3, p_self=0.6)),
+    (5, dict(n_groups=3, k=4, horizon=4, one_step=True)),
+])
+def test_credit_pipeline_has_no_race(small_blocks, seed, kwargs):
+    """Every method and variant, both presets, the GPU's static layout (padding slots)."""
+    batch = make_batch(seed, **kwargs)
+    with race_check():
+        compare(batch, backend="triton", static_shapes=True)
+
+
+def test_credit_pipeline_has_no_race_with_a_sink_and_shared_states(small_blocks):
+    paths = [(0, [1, 2, 3, -1]), (0, [1, 2, 2, 3, -1]), (0, [1, 4, 4, 4]), (1, [5, 6, 5, 6, 7]),
+             (1, [5, 7, -1]), (2, [8, 9])]
+    batch = paths_batch([(g, [s if s != -1 else (1 << 63) - 1 for s in seq]) for g, seq in paths],
+                        shuffle_seed=3)
+    with race_check():
+        for method in ("grpo", "gigpo", "graphgpo", "milegpo"):
+            estimate(batch, method, presets.ALFWORLD, backend="triton")
+        compare(batch, backend="triton", static_shapes=True)
+
+
+def test_segment_ops_have_no_race(small_blocks):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(300, generator=g, dtype=torch.float64)
+    seg = torch.randint(0, 7, (300,), generator=g)
+    valid = torch.rand(300, generator=g) < 0.7
+    with race_check():
+        got = (sibling_mean(x, seg, 7, valid, backend="triton"), max_normalize(x, seg, 7, valid, backend="triton"),
+               segment_max(x, seg, 7, valid, fill=-1.0, backend="triton"))
+    want = (sibling_mean(x, seg, 7, valid, backend="torch"), max_normalize(x, seg, 7, valid, backend="torch"),
+            segment_max(x, seg, 7, valid, fill=-1.0, backend="torch"))
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_fused_policy_loss_has_no_race(monkeypatch):
+    """Forward and backward, several row and vocabulary tiles."""
+    monkeypatch.setattr(fused_mod, "BLOCK_V", 64)
+    monkeypatch.setattr(fused_mod, "BLOCK_N", 4)
+    g = torch.Generator().manual_seed(0)
+    b, t, h, v = 3, 5, 16, 700
+    hidden = torch.randn(b, t, h, generator=g, requires_grad=True)
+    weight = torch.randn(v, h, generator=g, requires_grad=True)
+    ids = torch.randint(0, v, (b, t), generator=g)
+    mask = torch.ones(b, t, dtype=torch.int64)
+    mask[0, 3:] = 0
+    adv = torch.randn(b, generator=g)
+    old = -torch.rand(b, t, generator=g) * 5
+    grads = {}
+    for backend in ("triton", "torch"):
+        hidden.grad = weight.grad = None
+        with race_check() if backend == "triton" else contextlib.nullcontext():
+            loss = fused_policy_loss(hidden, weight, ids, mask, adv, old, beta=0.0, backend=backend)[0]
+            loss.backward()
+        grads[backend] = (loss.detach(), hidden.grad.clone(), weight.grad.clone())
+    torch.testing.assert_close(grads["triton"], grads["torch"], rtol=1e-5, atol=1e-6)
