@@ -10,7 +10,9 @@ another kernel passes straight through. :func:`in_kernel` tells whether a launch
 ``scripts/compile_kernels.py`` and ``scripts/credit_op_count.py``.
 
 :func:`grid_order` runs each launch's programs in another order than the interpreter's
-(the test suite shuffles them: tests/conftest.py).
+(the test suite shuffles them: tests/conftest.py); :func:`race_check` fails a launch whose
+programs race on memory (tests/kernels/test_races.py). Neither sees hazards between the lanes
+of one program (the interpreter runs a block's lanes as one array operation).
 """
 
 from __future__ import annotations
