@@ -245,8 +245,9 @@ def race_check():
         if acc is not None:
             found = acc.conflicts()
             if found:
+                args = state.get("args", [])
                 raise RaceError(f"{state['kernel']}: " + "; ".join(
-                    f"{what} at {len(addrs)} bytes of {_owners(addrs, state.get('args', []))}" for what, addrs in found))
+                    f"{what} at {len(addrs)} bytes of {_owners(addrs, args)}" for what, addrs in found))
         return out
 
     def capture_args(self, args_dev, kwargs):

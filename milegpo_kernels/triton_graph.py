@@ -26,8 +26,9 @@ torch twin on CUDA; bench/RESULTS.md, 2026-11-30).
 Self-loops may lie in any component (padding slots are self-loops): they never
 change a value, and the kernels skip them without reading the relaxed array (a padding
 component's 0 -> 0 edges would otherwise read node 0 while its own component's program
-updates it: harmless, but a cross-program race all the same). Loads of the relaxed array bypass L1 (``.cg``): atomics land in L2
-and a stale L1 line could hide a change in the final sweep.
+updates it: harmless, but a cross-program race all the same). Loads of the relaxed array
+bypass L1 (``.cg``): atomics land in L2 and a stale L1 line could hide a change in the
+final sweep.
 
 Float atomic max uses the int bit pattern: for non-negative IEEE floats the order
 of the bit patterns (as signed ints) is the order of the values. ``seed >= 0`` is
