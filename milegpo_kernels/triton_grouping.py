@@ -13,7 +13,9 @@ success sink ``(1 << 63) - 1``) is a legal key and ``-1`` can mark an empty slot
    slot ends up holding the *smallest* row of the tuple, whatever the race order.
    Different tuple: next slot. The row records its slot. (Reading the slot before the
    CAS, ``PEEK``, was meant to spare hot slots their atomics, but all rows probe at
-   once, see the slot empty and CAS anyway: it measured 5-10% slower. The credit
+   once, see the slot empty and CAS anyway: it measured 5-10% slower. It is also a plain
+   read of what other programs' atomics write, a harmless race that ``race_check`` names:
+   tests/kernels/test_races.py. The credit
    pipeline avoids the hottest case, one slot per task group for every row, by
    numbering groups from sorted runs instead.)
 2. ``_resolve_kernel``: ``rep[row] = table[slot[row]]`` (the tuple's first row) and

@@ -19,7 +19,7 @@ import triton.language as tl
 
 from milegpo.credit import estimate, presets
 from milegpo.credit.synthetic import paths_batch
-from milegpo_kernels import max_normalize, segment_max, sibling_mean
+from milegpo_kernels import dense_ids, max_normalize, segment_max, segment_normalize, sibling_mean
 from milegpo_kernels._launch_hooks import RaceError, race_check, triton_modules
 from milegpo_kernels.policy_loss import fused as fused_mod
 from milegpo_kernels.policy_loss import fused_policy_loss
@@ -157,3 +157,45 @@ def test_fused_policy_loss_has_no_race(monkeypatch):
             loss.backward()
         grads[backend] = (loss.detach(), hidden.grad.clone(), weight.grad.clone())
     torch.testing.assert_close(grads["triton"], grads["torch"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("peek", [False, True])
+@pytest.mark.parametrize("table_size", [None, 300])
+def test_hash_grouping_has_no_race(peek, table_size):
+    """Many programs inserting into one table, collisions forced by a table barely larger than
+    the rows. ``peek`` (off by default: measured slower) reads a slot before its compare-and-swap,
+    a plain read of what other programs' atomics write: a race by design, and a harmless one (a
+    stale EMPTY leads to the CAS, which returns the truth; a stale row is still a row of the
+    slot's tuple, as the slot only ever moves to a smaller row of the same tuple). The check
+    names exactly that read; the ids are right either way."""
+    from milegpo_kernels.triton_grouping import dense_ids_triton
+
+    g = torch.Generator().manual_seed(1)
+    a = torch.randint(-3, 3, (290,), generator=g)
+    b = torch.randint(-(2**62), 2**62, (5,), generator=g)[torch.randint(0, 5, (290,), generator=g)]
+    if peek:
+        with pytest.raises(RaceError, match=r"^_insert_kernel: load of atomically updated bytes at \d+ bytes of "
+                                            r"table_ptr \(first at element \d+\)$"):
+            with race_check():
+                dense_ids_triton(a, b, table_size=table_size, peek=peek, insert_block=SMALL)
+        got = dense_ids_triton(a, b, table_size=table_size, peek=peek, insert_block=SMALL)
+    else:
+        with race_check():
+            got = dense_ids_triton(a, b, table_size=table_size, peek=peek, insert_block=SMALL)
+    want = dense_ids(a, b, backend="torch")
+    # ids are numbered by first occurrence on the Triton path, in sorted order by the twin: same partition
+    assert int(got.count) == int(want.count)
+    pairs = set(zip(got.ids.tolist(), want.ids.tolist()))
+    assert len(pairs) == int(want.count)
+
+
+def test_runs_variant_of_the_normalisation_has_no_race(small_blocks):
+    from milegpo_kernels.triton_segment import segment_normalize_triton
+
+    g = torch.Generator().manual_seed(2)
+    seg = torch.sort(torch.randint(0, 9, (400,), generator=g)).values  # runs of equal ids, as in the pipeline
+    x = torch.randn(400, generator=g, dtype=torch.float64)
+    with race_check():
+        got = segment_normalize_triton(x, seg, 9, "mean_std", 1e-6, "unit", runs=True)
+    torch.testing.assert_close(got, segment_normalize(x, seg, 9, "mean_std", 1e-6, "unit", backend="torch"),
+                               rtol=1e-12, atol=1e-12)
