@@ -181,10 +181,12 @@ _ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _ON_GPU, reason="needs CUDA with TRITON_INTERPRET=0")
 @pytest.mark.parametrize("method", ["milegpo", "gigpo"])
-def test_on_a_gpu_the_trainer_runs_triton_credit_and_the_fused_loss(tmp_path, warm_checkpoint, method):
+def test_on_a_gpu_the_trainer_runs_triton_credit_and_the_fused_loss(tmp_path, warm_checkpoint, method,
+                                                                     record_property):
     """The trainer's GPU defaults, end to end: the policy on CUDA, credit by the Triton kernels on the
     process's device (credit_device / credit_backend auto), the loss by the fused kernel; the
-    advantages trained on are the reference estimator's."""
+    advantages trained on are the reference estimator's. The iterations' rollout and credit times
+    go to the junit xml (scripts/gpu_check.sh keeps it)."""
     tok = reload_tokenizer(warm_checkpoint)
     train, evals = tasks()
     args = make_args(tmp_path, use_cpu=False, credit_method=method)
@@ -200,3 +202,5 @@ def test_on_a_gpu_the_trainer_runs_triton_credit_and_the_fused_loss(tmp_path, wa
     assert any(not torch.equal(v.detach(), before[k]) for k, v in trainer.model.named_parameters())
     assert all(np.isfinite(h["loss"]) for h in trainer.state.log_history if "loss" in h)
     assert_trained_on_estimate(trainer, args, method)
+    for key in ("time/rollout_s", "time/generate_s", "time/credit_s"):
+        record_property(key, [h[key] for h in trainer.state.log_history if key in h])
