@@ -152,6 +152,20 @@ fi
   [ -e "$OUT/credit_compile.log" ] && grep -v -i warn "$OUT/credit_compile.log" | tail -n 30
   echo '```'
   echo
+  echo "## The trainer on the GPU (per iteration, seconds; the first iteration compiles the kernels)"
+  echo
+  if [ -e "$OUT/tests_gpu_marked.xml" ]; then
+    "$PY" - "$OUT/tests_gpu_marked.xml" <<'EOF' 2>&1
+import sys
+import xml.etree.ElementTree as ET
+
+for case in ET.parse(sys.argv[1]).iter("testcase"):
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    if props:
+        print(f"- {case.get('name')}: " + "; ".join(f"{k} {v}" for k, v in props.items()))
+EOF
+  fi
+  echo
   echo "## Kernel variants (scripts/kernel_variants.py)"
   echo
   [ -e "$OUT/kernel_variants.md" ] && grep -v -i warn "$OUT/kernel_variants.md" | grep -v "^# "
