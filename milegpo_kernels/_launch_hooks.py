@@ -81,6 +81,31 @@ def hooked_kernels(on_launch, modules: list[str] | None = None):
             setattr(mod, name, kernel)
 
 
+@contextlib.contextmanager
+def _on_builder(replace, over_outer: bool):
+    """The interpreter's builder with the methods named in ``replace`` swapped for
+    ``replace[name](own)``; put back on exit. ``own``: the builder's current method of that name
+    (``over_outer``: an enclosing block's stand-in stays in effect beneath this one), else the
+    interpreter's own (an enclosing block's is set aside until exit)."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    missing = [m for m in replace if not hasattr(type(builder), m)]
+    if missing:  # Triton's internals moved
+        raise RuntimeError(f"this Triton's interpreter has no {', '.join(missing)} to hook")
+    outer = {m: builder.__dict__[m] for m in replace if m in builder.__dict__}
+    for m, make in replace.items():
+        setattr(builder, m, make(getattr(builder, m) if over_outer else getattr(type(builder), m).__get__(builder)))
+    try:
+        yield builder
+    finally:
+        for m in replace:
+            if m in outer:
+                setattr(builder, m, outer[m])
+            else:
+                delattr(builder, m)
+
+
 GRID_ORDERS = ("sequential", "reverse", "shuffle")
 
 
@@ -93,44 +118,33 @@ def grid_order(order: str = "shuffle", seed: int = 0):
     kernel whose result depends on which program runs first (a plain store racing another
     program's, a read of what another program writes in the same launch) passes there and
     may fail on a GPU. Running the tests in other orders catches that class of fault (not
-    every race: the programs still never interleave). Needs ``TRITON_INTERPRET=1``."""
+    every race: the programs still never interleave; :func:`race_check` sees those). Needs
+    ``TRITON_INTERPRET=1``."""
     if order not in GRID_ORDERS:
         raise ValueError(f"grid_order: order must be one of {GRID_ORDERS}, got {order!r}")
     import random
 
-    from triton.runtime import interpreter
-
-    builder = interpreter.interpreter_builder
-    if not (hasattr(builder, "set_grid_dim") and hasattr(builder, "set_grid_idx")):  # Triton internals moved
-        raise RuntimeError("grid_order: this Triton's interpreter has no set_grid_dim / set_grid_idx to reorder")
-    # the interpreter's own methods (an enclosing grid_order's are instance attributes: saved and
-    # put back on exit, not composed with this one)
-    set_dim, set_idx = (getattr(type(builder), m).__get__(builder) for m in ("set_grid_dim", "set_grid_idx"))
-    outer = {m: builder.__dict__[m] for m in ("set_grid_dim", "set_grid_idx") if m in builder.__dict__}
     rng = random.Random(seed)
     launch = {}
 
-    def grid_dim(nx, ny, nz):
-        set_dim(nx, ny, nz)
-        n = nx * ny * nz
-        perm = range(n) if order == "sequential" else range(n - 1, -1, -1) if order == "reverse" else rng.sample(
-            range(n), n)
-        launch.update(perm=perm, dim=(nx, ny, nz))
+    def grid_dim(set_dim):
+        def run(nx, ny, nz):
+            set_dim(nx, ny, nz)
+            n = nx * ny * nz
+            perm = range(n) if order == "sequential" else range(n - 1, -1, -1) if order == "reverse" else \
+                rng.sample(range(n), n)
+            launch.update(perm=perm, dim=(nx, ny, nz))
+        return run
 
-    def grid_idx(x, y, z):
-        _, ny, nz = launch["dim"]
-        p = launch["perm"][(x * ny + y) * nz + z]
-        set_idx(p // (ny * nz), p // nz % ny, p % nz)
+    def grid_idx(set_idx):
+        def run(x, y, z):
+            _, ny, nz = launch["dim"]
+            p = launch["perm"][(x * ny + y) * nz + z]
+            set_idx(p // (ny * nz), p // nz % ny, p % nz)
+        return run
 
-    builder.set_grid_dim, builder.set_grid_idx = grid_dim, grid_idx
-    try:
+    with _on_builder({"set_grid_dim": grid_dim, "set_grid_idx": grid_idx}, over_outer=False):
         yield
-    finally:
-        for m in ("set_grid_dim", "set_grid_idx"):
-            if m in outer:
-                setattr(builder, m, outer[m])
-            else:
-                delattr(builder, m)
 
 
 class RaceError(AssertionError):
@@ -141,8 +155,7 @@ class RaceError(AssertionError):
 class _Accesses:
     """The bytes one launch's programs read, wrote (with the values) and updated atomically."""
 
-    def __init__(self, grid_dim):
-        self.grid_dim = grid_dim
+    def __init__(self):
         self.parts = {"load": [], "store": [], "atomic": []}
 
     def add(self, kind, builder, ptrs, mask, value=None):
@@ -155,8 +168,8 @@ class _Accesses:
         if addr.size == 0:
             return
         size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
-        x, y, z = builder.grid_idx
-        _, ny, nz = self.grid_dim
+        x, y, z = builder.grid_idx  # the program running (whatever order a grid_order imposes)
+        _, ny, nz = builder.grid_dim
         prog = (x * ny + y) * nz + z
         byte_addr = (addr[:, None] + np.arange(size, dtype=np.uint64)).ravel()
         if value is None:
@@ -232,22 +245,17 @@ def race_check():
     cls = interpreter.GridExecutor
     call, init_args = cls.__call__, cls._init_args_hst
     state: dict = {}
-    names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "set_grid_dim")
-    own = {m: getattr(type(builder), m).__get__(builder) for m in names}
-    outer = {m: builder.__dict__[m] for m in names if m in builder.__dict__}
-    wrapped = {m: outer.get(m, own[m]) for m in names}  # a grid_order inside or outside still applies
 
     def checked_call(self, *args, **kwargs):
         state["kernel"] = getattr(self.fn, "__name__", str(self.fn))
         state["arg_names"] = inspect.getfullargspec(self.fn).args
+        state["acc"] = acc = _Accesses()
         out = call(self, *args, **kwargs)
-        acc = state.pop("acc", None)
-        if acc is not None:
-            found = acc.conflicts()
-            if found:
-                args = state.get("args", [])
-                raise RaceError(f"{state['kernel']}: " + "; ".join(
-                    f"{what} at {len(addrs)} bytes of {_owners(addrs, args)}" for what, addrs in found))
+        found = acc.conflicts()
+        if found:
+            args = state.get("args", [])
+            raise RaceError(f"{state['kernel']}: " + "; ".join(
+                f"{what} at {len(addrs)} bytes of {_owners(addrs, args)}" for what, addrs in found))
         return out
 
     def capture_args(self, args_dev, kwargs):
@@ -255,39 +263,27 @@ def race_check():
         state["args"] = [(n, a) for n, a in zip(state.get("arg_names", []), args_hst) if hasattr(a, "data_ptr")]
         return args_hst, kwargs_hst
 
-    def grid_dim(nx, ny, nz):
-        wrapped["set_grid_dim"](nx, ny, nz)
-        state["acc"] = _Accesses((nx, ny, nz))
+    def recorded(kind, ptr_at, mask_at=None, value_at=None):
+        """A stand-in for a builder method that records its access first (argument positions of
+        the pointers, the mask and the stored value)."""
+        def make(own):
+            def run(*a, **kw):
+                state["acc"].add(kind, builder, a[ptr_at], None if mask_at is None else a[mask_at],
+                                 None if value_at is None else a[value_at])
+                return own(*a, **kw)
+            return run
+        return make
 
-    def load(ptrs, mask, other, *a):
-        state["acc"].add("load", builder, ptrs, mask)
-        return wrapped["create_masked_load"](ptrs, mask, other, *a)
-
-    def store(ptrs, value, mask, *a):
-        state["acc"].add("store", builder, ptrs, mask, value)
-        return wrapped["create_masked_store"](ptrs, value, mask, *a)
-
-    def rmw(op, ptr, val, mask, *a):
-        state["acc"].add("atomic", builder, ptr, mask)
-        return wrapped["create_atomic_rmw"](op, ptr, val, mask, *a)
-
-    def cas(ptr, cmp, val, *a):
-        state["acc"].add("atomic", builder, ptr, None)
-        return wrapped["create_atomic_cas"](ptr, cmp, val, *a)
-
+    # create_masked_load(ptrs, mask, other, ...), create_masked_store(ptrs, value, mask, ...),
+    # create_atomic_rmw(op, ptr, val, mask, ...), create_atomic_cas(ptr, cmp, val, ...)
+    hooks = {"create_masked_load": recorded("load", 0, 1), "create_masked_store": recorded("store", 0, 2, 1),
+             "create_atomic_rmw": recorded("atomic", 1, 3), "create_atomic_cas": recorded("atomic", 0)}
     cls.__call__, cls._init_args_hst = checked_call, capture_args
-    builder.set_grid_dim = grid_dim
-    builder.create_masked_load, builder.create_masked_store = load, store
-    builder.create_atomic_rmw, builder.create_atomic_cas = rmw, cas
     try:
-        yield
+        with _on_builder(hooks, over_outer=True):
+            yield
     finally:
         cls.__call__, cls._init_args_hst = call, init_args
-        for m in names:
-            if m in outer:
-                setattr(builder, m, outer[m])
-            else:
-                delattr(builder, m)
 
 
 def _owners(addrs, args) -> str:
