@@ -55,6 +55,5 @@ def test_suite_runs_programs_out_of_order(request):
 
 
 def test_grid_order_refuses_an_unknown_order():
-    with pytest.raises(ValueError, match="order must be one of"):
-        with grid_order("random"):
-            pass
+    with pytest.raises(ValueError, match="order must be one of"), grid_order("random"):
+        pass
