@@ -3,10 +3,9 @@
 On a GPU the vectorised pipeline is ~60 small kernels (MileGPO, Triton path: 29 Triton
 launches and ~32 ATen fills, cumsums, stacks and scatters; ``scripts/credit_op_count.py``)
 on arrays of a few thousand elements: each runs for microseconds and the time goes to
-launching them from Python. The pipeline makes no
-host synchronisation and, on CUDA, keeps every array at a static size (2N nodes, N
-edges, N groups), so it can be captured once per batch size as a CUDA graph and
-replayed: one launch for the whole pipeline.
+launching them from Python. The pipeline makes no host synchronisation and, on CUDA,
+keeps every array at a static size (2N nodes, N edges, N groups), so it can be captured
+once per batch size as a CUDA graph and replayed: one launch for the whole pipeline.
 
 A graph is captured per (device, N, method, variant, config, backend, whether the batch brings its
 row order) and kept in a small least-recently-used cache (:data:`MAX_GRAPHS`; :func:`clear_graphs` frees them).
