@@ -7,7 +7,8 @@ list updated) by a stand-in that calls ``on_launch(module, name, kernel, args, k
 before each ``kernel[grid](...)`` launch; a call of a ``@triton.jit`` helper from inside
 another kernel passes straight through. :func:`in_kernel` tells whether a launch is running
 (torch ops the interpreter runs for a kernel are not the caller's). Used by
-``scripts/compile_kernels.py`` and ``scripts/credit_op_count.py``.
+``scripts/compile_kernels.py`` and ``scripts/credit_op_count.py``; :func:`host_checks_off`
+skips the ops' host-side input checks, as CUDA tensors do.
 
 :func:`grid_order` runs each launch's programs in another order than the interpreter's
 (the test suite shuffles them: tests/conftest.py); :func:`race_check` fails a launch whose
@@ -79,6 +80,27 @@ def hooked_kernels(on_launch, modules: list[str] | None = None):
     finally:
         for mod, name, kernel in patched:
             setattr(mod, name, kernel)
+
+
+#: the ops' checks of ids and counts that read CPU tensors on the host (on CUDA tensors they are
+#: skipped: reading would be a host sync), by module and name
+HOST_CHECKS = (("milegpo_kernels.triton_segment", "check_seg_range"),
+               ("milegpo_kernels.triton_counting", "check_seg_range"),
+               ("milegpo_kernels.scoring", "check_id_ranges"), ("milegpo_kernels.shaping", "check_id_ranges"),
+               ("milegpo_kernels.rows", "check_id_ranges"), ("milegpo_kernels.graph_build", "_check"),
+               ("milegpo_kernels.returns", "_check_graph_return"))
+
+
+@contextlib.contextmanager
+def host_checks_off():
+    """Inside the block the host-side id / count checks of :data:`HOST_CHECKS` do nothing, as on
+    CUDA tensors: CPU runs then see what a GPU call does (launches, host reads)."""
+    from unittest import mock
+
+    with contextlib.ExitStack() as stack:
+        for mod_name, check in HOST_CHECKS:
+            stack.enter_context(mock.patch.object(importlib.import_module(mod_name), check, lambda *a: None))
+        yield
 
 
 @contextlib.contextmanager

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import sys
 from collections import Counter
 from pathlib import Path
-from unittest import mock
 
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
 
@@ -32,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from milegpo.credit import StepBatch, presets  # noqa: E402
 from milegpo.credit.synthetic import benchmark_batch  # noqa: E402
 from milegpo.credit.vectorized import estimate_vectorized  # noqa: E402
-from milegpo_kernels._launch_hooks import hooked_kernels, in_kernel  # noqa: E402
+from milegpo_kernels._launch_hooks import hooked_kernels, host_checks_off, in_kernel  # noqa: E402
 
 #: ATen ops that launch nothing on a GPU (views, metadata, allocation without a fill)
 FREE = {"view", "_unsafe_view", "slice", "select", "unsqueeze", "squeeze", "expand", "as_strided", "t",
@@ -55,14 +53,6 @@ class _Count(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-#: host-side checks of ids and counts that read CPU tensors (on CUDA they launch nothing): off while counting
-HOST_CHECKS = [("milegpo_kernels.triton_segment", "check_seg_range"), ("milegpo_kernels.triton_counting",
-                                                                        "check_seg_range"),
-               ("milegpo_kernels.scoring", "check_id_ranges"), ("milegpo_kernels.shaping", "check_id_ranges"),
-               ("milegpo_kernels.rows", "check_id_ranges"), ("milegpo_kernels.graph_build", "_check"),
-               ("milegpo_kernels.returns", "_check_graph_return")]
-
-
 def count(rows: int, method: str, variant: str = "full", row_order: bool = True,
           read_nodes: bool = False) -> tuple[Counter, Counter]:
     """row_order=False: a batch without the row order validation found (the pipeline sorts the rows).
@@ -74,8 +64,7 @@ def count(rows: int, method: str, variant: str = "full", row_order: bool = True,
     launches: Counter = Counter()
     mode = _Count()
     with contextlib.ExitStack() as stack:
-        for mod_name, check in HOST_CHECKS:
-            stack.enter_context(mock.patch.object(importlib.import_module(mod_name), check, lambda *a: None))
+        stack.enter_context(host_checks_off())  # as on CUDA tensors
         stack.enter_context(hooked_kernels(lambda module, name, *_: launches.update([name])))
         with mode:
             result = estimate_vectorized(batch, method, presets.ALFWORLD, variant, backend="triton",
