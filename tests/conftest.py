@@ -23,7 +23,9 @@ def _triton_grid_order(request):
     """Under the interpreter every test runs each kernel launch's programs in a shuffled order
     (reproducible: seeded by the test's id): a GPU runs them in no set order, and a kernel that
     relies on the interpreter's 0, 1, 2, ... would pass here and fail there."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
+    from milegpo_kernels._backend import interpreter_on
+
+    if not interpreter_on():
         yield
         return
     from milegpo_kernels._launch_hooks import grid_order

@@ -1,15 +1,14 @@
 """The test suite's shuffled program order under Triton's interpreter (tests/conftest.py)."""
 
-import os
-
 import pytest
 import torch
 import triton
 import triton.language as tl
 
+from milegpo_kernels._backend import interpreter_on
 from milegpo_kernels._launch_hooks import grid_order
 
-pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="interpreter only")
+pytestmark = pytest.mark.skipif(not interpreter_on(), reason="interpreter only")
 
 
 @triton.jit

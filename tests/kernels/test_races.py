@@ -10,7 +10,6 @@ must also still equal the plain-Python reference (small blocks change every kern
 """
 
 import contextlib
-import os
 
 import pytest
 import torch
@@ -20,6 +19,7 @@ import triton.language as tl
 from milegpo.credit import estimate, presets
 from milegpo.credit.synthetic import paths_batch
 from milegpo_kernels import dense_ids, max_normalize, segment_max, segment_normalize, sibling_mean
+from milegpo_kernels._backend import interpreter_on
 from milegpo_kernels._launch_hooks import RaceError, race_check, triton_modules
 from milegpo_kernels.policy_loss import fused as fused_mod
 from milegpo_kernels.policy_loss import fused_policy_loss
@@ -27,7 +27,7 @@ from milegpo_kernels.policy_loss import fused_policy_loss
 from ..credit.batches import make_batch
 from ..credit.test_estimate import compare
 
-pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="interpreter only")
+pytestmark = pytest.mark.skipif(not interpreter_on(), reason="interpreter only")
 
 SMALL = 32
 

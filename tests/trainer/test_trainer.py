@@ -16,6 +16,7 @@ from milegpo.config import MileGPOConfig
 from milegpo.main_job import reload_tokenizer
 from milegpo.credit import StepBatch, estimate
 from milegpo.trainer import MileGPOTrainer
+from milegpo_kernels._backend import interpreter_on
 from tiny import easy_tasks
 
 torch.set_num_threads(1)
@@ -175,7 +176,7 @@ def test_evaluation_during_training(tmp_path, warm_checkpoint):
     assert all("eval_ood_invalid_action_rate" in h for h in evals_logged)
 
 
-_ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+_ON_GPU = torch.cuda.is_available() and not interpreter_on()
 
 
 @pytest.mark.gpu
