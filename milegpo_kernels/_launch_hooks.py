@@ -12,8 +12,11 @@ skips the ops' host-side input checks, as CUDA tensors do.
 
 :func:`grid_order` runs each launch's programs in another order than the interpreter's
 (the test suite shuffles them: tests/conftest.py); :func:`race_check` fails a launch whose
-programs race on memory (tests/kernels/test_races.py). Neither sees hazards between the lanes
-of one program (the interpreter runs a block's lanes as one array operation).
+programs race on memory (tests/kernels/test_races.py), and also one whose store sends different
+values from several lanes of one program to the same element (the interpreter's last lane wins; a
+GPU's is unspecified). Other hazards between the lanes of one program (a lane reading what another
+lane stored earlier in the same program) are not seen: the interpreter runs a block's lanes as one
+array operation.
 """
 
 from __future__ import annotations
@@ -179,6 +182,7 @@ class _Accesses:
 
     def __init__(self):
         self.parts = {"load": [], "store": [], "atomic": []}
+        self.lane_clashes: set = set()  # bytes one store sent different values to from two lanes
 
     def add(self, kind, builder, ptrs, mask, value=None):
         import numpy as np
@@ -200,6 +204,8 @@ class _Accesses:
             v = np.ascontiguousarray(np.broadcast_to(np.asarray(value.data), keep.shape)[keep])
             bits = v.view(f"u{v.dtype.itemsize}") if v.dtype.itemsize in (1, 2, 4, 8) else v.astype(np.uint64)
             val = np.repeat(bits.astype(np.uint64), size)
+            if kind == "store" and addr.size > 1:
+                self.lane_clashes |= _lane_clashes(addr, bits.astype(np.uint64), size)
         self.parts[kind].append((byte_addr, np.full(byte_addr.shape, prog, dtype=np.int64), val))
 
     def conflicts(self):
@@ -220,7 +226,7 @@ class _Accesses:
             return set(a[n > 1].tolist())
 
         loads, stores, atomics = cat("load"), cat("store"), cat("atomic")
-        found = []
+        found = [("one store's lanes sending different values", self.lane_clashes)] if self.lane_clashes else []
         # store / store: different programs, different values
         if stores[0].size:
             a = stores[0].view(np.int64)
@@ -249,12 +255,25 @@ class _Accesses:
         return found
 
 
+def _lane_clashes(addr, bits, size) -> set:
+    """The bytes of the elements that one store's lanes (element addresses ``addr``, stored bits
+    ``bits``) send two different values to."""
+    import numpy as np
+
+    pairs = np.unique(np.stack([addr.view(np.int64), bits.view(np.int64)]), axis=1)
+    a, n = np.unique(pairs[0], return_counts=True)
+    clash = a[n > 1].astype(np.uint64)
+    return set((clash[:, None] + np.arange(size, dtype=np.uint64)).ravel().tolist())
+
+
 @contextlib.contextmanager
 def race_check():
     """Inside the block every launch under Triton's interpreter records, per program, the bytes it
     loads, stores (with the values) and updates atomically, and raises :class:`RaceError` after a
     launch in which two programs race: stores of different values to the same bytes, or one
-    program reading or plainly writing bytes that another program writes. Atomic updates of the
+    program reading or plainly writing bytes that another program writes; also after one in which
+    a single store sends different values from two lanes of one program to the same element.
+    Atomic updates of the
     same bytes by many programs are fine (that is what they are for); so are stores of equal
     values. On a GPU the programs run at once, so such a launch's result depends on timing; the
     interpreter runs them one by one and would hide it. Slow (it records every byte touched): for

@@ -67,6 +67,18 @@ def _reads_an_accumulator(acc_ptr, out_ptr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _lanes_clash(out_ptr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(out_ptr + i // 2, i)  # lanes 2k and 2k + 1 both store to element k: which wins?
+
+
+@triton.jit
+def _lanes_agree(out_ptr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(out_ptr + i // 2, i // 2)  # same element, same value: fine
+
+
+@triton.jit
 def _no_race(out_ptr, acc_ptr, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + i, i)
@@ -82,6 +94,7 @@ def _ints(n):
     (_reads_next_program, lambda: (_ints(48), _ints(48)), "load of stored bytes at .* out_ptr"),
     (_stores_its_id, lambda: (_ints(16),), "plain stores of different values at 64 bytes of out_ptr"),
     (_reads_an_accumulator, lambda: (_ints(1), _ints(48)), "load of atomically updated bytes at 4 bytes of acc_ptr"),
+    (_lanes_clash, lambda: (_ints(8),), "one store's lanes sending different values at 32 bytes of out_ptr"),
 ])
 def test_race_check_names_the_race(kernel, args, what):
     with pytest.raises(RaceError, match=what), race_check():
@@ -93,6 +106,10 @@ def test_race_check_passes_atomics_and_equal_stores_and_restores_the_interpreter
     with race_check():
         _no_race[(3,)](out, acc, BLOCK=16)
     assert acc.tolist() == [24, 24] and out[:48].tolist() == list(range(48))
+    half = _ints(8)
+    with race_check():
+        _lanes_agree[(1,)](half, BLOCK=16)
+    assert half.tolist() == list(range(8))
     _stores_its_id[(3,)](_ints(16), BLOCK=16)  # outside the block: not checked
 
 
@@ -119,6 +136,18 @@ def test_credit_pipeline_has_no_race_with_a_sink_and_shared_states(small_blocks)
     with race_check():
         for method in ("grpo", "gigpo", "graphgpo", "milegpo"):
             estimate(batch, method, presets.ALFWORLD, backend="triton")
+        compare(batch, backend="triton", static_shapes=True)
+
+
+@pytest.mark.parametrize("seed, kwargs", [
+    (1, dict(n_groups=2, k=6, horizon=12, n_states=3, p_self=0.6)),
+    (2, dict(n_groups=4, k=8, horizon=16, n_states=4, p_self=0.3)),
+])
+def test_credit_pipeline_lanes_agree_at_the_default_blocks(seed, kwargs):
+    """The package's own block sizes: one program holds whole segments and tables, so this is
+    where two lanes of one store could aim at the same element (shared states, revisits)."""
+    batch = make_batch(seed, **kwargs)
+    with race_check():
         compare(batch, backend="triton", static_shapes=True)
 
 
