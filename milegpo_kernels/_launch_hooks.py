@@ -143,11 +143,19 @@ def grid_order(order: str = "shuffle", seed: int = 0):
     kernel whose result depends on which program runs first (a plain store racing another
     program's, a read of what another program writes in the same launch) passes there and
     may fail on a GPU. Running the tests in other orders catches that class of fault (not
-    every race: the programs still never interleave; :func:`race_check` sees those). Needs
+    every race: the programs still never interleave; :func:`race_check` sees those).
+
+    The lanes of each atomic (``tl.atomic_add`` / ``max`` / ``cas`` ...) are taken in the same
+    kind of order: reversed, or a fresh permutation per call. The interpreter applies them lane
+    0, 1, 2, ...; a GPU in no set order, so float sums land in another order (results differ
+    in their last bits) and a compare-and-swap is won by another lane. A test that asks for
+    the interpreter's bits there would pass here and fail on a GPU. Needs
     ``TRITON_INTERPRET=1``."""
     if order not in GRID_ORDERS:
         raise ValueError(f"grid_order: order must be one of {GRID_ORDERS}, got {order!r}")
     import random
+
+    import numpy as np
 
     rng = random.Random(seed)
     launch = {}
@@ -168,8 +176,49 @@ def grid_order(order: str = "shuffle", seed: int = 0):
             set_idx(p // (ny * nz), p // nz % ny, p % nz)
         return run
 
-    with _on_builder({"set_grid_dim": grid_dim, "set_grid_idx": grid_idx}, over_outer=False):
-        yield
+    _LANE_ORDERS.append((order, np.random.default_rng(seed)))
+    try:
+        with _on_builder({"set_grid_dim": grid_dim, "set_grid_idx": grid_idx}, over_outer=False), \
+                _on_builder(_LANE_HOOKS if len(_LANE_ORDERS) == 1 else {}, over_outer=True):
+            yield
+    finally:
+        _LANE_ORDERS.pop()
+
+
+#: (order, rng) of the open :func:`grid_order` blocks, innermost last: the atomics' lanes follow it
+_LANE_ORDERS: list = []
+
+
+def _lanes(handles_at):
+    """A stand-in for an atomic that hands it its lanes in the innermost :func:`grid_order`'s order
+    (the handles at positions ``handles_at``: pointers, values, mask) and puts the old values it
+    returns back in their lanes."""
+    import numpy as np
+
+    def make(own):
+        def run(*a, **kw):
+            order, rng = _LANE_ORDERS[-1] if _LANE_ORDERS else ("sequential", None)
+            shape = np.shape(a[handles_at[0]].data)
+            n = int(np.prod(shape))
+            if order == "sequential" or n < 2:
+                return own(*a, **kw)
+            p = np.arange(n - 1, -1, -1) if order == "reverse" else rng.permutation(n)
+            a = list(a)
+            for i in handles_at:
+                h = a[i]
+                if h is not None:
+                    a[i] = type(h)(np.ascontiguousarray(np.broadcast_to(h.data, shape).reshape(-1)[p]),
+                                   h.dtype)
+            out = own(*a, **kw)
+            back = np.empty_like(out.data)
+            back[p] = out.data
+            return type(out)(back.reshape(shape), out.dtype)
+        return run
+    return make
+
+
+# create_atomic_rmw(op, ptr, val, mask, sem, scope), create_atomic_cas(ptr, cmp, val, sem, scope)
+_LANE_HOOKS = {"create_atomic_rmw": _lanes((1, 2, 3)), "create_atomic_cas": _lanes((0, 1, 2))}
 
 
 class RaceError(AssertionError):
@@ -187,10 +236,7 @@ class _Accesses:
     def add(self, kind, builder, ptrs, mask, value=None):
         import numpy as np
 
-        addr = np.atleast_1d(np.asarray(ptrs.data, dtype=np.uint64))
-        keep = np.ones(addr.shape, dtype=bool) if mask is None else np.broadcast_to(
-            np.asarray(mask.data, dtype=bool), addr.shape)
-        addr = addr[keep]
+        addr, keep = _active(ptrs, mask)
         if addr.size == 0:
             return
         size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
@@ -201,7 +247,9 @@ class _Accesses:
         if value is None:
             val = np.zeros(byte_addr.shape, dtype=np.uint64)
         else:  # each byte carries its whole element's bits: an element stored with two values races in full
-            v = np.ascontiguousarray(np.broadcast_to(np.asarray(value.data), keep.shape)[keep])
+            v = np.asarray(value.data)
+            v = np.ascontiguousarray(np.broadcast_to(v, ptrs.data.shape).ravel() if keep is None else
+                                     np.broadcast_to(v, keep.shape)[keep])
             bits = v.view(f"u{v.dtype.itemsize}") if v.dtype.itemsize in (1, 2, 4, 8) else v.astype(np.uint64)
             val = np.repeat(bits.astype(np.uint64), size)
             if kind == "store" and addr.size > 1:
@@ -266,18 +314,17 @@ def _lane_clashes(addr, bits, size) -> set:
     return set((clash[:, None] + np.arange(size, dtype=np.uint64)).ravel().tolist())
 
 
+class OutOfBoundsError(AssertionError):
+    """A kernel touched memory outside every tensor it was given (see :func:`bounds_check`)."""
+
+
 @contextlib.contextmanager
-def race_check():
-    """Inside the block every launch under Triton's interpreter records, per program, the bytes it
-    loads, stores (with the values) and updates atomically, and raises :class:`RaceError` after a
-    launch in which two programs race: stores of different values to the same bytes, or one
-    program reading or plainly writing bytes that another program writes; also after one in which
-    a single store sends different values from two lanes of one program to the same element.
-    Atomic updates of the
-    same bytes by many programs are fine (that is what they are for); so are stores of equal
-    values. On a GPU the programs run at once, so such a launch's result depends on timing; the
-    interpreter runs them one by one and would hide it. Slow (it records every byte touched): for
-    small shapes. Needs ``TRITON_INTERPRET=1``."""
+def _watch(on_access, after_launch=None):
+    """Inside the block each interpreted launch's loads, stores and atomics are reported, before
+    they happen, to ``on_access(launch, kind, builder, ptrs, mask, value)`` (``kind``: "load",
+    "store" or "atomic"; ``launch``: a dict with the kernel's ``name`` and its tensor ``args`` as
+    (name, host tensor) pairs, to which the callback may add), and each finished launch to
+    ``after_launch(launch)``. Blocks nest: every enclosing block's callbacks see the accesses."""
     import inspect
 
     from triton.runtime import interpreter
@@ -285,46 +332,150 @@ def race_check():
     builder = interpreter.interpreter_builder
     cls = interpreter.GridExecutor
     call, init_args = cls.__call__, cls._init_args_hst
-    state: dict = {}
+    launches: list[dict] = []  # innermost last: the launch running now
 
-    def checked_call(self, *args, **kwargs):
-        state["kernel"] = getattr(self.fn, "__name__", str(self.fn))
-        state["arg_names"] = inspect.getfullargspec(self.fn).args
-        state["acc"] = acc = _Accesses()
-        out = call(self, *args, **kwargs)
-        found = acc.conflicts()
-        if found:
-            args = state.get("args", [])
-            raise RaceError(f"{state['kernel']}: " + "; ".join(
-                f"{what} at {len(addrs)} bytes of {_owners(addrs, args)}" for what, addrs in found))
-        return out
+    def watched_call(self, *args, **kwargs):
+        launches.append({"name": getattr(self.fn, "__name__", str(self.fn)),
+                         "arg_names": inspect.getfullargspec(self.fn).args, "args": []})
+        try:
+            try:
+                out = call(self, *args, **kwargs)
+            except Exception as e:  # the interpreter wraps what a hook raised inside a program: unwrap ours
+                if isinstance(e.__cause__, (OutOfBoundsError, RaceError)):
+                    raise e.__cause__ from None
+                raise
+            if after_launch is not None:
+                after_launch(launches[-1])
+            return out
+        finally:
+            launches.pop()
 
     def capture_args(self, args_dev, kwargs):
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
-        state["args"] = [(n, a) for n, a in zip(state.get("arg_names", []), args_hst) if hasattr(a, "data_ptr")]
+        if launches:
+            launch = launches[-1]
+            named = list(zip(launch["arg_names"], args_hst)) + list(kwargs_hst.items())
+            launch["args"] = [(n, a) for n, a in named if hasattr(a, "data_ptr")]
         return args_hst, kwargs_hst
 
-    def recorded(kind, ptr_at, mask_at=None, value_at=None):
-        """A stand-in for a builder method that records its access first (argument positions of
+    def reported(kind, ptr_at, mask_at=None, value_at=None):
+        """A stand-in for a builder method that reports its access first (argument positions of
         the pointers, the mask and the stored value)."""
         def make(own):
             def run(*a, **kw):
-                state["acc"].add(kind, builder, a[ptr_at], None if mask_at is None else a[mask_at],
-                                 None if value_at is None else a[value_at])
+                if launches:
+                    on_access(launches[-1], kind, builder, a[ptr_at], None if mask_at is None else a[mask_at],
+                              None if value_at is None else a[value_at])
                 return own(*a, **kw)
             return run
         return make
 
     # create_masked_load(ptrs, mask, other, ...), create_masked_store(ptrs, value, mask, ...),
     # create_atomic_rmw(op, ptr, val, mask, ...), create_atomic_cas(ptr, cmp, val, ...)
-    hooks = {"create_masked_load": recorded("load", 0, 1), "create_masked_store": recorded("store", 0, 2, 1),
-             "create_atomic_rmw": recorded("atomic", 1, 3), "create_atomic_cas": recorded("atomic", 0)}
-    cls.__call__, cls._init_args_hst = checked_call, capture_args
+    hooks = {"create_masked_load": reported("load", 0, 1), "create_masked_store": reported("store", 0, 2, 1),
+             "create_atomic_rmw": reported("atomic", 1, 3), "create_atomic_cas": reported("atomic", 0)}
+    cls.__call__, cls._init_args_hst = watched_call, capture_args
     try:
         with _on_builder(hooks, over_outer=True):
             yield
     finally:
         cls.__call__, cls._init_args_hst = call, init_args
+
+
+def _active(ptrs, mask):
+    """The element addresses of the lanes a load / store / atomic really touches."""
+    import numpy as np
+
+    addr = np.atleast_1d(np.asarray(ptrs.data, dtype=np.uint64))
+    if mask is None:
+        return addr.ravel(), None
+    keep = np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape)
+    return addr[keep], keep
+
+
+@contextlib.contextmanager
+def race_check():
+    """Inside the block every launch under Triton's interpreter records, per program, the bytes it
+    loads, stores (with the values) and updates atomically, and raises :class:`RaceError` after a
+    launch in which two programs race: stores of different values to the same bytes, or one
+    program reading or plainly writing bytes that another program writes; also after one in which
+    a single store sends different values from two lanes of one program to the same element.
+    Atomic updates of the same bytes by many programs are fine (that is what they are for); so
+    are stores of equal values. On a GPU the programs run at once, so such a launch's result
+    depends on timing; the interpreter runs them one by one and would hide it. Every access is
+    also held to the kernel's tensors (:func:`bounds_check`). Slow (it records every byte
+    touched): for small shapes. Needs ``TRITON_INTERPRET=1``."""
+
+    def record(launch, kind, builder, ptrs, mask, value):
+        _check_bounds(launch, kind, ptrs, mask)
+        launch.setdefault("acc", _Accesses()).add(kind, builder, ptrs, mask, value)
+
+    def verdict(launch):
+        found = launch["acc"].conflicts() if "acc" in launch else []
+        if found:
+            raise RaceError(f"{launch['name']}: " + "; ".join(
+                f"{what} at {len(addrs)} bytes of {_owners(addrs, launch['args'])}" for what, addrs in found))
+
+    with _watch(record, verdict):
+        yield
+
+
+@contextlib.contextmanager
+def bounds_check():
+    """Inside the block every load, store and atomic of a launch under Triton's interpreter is
+    checked, before it happens, to lie inside one of the tensors the kernel was given (the span of
+    each view), lanes masked off excepted; one that does not raises :class:`OutOfBoundsError`
+    naming the kernel, the access and the nearest tensor. On a GPU such an access is an illegal
+    address (the CUDA context is lost) or reads another tensor's memory; the interpreter reads or
+    writes the process's memory wherever the pointer points, or crashes. Cheap enough to run with
+    every test (tests/conftest.py does). Needs ``TRITON_INTERPRET=1``."""
+    with _watch(lambda launch, kind, builder, ptrs, mask, value: _check_bounds(launch, kind, ptrs, mask)):
+        yield
+
+
+def _extents(args):
+    """(starts, ends): the byte spans of the tensors ``args`` ((name, tensor) pairs), merged
+    where they overlap and sorted."""
+    import numpy as np
+
+    spans = []
+    for _, t in args:
+        if t.numel() == 0:
+            continue
+        last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        spans.append((t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()))
+    merged: list[list[int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return np.array([m[0] for m in merged], dtype=np.uint64), np.array([m[1] for m in merged], dtype=np.uint64)
+
+
+def _check_bounds(launch, kind, ptrs, mask):
+    import numpy as np
+
+    addr, _ = _active(ptrs, mask)
+    if addr.size == 0:
+        return
+    if "extents" not in launch:
+        launch["extents"] = _extents(launch["args"])
+    starts, ends = launch["extents"]
+    size = np.uint64(max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
+    at = np.searchsorted(starts, addr, side="right").astype(np.int64) - 1
+    inside = (at >= 0) & (addr + size <= ends[np.maximum(at, 0)]) if starts.size else np.zeros(addr.shape, bool)
+    if inside.all():
+        return
+    bad = addr[~inside]
+    first = int(bad.min())
+    near = min(((abs(first - t.data_ptr()), name, t) for name, t in launch["args"] if t.numel()),
+               default=None, key=lambda x: x[0])
+    where = "" if near is None else (
+        f"; nearest tensor {near[1]} ({near[2].numel()} x {near[2].element_size()} bytes), element "
+        f"{(first - near[2].data_ptr()) // near[2].element_size()} of it")
+    raise OutOfBoundsError(f"{launch['name']}: a {kind} of {bad.size} element(s) outside every tensor it was "
+                           f"given{where}")
 
 
 def _owners(addrs, args) -> str:

@@ -12,11 +12,13 @@ rounding; atomics on CUDA, within a few ulps).
 step order; ``last`` marks each trajectory's last row (the batch's last row ends one in
 any case). ``R_t = reward_t + gamma * R_{t+1}``, ``R = reward`` at a last row.
 
-The torch twin is a segmented linear-recurrence scan (Hillis-Steele doubling,
-ceil(log2 N) rounds of a few ops each); the Triton kernel walks each trajectory
-backward from its last row, one lane per trajectory, as the plain-Python reference
-does (``running = reward + gamma * running``), so its results are the reference's to
-the last bit.
+The Triton kernel walks each trajectory backward from its last row, one lane per trajectory,
+as the plain-Python reference does (``running = reward + gamma * running``), so its results
+are the reference's to the last bit. So are the torch twin's on CPU: it lays the
+trajectories out as the columns of a table and walks them all backward one step at a time
+(as many rounds as the longest has steps). On CUDA (and on CPU for one long trajectory among
+many short ones) the twin is a segmented linear-recurrence scan (Hillis-Steele doubling,
+ceil(log2 N) rounds of a few ops each, no host sync), within a few ulps.
 
 ``graph_return(dist, next_node, c, gamma)``: ``r^G = c * gamma^d(s_{t+1}, g)`` (spec eq. 1)
 per row from the hop distances of the nodes (``dist`` (V,) int64, :data:`INF` where the
@@ -66,12 +68,16 @@ def discounted_returns(reward: torch.Tensor, last: torch.Tensor, gamma: float, *
 
 
 def discounted_returns_torch(reward: torch.Tensor, last: torch.Tensor, gamma: float) -> torch.Tensor:
-    """The torch twin of :func:`discounted_returns`: no host sync, no loop over rows."""
+    """The torch twin of :func:`discounted_returns`: no loop over rows; on CUDA no host sync."""
     n = reward.shape[0]
     if n == 0:
         return reward.clone()
     same_next = ~last
     same_next[-1] = False  # the batch's last row ends a trajectory
+    if not reward.is_cuda:
+        out = _returns_by_columns(reward, same_next, gamma)
+        if out is not None:
+            return out
     a = reward.clone()
     b = torch.where(same_next, torch.full_like(reward, gamma), torch.zeros_like(reward))
     # nxt[i]: the row whose value R_i still depends on (i + 2^k inside the trajectory)
@@ -85,6 +91,29 @@ def discounted_returns_torch(reward: torch.Tensor, last: torch.Tensor, gamma: fl
         nxt = torch.where(live, nxt.index_select(0, nxt), nxt)
         live = live_next
     return a
+
+
+def _returns_by_columns(reward, same_next, gamma: float):
+    """On CPU: the trajectories laid out as the columns of a (longest, trajectories) table, walked
+    backward one step for all of them at a time, ``running = reward + gamma * running`` as the
+    reference does; a finished (shorter) trajectory's padding stays 0. None where the table would
+    be much larger than the batch (one long trajectory among many short ones): the scan then."""
+    n = reward.shape[0]
+    start = torch.ones(n, dtype=torch.bool)
+    start[1:] = ~same_next[:-1]
+    traj = torch.cumsum(start, 0) - 1
+    first = torch.nonzero(start).squeeze(1)
+    step = torch.arange(n) - first.index_select(0, traj)
+    n_traj, longest = first.shape[0], int(step.max()) + 1
+    if n_traj * longest > 4 * n + 4096:
+        return None
+    table = torch.zeros(longest, n_traj, dtype=reward.dtype)
+    cell = step * n_traj + traj
+    table.view(-1).index_copy_(0, cell, reward)
+    running = torch.zeros(n_traj, dtype=reward.dtype)
+    for t in range(longest - 1, -1, -1):  # two roundings, as the reference (add's alpha would fuse them)
+        running = table[t].add_(running * gamma)
+    return table.view(-1).index_select(0, cell)
 
 
 class GraphReturn(NamedTuple):

@@ -22,13 +22,17 @@ def pytest_addoption(parser):
 def _triton_grid_order(request):
     """Under the interpreter every test runs each kernel launch's programs in a shuffled order
     (reproducible: seeded by the test's id): a GPU runs them in no set order, and a kernel that
-    relies on the interpreter's 0, 1, 2, ... would pass here and fail there."""
+    relies on the interpreter's 0, 1, 2, ... would pass here and fail there. Every load, store
+    and atomic is also held to the tensors its kernel was given (``bounds_check``): on a GPU a
+    stray one is an illegal address or reads another tensor; the interpreter would read or write
+    whatever memory the pointer hits."""
     from milegpo_kernels._backend import interpreter_on
 
     if not interpreter_on():
         yield
         return
-    from milegpo_kernels._launch_hooks import grid_order
+    from milegpo_kernels._launch_hooks import bounds_check, grid_order
 
-    with grid_order(request.config.getoption("--grid-order"), zlib.crc32(request.node.nodeid.encode())):
+    with grid_order(request.config.getoption("--grid-order"), zlib.crc32(request.node.nodeid.encode())), \
+            bounds_check():
         yield

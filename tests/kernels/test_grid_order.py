@@ -53,6 +53,38 @@ def test_suite_runs_programs_out_of_order(request):
     assert _arrivals((16, 1, 1)) != list(range(16))
 
 
+@triton.jit
+def _lane_arrival_kernel(counter_ptr, out_ptr, claim_ptr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, tl.atomic_add(counter_ptr + i * 0, 1))  # every lane on one counter
+    won = tl.atomic_cas(claim_ptr + i * 0, tl.zeros((BLOCK,), tl.int32) - 1, i)  # every lane on one slot
+    tl.store(out_ptr + BLOCK + i, won)
+
+
+def _lane_arrivals(block=16):
+    counter, claim = torch.zeros(1, dtype=torch.int32), torch.full((1,), -1, dtype=torch.int32)
+    out = torch.full((2 * block,), -2, dtype=torch.int32)
+    _lane_arrival_kernel[(1,)](counter, out, claim, BLOCK=block)
+    return out[:block].tolist(), int(claim), out[block:].tolist()
+
+
+def test_grid_order_takes_an_atomics_lanes_in_the_order_asked():
+    """A GPU applies an atomic's lanes in no set order: float sums round differently, another
+    lane wins a compare-and-swap; the interpreter goes 0, 1, 2, ... unless told otherwise."""
+    with grid_order("sequential"):
+        arrivals, winner, seen = _lane_arrivals()
+    assert arrivals == list(range(16)) and winner == 0 and seen == [-1] + [0] * 15
+    with grid_order("reverse"):
+        arrivals, winner, seen = _lane_arrivals()
+    assert arrivals == list(range(16))[::-1] and winner == 15 and seen == [15] * 15 + [-1]
+    with grid_order("shuffle", seed=3):
+        arrivals, winner, seen = _lane_arrivals()
+    assert sorted(arrivals) == list(range(16)) and arrivals != list(range(16))
+    assert seen[winner] == -1 and all(s == winner for j, s in enumerate(seen) if j != winner)
+    with grid_order("shuffle", seed=3):
+        assert _lane_arrivals() == (arrivals, winner, seen)  # reproducible from the seed
+
+
 def test_grid_order_refuses_an_unknown_order():
     with pytest.raises(ValueError, match="order must be one of"), grid_order("random"):
         pass

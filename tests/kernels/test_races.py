@@ -20,7 +20,7 @@ from milegpo.credit import estimate, presets
 from milegpo.credit.synthetic import paths_batch
 from milegpo_kernels import dense_ids, max_normalize, segment_max, segment_normalize, sibling_mean
 from milegpo_kernels._backend import interpreter_on
-from milegpo_kernels._launch_hooks import RaceError, race_check, triton_modules
+from milegpo_kernels._launch_hooks import OutOfBoundsError, RaceError, bounds_check, race_check, triton_modules
 from milegpo_kernels.policy_loss import fused as fused_mod
 from milegpo_kernels.policy_loss import fused_policy_loss
 
@@ -34,11 +34,11 @@ SMALL = 32
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Every credit kernel module's block sizes set to 32: many programs per launch."""
+    """Every credit kernel module's block sizes set to 32: many programs per launch. All modules
+    are imported before any is patched: one that imports another's BLOCK would keep the 32."""
     import importlib
 
-    for name in triton_modules():
-        mod = importlib.import_module(name)
+    for mod in [importlib.import_module(name) for name in triton_modules()]:
         for attr in ("BLOCK", "SEG_BLOCK"):
             if isinstance(getattr(mod, attr, None), int):
                 monkeypatch.setattr(mod, attr, SMALL)
@@ -111,6 +111,26 @@ def test_race_check_passes_atomics_and_equal_stores_and_restores_the_interpreter
         _lanes_agree[(1,)](half, BLOCK=16)
     assert half.tolist() == list(range(8))
     _stores_its_id[(3,)](_ints(16), BLOCK=16)  # outside the block: not checked
+
+
+@triton.jit
+def _copy(x_ptr, out_ptr, n, shift, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, tl.load(x_ptr + i + shift, mask=i < n, other=0), mask=i < n)
+
+
+@pytest.mark.parametrize("check", [bounds_check, race_check])
+def test_bounds_check_names_an_access_outside_the_tensors(check):
+    x, out = torch.arange(40, dtype=torch.int32), _ints(40)
+    with check():
+        _copy[(3,)](x, out, 40, 0, BLOCK=16)  # 48 lanes, 8 masked off: fine
+        _copy[(1,)](x[8:24], out, 16, 0, BLOCK=16)  # a view
+    assert out.tolist() == list(range(8, 24)) + list(range(16, 40))
+    with pytest.raises(OutOfBoundsError, match=r"_copy: a load of 1 element\(s\) outside .* nearest tensor x_ptr "
+                                               r"\(16 x 4 bytes\), element 16 of it"), check():
+        _copy[(1,)](x[8:24], out, 16, 1, BLOCK=16)  # one past the view's end (inside x's storage)
+    with pytest.raises(OutOfBoundsError, match="_copy: a store of 2 element"), check():
+        _copy[(1,)](x, out[:14], 16, 0, BLOCK=16)
 
 
 # ---------------------------------------------------------------- the package's kernels
