@@ -2,8 +2,11 @@
 machine without a GPU: Triton's front end plus ptxas, no driver needed.
 
 Step 1 (``--record``, under TRITON_INTERPRET=1): run every public op on small inputs and
-record each kernel launch's argument types and constexpr values.
-Step 2 (default): replay those signatures through ``triton.compile`` for sm_90.
+record each kernel launch's argument types, constexpr values and compile options
+(``num_warps``, ``enable_fp_fusion``, ...).
+Step 2 (default): replay those signatures through ``triton.compile`` for sm_90, with the same
+options; a kernel needing more shared memory than an sm_90 block has fails. Each line reports
+the registers per thread and the stack frame (cuobjdump): spills show there before a GPU runs.
 The interpreter runs kernels as Python and so misses errors of compiled mode (a Python
 global read inside a kernel, an unsupported op, a type clash); this catches them.
 
@@ -17,6 +20,10 @@ import os
 import subprocess
 import sys
 import tempfile
+
+#: keyword arguments of a launch that are compile options, not kernel parameters
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "enable_fp_fusion")
+
 
 def _type_of(value) -> str:
     import torch
@@ -55,8 +62,10 @@ def record(path: str) -> None:
                 const[p] = bound[p]
             else:
                 sig[p] = _type_of(bound[p])
-        key = f"{module}.{name}:" + json.dumps([sig, const], sort_keys=True, default=str)
-        launches[key] = {"module": module, "kernel": name, "signature": sig, "constexprs": const}
+        # the launch's compile options (num_warps=16 for a wide block, enable_fp_fusion=False, ...)
+        options = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs}
+        key = f"{module}.{name}:" + json.dumps([sig, const, options], sort_keys=True, default=str)
+        launches[key] = {"module": module, "kernel": name, "signature": sig, "constexprs": const, "options": options}
 
     with hooked_kernels(on_launch):
         _launch_every_op()
@@ -158,6 +167,10 @@ def _launch_every_op() -> None:
                 loss.backward()
 
 
+#: the most shared memory one block may use on an H100 / H200 (227 KiB, opted in)
+SM90_SHARED_MAX = 232448
+
+
 def compile_all(path: str) -> int:
     import importlib
 
@@ -166,21 +179,50 @@ def compile_all(path: str) -> int:
     from triton.compiler import ASTSource
 
     target = GPUTarget("cuda", 90, 32)
-    failures = 0
+    failures, spills = 0, []
     with open(path) as f:
         launches = json.load(f)
     for item in launches:
         fn = getattr(importlib.import_module(item["module"]), item["kernel"])
-        name = f"{item['kernel']} {item['constexprs']} {sorted(set(item['signature'].values()) - {'constexpr'})}"
+        options = item.get("options", {})
+        name = (f"{item['kernel']} {item['constexprs']} {sorted(set(item['signature'].values()) - {'constexpr'})}"
+                + (f" {options}" if options else ""))
         try:
             k = triton.compile(ASTSource(fn=fn, signature=item["signature"], constexprs=item["constexprs"]),
-                               target=target)
-            print(f"OK   {name}  ({len(k.asm['cubin'])} B cubin)")
+                               target=target, options=options)
+            shared = int(k.metadata.shared)
+            if shared > SM90_SHARED_MAX:  # the launch would fail with OutOfResources on the device
+                raise RuntimeError(f"needs {shared} B of shared memory, an sm_90 block has at most {SM90_SHARED_MAX}")
+            use = _resource_usage(k.asm["cubin"])
+            if use.get("STACK") or use.get("LOCAL"):  # register spills, or calls (fp64 division ...)
+                spills.append(f"{name}: {use}")
+            print(f"OK   {name}  ({len(k.asm['cubin'])} B cubin, {shared} B shared, {k.metadata.num_warps} warps, "
+                  + ", ".join(f"{v} {u}" for u, v in use.items()) + ")")
         except Exception as e:  # report every failure, then exit non-zero
             failures += 1
             print(f"FAIL {name}: {type(e).__name__}: {str(e)[:2000]}")
     print(f"{len(launches) - failures} of {len(launches)} kernel variants compiled for sm_90")
+    print(f"{len(spills)} use a stack frame or local memory (register spills or calls: slower, not wrong)"
+          + "".join(f"\n  {s}" for s in spills))
     return 1 if failures else 0
+
+
+def _resource_usage(cubin: bytes) -> dict:
+    """Registers per thread and bytes of stack frame / local memory (register spills, or calls)
+    from cuobjdump, which ships with Triton's NVIDIA backend; {} where it is missing."""
+    import re
+
+    import triton
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.path.exists(tool):
+        return {}
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", out)
+    return {} if m is None else {"REG": int(m.group(1)), "STACK": int(m.group(2)), "LOCAL": int(m.group(3))}
 
 
 def main() -> int:
