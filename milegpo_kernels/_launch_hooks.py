@@ -10,13 +10,17 @@ another kernel passes straight through. :func:`in_kernel` tells whether a launch
 ``scripts/compile_kernels.py`` and ``scripts/credit_op_count.py``; :func:`host_checks_off`
 skips the ops' host-side input checks, as CUDA tensors do.
 
-:func:`grid_order` runs each launch's programs in another order than the interpreter's
-(the test suite shuffles them: tests/conftest.py); :func:`race_check` fails a launch whose
-programs race on memory (tests/kernels/test_races.py), and also one whose store sends different
-values from several lanes of one program to the same element (the interpreter's last lane wins; a
-GPU's is unspecified). Other hazards between the lanes of one program (a lane reading what another
-lane stored earlier in the same program) are not seen: the interpreter runs a block's lanes as one
-array operation.
+:func:`grid_order` runs each launch's programs, and each atomic's lanes, in another order than
+the interpreter's (the test suite shuffles them: tests/conftest.py); :func:`bounds_check` holds
+every access to the tensors the kernel was given and :func:`poison_masked_loads` gives masked-off
+lanes NaN / garbage instead of 0 (both on with every test); :func:`race_check` fails a launch
+whose programs race on memory (tests/kernels/test_races.py), and also one in which the lanes
+of one program race: a store sending different values from several lanes to one element (the
+interpreter's last lane wins; a GPU's is unspecified), or a lane loading an element another
+lane stored earlier (no barrier orders them on a GPU; the interpreter runs a block's lanes as
+one array operation, so the load always sees the store). A lane loading what another lane
+updated atomically is allowed: the graph relaxations read their neighbours' latest values on
+purpose (Gauss-Seidel), and settle in a later sweep what a sweep missed.
 """
 
 from __future__ import annotations
@@ -221,6 +225,43 @@ def _lanes(handles_at):
 _LANE_HOOKS = {"create_atomic_rmw": _lanes((1, 2, 3)), "create_atomic_cas": _lanes((0, 1, 2))}
 
 
+#: what a masked-off lane of a load without ``other`` reads under :func:`poison_masked_loads`
+POISON_INT = -0x5EEDBADC0FFEE
+
+
+@contextlib.contextmanager
+def poison_masked_loads():
+    """Inside the block a ``tl.load`` with a mask and no ``other`` gives its masked-off lanes NaN
+    (floats), a garbage integer (:data:`POISON_INT`, truncated to the type) or True, where the
+    interpreter gives 0. On a GPU those lanes hold whatever the register held: a kernel that
+    sums, compares or stores them works here by luck. Needs ``TRITON_INTERPRET=1``."""
+    import numpy as np
+
+    def make(own):
+        def run(ptrs, mask, other, *rest):
+            if other is None and mask is not None and not np.all(mask.data):
+                ty = ptrs.get_element_ty()
+                dt = np.dtype(_np_dtype(ty))
+                if dt.kind == "f":
+                    fill = np.nan
+                elif dt.kind == "b":
+                    fill = True
+                else:
+                    fill = np.array(POISON_INT, dtype=np.int64).astype(dt)
+                other = type(ptrs)(np.full(np.shape(ptrs.data), fill, dtype=dt), ty)
+            return own(ptrs, mask, other, *rest)
+        return run
+
+    with _on_builder({"create_masked_load": make}, over_outer=True):
+        yield
+
+
+def _np_dtype(ty):
+    from triton.runtime import interpreter
+
+    return interpreter._get_np_dtype(ty)
+
+
 class RaceError(AssertionError):
     """Two programs of one launch touched the same bytes in a way whose outcome depends on their
     timing on a GPU (see :func:`race_check`)."""
@@ -232,6 +273,9 @@ class _Accesses:
     def __init__(self):
         self.parts = {"load": [], "store": [], "atomic": []}
         self.lane_clashes: set = set()  # bytes one store sent different values to from two lanes
+        self.lane_reads: set = set()  # bytes a lane loaded after another lane of its program stored them
+        self._prog = None  # the program running, and the element addresses it stored (sorted) with their lanes
+        self._stored = (None, None)
 
     def add(self, kind, builder, ptrs, mask, value=None):
         import numpy as np
@@ -243,6 +287,8 @@ class _Accesses:
         x, y, z = builder.grid_idx  # the program running (whatever order a grid_order imposes)
         _, ny, nz = builder.grid_dim
         prog = (x * ny + y) * nz + z
+        if kind in ("load", "store"):
+            self._lane_order(kind, prog, addr, keep, size)
         byte_addr = (addr[:, None] + np.arange(size, dtype=np.uint64)).ravel()
         if value is None:
             val = np.zeros(byte_addr.shape, dtype=np.uint64)
@@ -255,6 +301,31 @@ class _Accesses:
             if kind == "store" and addr.size > 1:
                 self.lane_clashes |= _lane_clashes(addr, bits.astype(np.uint64), size)
         self.parts[kind].append((byte_addr, np.full(byte_addr.shape, prog, dtype=np.int64), val))
+
+    def _lane_order(self, kind, prog, addr, keep, size):
+        """Within one program: a plain load by one lane of an element another lane stored earlier
+        in the launch. A GPU orders the two only across a barrier (none of the package's kernels
+        places one), so the load may see the old value; the interpreter always sees the new."""
+        import numpy as np
+
+        if self._prog != prog:
+            self._prog, self._stored = prog, (np.zeros(0, np.uint64), np.zeros(0, np.int64))
+        if addr.size == 1 and (keep is None or keep.ndim == 0):  # a scalar: one thread stores it, all load it
+            lane = np.array([-2 if kind == "store" else -3], dtype=np.int64)
+        else:
+            lane = np.arange(addr.size if keep is None else keep.size, dtype=np.int64)
+            lane = lane if keep is None else lane[keep.ravel()]
+        keys, lanes = self._stored
+        if kind == "store":
+            keys, at = np.unique(np.concatenate([addr, keys]), return_index=True)  # the newest store first
+            self._stored = (keys, np.concatenate([lane, lanes])[at])
+            return
+        if keys.size == 0:
+            return
+        at = np.clip(np.searchsorted(keys, addr), 0, keys.size - 1)
+        other = (keys[at] == addr) & (lanes[at] != lane)
+        if other.any():
+            self.lane_reads |= set((addr[other][:, None] + np.arange(size, dtype=np.uint64)).ravel().tolist())
 
     def conflicts(self):
         """(kind, byte addresses) of every race: stores of different values by different programs, a
@@ -275,6 +346,8 @@ class _Accesses:
 
         loads, stores, atomics = cat("load"), cat("store"), cat("atomic")
         found = [("one store's lanes sending different values", self.lane_clashes)] if self.lane_clashes else []
+        if self.lane_reads:
+            found.append(("a lane loading what another lane of its program stored", self.lane_reads))
         # store / store: different programs, different values
         if stores[0].size:
             a = stores[0].view(np.int64)
@@ -399,7 +472,8 @@ def race_check():
     loads, stores (with the values) and updates atomically, and raises :class:`RaceError` after a
     launch in which two programs race: stores of different values to the same bytes, or one
     program reading or plainly writing bytes that another program writes; also after one in which
-    a single store sends different values from two lanes of one program to the same element.
+    a single store sends different values from two lanes of one program to the same element, or
+    a lane loads an element another lane of its program stored (no barrier orders them on a GPU).
     Atomic updates of the same bytes by many programs are fine (that is what they are for); so
     are stores of equal values. On a GPU the programs run at once, so such a launch's result
     depends on timing; the interpreter runs them one by one and would hide it. Every access is

@@ -25,14 +25,15 @@ def _triton_grid_order(request):
     relies on the interpreter's 0, 1, 2, ... would pass here and fail there. Every load, store
     and atomic is also held to the tensors its kernel was given (``bounds_check``): on a GPU a
     stray one is an illegal address or reads another tensor; the interpreter would read or write
-    whatever memory the pointer hits."""
+    whatever memory the pointer hits. A masked load without ``other`` reads NaN / garbage in its
+    masked-off lanes (``poison_masked_loads``), as a GPU may, where the interpreter reads 0."""
     from milegpo_kernels._backend import interpreter_on
 
     if not interpreter_on():
         yield
         return
-    from milegpo_kernels._launch_hooks import bounds_check, grid_order
+    from milegpo_kernels._launch_hooks import bounds_check, grid_order, poison_masked_loads
 
     with grid_order(request.config.getoption("--grid-order"), zlib.crc32(request.node.nodeid.encode())), \
-            bounds_check():
+            bounds_check(), poison_masked_loads():
         yield

@@ -20,7 +20,15 @@ from milegpo.credit import estimate, presets
 from milegpo.credit.synthetic import paths_batch
 from milegpo_kernels import dense_ids, max_normalize, segment_max, segment_normalize, sibling_mean
 from milegpo_kernels._backend import interpreter_on
-from milegpo_kernels._launch_hooks import OutOfBoundsError, RaceError, bounds_check, race_check, triton_modules
+from milegpo_kernels._launch_hooks import (
+    POISON_INT,
+    OutOfBoundsError,
+    RaceError,
+    bounds_check,
+    poison_masked_loads,
+    race_check,
+    triton_modules,
+)
 from milegpo_kernels.policy_loss import fused as fused_mod
 from milegpo_kernels.policy_loss import fused_policy_loss
 
@@ -73,6 +81,20 @@ def _lanes_clash(out_ptr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _reads_next_lane(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, i)
+    tl.store(x_ptr + i, tl.load(out_ptr + (i + 1) % BLOCK))  # no barrier: lane i may read before lane i+1 stored
+
+
+@triton.jit
+def _reads_own_lane(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, i)
+    tl.store(x_ptr + i, tl.load(out_ptr + i) + 1)  # the same thread: program order holds
+
+
+@triton.jit
 def _lanes_agree(out_ptr, BLOCK: tl.constexpr):
     i = tl.arange(0, BLOCK)
     tl.store(out_ptr + i // 2, i // 2)  # same element, same value: fine
@@ -95,6 +117,8 @@ def _ints(n):
     (_stores_its_id, lambda: (_ints(16),), "plain stores of different values at 64 bytes of out_ptr"),
     (_reads_an_accumulator, lambda: (_ints(1), _ints(48)), "load of atomically updated bytes at 4 bytes of acc_ptr"),
     (_lanes_clash, lambda: (_ints(8),), "one store's lanes sending different values at 32 bytes of out_ptr"),
+    (_reads_next_lane, lambda: (_ints(16), _ints(16)),
+     "a lane loading what another lane of its program stored at 64 bytes of out_ptr"),
 ])
 def test_race_check_names_the_race(kernel, args, what):
     with pytest.raises(RaceError, match=what), race_check():
@@ -106,10 +130,11 @@ def test_race_check_passes_atomics_and_equal_stores_and_restores_the_interpreter
     with race_check():
         _no_race[(3,)](out, acc, BLOCK=16)
     assert acc.tolist() == [24, 24] and out[:48].tolist() == list(range(48))
-    half = _ints(8)
+    half, x = _ints(8), _ints(16)
     with race_check():
         _lanes_agree[(1,)](half, BLOCK=16)
-    assert half.tolist() == list(range(8))
+        _reads_own_lane[(1,)](x, _ints(16), BLOCK=16)
+    assert half.tolist() == list(range(8)) and x.tolist() == list(range(1, 17))
     _stores_its_id[(3,)](_ints(16), BLOCK=16)  # outside the block: not checked
 
 
@@ -131,6 +156,27 @@ def test_bounds_check_names_an_access_outside_the_tensors(check):
         _copy[(1,)](x[8:24], out, 16, 1, BLOCK=16)  # one past the view's end (inside x's storage)
     with pytest.raises(OutOfBoundsError, match="_copy: a store of 2 element"), check():
         _copy[(1,)](x, out[:14], 16, 0, BLOCK=16)
+
+
+@triton.jit
+def _sum_loaded(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + i, mask=i < n), axis=0))  # no other=: lanes past n undefined
+
+
+def test_poisoned_masked_loads_show_a_kernel_using_undefined_lanes():
+    """The test suite runs with masked-off lanes of a load without ``other`` poisoned (conftest):
+    a kernel summing them gets NaN / garbage here, as it may on a GPU, not the interpreter's 0."""
+    for dtype, bad in ((torch.float64, lambda v: v != v), (torch.int64, lambda v: v != 6)):
+        x, out = torch.tensor([1, 2, 3, 9], dtype=dtype), torch.zeros(1, dtype=dtype)
+        _sum_loaded[(1,)](x, out, 3, BLOCK=8)  # the suite's fixture is on: poisoned
+        assert bad(out.item()), dtype
+        with poison_masked_loads():  # nested: still poisoned
+            _sum_loaded[(1,)](x, out, 3, BLOCK=8)
+        assert bad(out.item()), dtype
+        _sum_loaded[(1,)](x, out, 4, BLOCK=4)  # nothing masked: exact
+        assert out.item() == 15
+    assert POISON_INT < 0
 
 
 # ---------------------------------------------------------------- the package's kernels
