@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from ._backend import resolve
@@ -110,9 +111,13 @@ def _returns_by_columns(reward, same_next, gamma: float):
     table = torch.zeros(longest, n_traj, dtype=reward.dtype)
     cell = step * n_traj + traj
     table.view(-1).index_copy_(0, cell, reward)
-    running = torch.zeros(n_traj, dtype=reward.dtype)
-    for t in range(longest - 1, -1, -1):  # two roundings, as the reference (add's alpha would fuse them)
-        running = table[t].add_(running * gamma)
+    # the walk on the table's memory through numpy: a step is two calls of ~1 us on short rows,
+    # where torch's per-op overhead made it slower than the reference at 6,400 rows; multiply,
+    # then add: two roundings, as the reference (no fused multiply-add)
+    rows, scaled = table.numpy(), np.zeros(n_traj, dtype=table.numpy().dtype)  # scaled: gamma * R_{t+1}
+    for t in range(longest - 1, -1, -1):
+        np.add(rows[t], scaled, out=rows[t])
+        np.multiply(rows[t], gamma, out=scaled)
     return table.view(-1).index_select(0, cell)
 
 
