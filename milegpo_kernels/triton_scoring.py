@@ -41,6 +41,12 @@ SEM = "relaxed"  # the atomics only accumulate; the next pass reads them after t
 VARIANT_CODE = {"md": 0, "rcs": 1, "full": 2}
 
 
+#: warps of ``_node_terms_kernel``: at 4 (8 of a block's rows per thread) Triton 3.6 compiles it for
+#: sm_90 to 255 registers and a 72-byte stack frame (spills); at 8, 164 registers and none
+#: (``scripts/compile_kernels.py``; its speed on a GPU not measured yet)
+NODE_TERMS_WARPS = 8
+
+
 @triton.jit
 def _ids(ptr, n, bound, BLOCK: tl.constexpr):
     """This program's slots, which are in bounds, and their ids (0 where out of [0, bound))."""
@@ -276,7 +282,8 @@ def graph_scores_triton(src, dst, edge_valid, node_group, node_valid, is_sink, d
     _node_terms_kernel[node_grid](
         node_group, nv, sink, n_traj, n_pos, n_revisit, k_count, k_pos, deg, lift_raw, lift_neg, coverage, s_neg,
         cp, cn, max_deg, s_neg_max, v, g, p.min_node_support, p.min_trap_visits,
-        f64_bits(p.min_trap_score - p.threshold_tol), f64_bits(p.w_f), f64_bits(p.w_l), SEM=SEM, **kw)
+        f64_bits(p.min_trap_score - p.threshold_tol), f64_bits(p.w_f), f64_bits(p.w_l), SEM=SEM,
+        num_warps=NODE_TERMS_WARPS, **kw)
     if e:
         _edge_terms_kernel[edge_grid](
             src, dst, ev, e_traj, e_pos, nbr, sum_pos, sum_neg, node_group, dist, lift_raw, lift_neg, c_tilde,

@@ -16,6 +16,10 @@ def pytest_addoption(parser):
         "--grid-order", default="shuffle", choices=("sequential", "reverse", "shuffle"),
         help="order in which Triton's interpreter runs a launch's programs (default: a permutation per launch, "
              "seeded by the test's id; see milegpo_kernels._launch_hooks.grid_order)")
+    parser.addoption(
+        "--grid-seed", default=0, type=int,
+        help="mixed into each test's shuffle seed: another run of the suite with other program and lane orders, "
+             "as another GPU run would have")
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +38,7 @@ def _triton_grid_order(request):
         return
     from milegpo_kernels._launch_hooks import bounds_check, grid_order, poison_masked_loads
 
-    with grid_order(request.config.getoption("--grid-order"), zlib.crc32(request.node.nodeid.encode())), \
+    seed = zlib.crc32(request.node.nodeid.encode()) ^ request.config.getoption("--grid-seed")
+    with grid_order(request.config.getoption("--grid-order"), seed), \
             bounds_check(), poison_masked_loads():
         yield
