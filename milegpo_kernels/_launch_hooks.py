@@ -288,7 +288,7 @@ class _Accesses:
         _, ny, nz = builder.grid_dim
         prog = (x * ny + y) * nz + z
         if kind in ("load", "store"):
-            self._lane_order(kind, prog, addr, keep, size)
+            self._lane_order(kind, prog, addr, keep, size, scalar=np.ndim(ptrs.data) == 0)
         byte_addr = (addr[:, None] + np.arange(size, dtype=np.uint64)).ravel()
         if value is None:
             val = np.zeros(byte_addr.shape, dtype=np.uint64)
@@ -302,7 +302,7 @@ class _Accesses:
                 self.lane_clashes |= _lane_clashes(addr, bits.astype(np.uint64), size)
         self.parts[kind].append((byte_addr, np.full(byte_addr.shape, prog, dtype=np.int64), val))
 
-    def _lane_order(self, kind, prog, addr, keep, size):
+    def _lane_order(self, kind, prog, addr, keep, size, scalar: bool):
         """Within one program: a plain load by one lane of an element another lane stored earlier
         in the launch. A GPU orders the two only across a barrier (none of the package's kernels
         places one), so the load may see the old value; the interpreter always sees the new."""
@@ -310,7 +310,7 @@ class _Accesses:
 
         if self._prog != prog:
             self._prog, self._stored = prog, (np.zeros(0, np.uint64), np.zeros(0, np.int64))
-        if addr.size == 1 and (keep is None or keep.ndim == 0):  # a scalar: one thread stores it, all load it
+        if scalar:  # one thread stores a scalar, every thread loads it
             lane = np.array([-2 if kind == "store" else -3], dtype=np.int64)
         else:
             lane = np.arange(addr.size if keep is None else keep.size, dtype=np.int64)
