@@ -24,9 +24,10 @@ def pytest_addoption(parser):
 
 @pytest.fixture(autouse=True)
 def _triton_grid_order(request):
-    """Under the interpreter every test runs each kernel launch's programs in a shuffled order
-    (reproducible: seeded by the test's id): a GPU runs them in no set order, and a kernel that
-    relies on the interpreter's 0, 1, 2, ... would pass here and fail there. Every load, store
+    """Under the interpreter every test runs each kernel launch's programs, and each atomic's
+    lanes, in a shuffled order (reproducible: seeded by the test's id and ``--grid-seed``): a GPU
+    runs them in no set order, and a kernel or test that relies on the interpreter's 0, 1, 2, ...
+    would pass here and fail there. Every load, store
     and atomic is also held to the tensors its kernel was given (``bounds_check``): on a GPU a
     stray one is an illegal address or reads another tensor; the interpreter would read or write
     whatever memory the pointer hits. A masked load without ``other`` reads NaN / garbage in its
