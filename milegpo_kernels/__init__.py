@@ -7,6 +7,7 @@ interpreter (``TRITON_INTERPRET=1``). This package never imports milegpo, TRL,
 transformers or an environment.
 """
 
+from . import _interpreter_compat
 from .counting import DistinctCounts, count_distinct
 from .graph import INF, hop_distance, max_times_potential
 from .graph_build import GraphArrays, graph_arrays, graph_arrays_torch
@@ -73,3 +74,5 @@ __all__ = [
     "shaped_advantage_torch",
     "sibling_mean",
 ]
+
+_interpreter_compat.install()  # older Tritons' interpreter under NumPy 2 (see the module)
