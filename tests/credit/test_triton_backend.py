@@ -4,8 +4,12 @@ variant and preset. On CPU the Triton kernels run under Triton's interpreter
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from milegpo.credit import SINK, StepBatch, estimate, presets
 from milegpo.credit.batch import FIELDS
@@ -29,6 +33,21 @@ pytestmark = pytest.mark.skipif(not (interpreter_on() or torch.cuda.is_available
 ])
 def test_triton_matches_reference(seed, kwargs):
     compare(make_batch(seed, **kwargs), backend="triton")
+
+
+@settings(settings.get_profile("credit"), max_examples=int(os.environ.get("MILEGPO_TRITON_EXAMPLES", "4")))
+@given(seed=st.integers(0, 2**32 - 1), n_groups=st.integers(1, 4), k=st.integers(1, 9),
+       horizon=st.integers(1, 24), n_states=st.integers(1, 10), mode=st.sampled_from(["mixed", "all_success",
+                                                                                       "all_fail"]),
+       p_self=st.sampled_from([0.0, 0.2, 0.6]), p_invalid=st.sampled_from([0.0, 0.15, 0.5]),
+       static_shapes=st.booleans())
+def test_triton_matches_reference_random(seed, n_groups, k, horizon, n_states, mode, p_self, p_invalid,
+                                         static_shapes):
+    """Random batches (the torch path's random test, smaller: the interpreter is slow), in the
+    host layout or the GPU's static one; MILEGPO_TRITON_EXAMPLES=N runs N of them (4 by default)."""
+    batch = make_batch(seed, n_groups=n_groups, k=k, horizon=horizon, n_states=n_states, mode=mode,
+                       p_self=p_self, p_invalid=p_invalid)
+    compare(batch, backend="triton", static_shapes=True if static_shapes else None)
 
 
 def test_triton_static_shapes_layout_matches_reference():
