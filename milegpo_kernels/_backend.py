@@ -8,11 +8,15 @@ on CPU tensors runs the kernels under Triton's interpreter, which only works whe
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
 
 BACKENDS = ("auto", "torch", "triton")
+#: the oldest Triton whose interpreter runs every kernel here (3.1's refuses their aranges, 3.3's
+#: lacks builder methods they use); compiled, on CUDA, every kernel builds with Triton >= 3.1
+MIN_INTERPRETER_TRITON = (3, 4)
 
 
 def check_backend(backend: str) -> str:
@@ -39,11 +43,27 @@ def resolve(backend: str, *tensors: torch.Tensor) -> str:
     on_cuda = any(t.is_cuda for t in tensors)
     if backend == "auto":
         return "triton" if on_cuda and triton_available() else "torch"
-    if backend == "triton":
-        if not on_cuda and not interpreter_on():
+    if backend == "triton" and not on_cuda:
+        if not interpreter_on():
             raise RuntimeError(
                 "backend='triton' on CPU tensors needs Triton's interpreter: set "
                 "TRITON_INTERPRET=1 in the environment before triton is imported"
             )
+        import triton
+
+        if _version(triton.__version__) < MIN_INTERPRETER_TRITON:
+            need = ".".join(map(str, MIN_INTERPRETER_TRITON))
+            raise RuntimeError(
+                f"backend='triton' on CPU tensors runs the kernels under Triton's interpreter, and Triton "
+                f"{triton.__version__}'s cannot run them: it needs triton>={need} (on CUDA tensors the "
+                f"compiled kernels work with this Triton)"
+            )
     return backend
+
+
+@functools.lru_cache(maxsize=8)
+def _version(text: str) -> tuple[int, int]:
+    """(major, minor) of a version string such as "3.6.0" or "3.4.0+git1234"."""
+    major, minor = text.split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 

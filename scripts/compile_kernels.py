@@ -171,6 +171,17 @@ def _launch_every_op() -> None:
 SM90_SHARED_MAX = 232448
 
 
+def _source(ast_source, fn, signature: dict, constexprs: dict):
+    """The kernel's source for ``triton.compile``: Triton >= 3.3 takes the constexprs in the
+    signature (as "constexpr") and apart; 3.1-3.2 only apart, as ``constants``."""
+    import inspect
+
+    if "constexprs" in inspect.signature(ast_source.__init__).parameters:
+        return ast_source(fn=fn, signature=signature, constexprs=constexprs)
+    return ast_source(fn=fn, signature={k: v for k, v in signature.items() if v != "constexpr"},
+                      constants=constexprs)
+
+
 def compile_all(path: str) -> int:
     import importlib
 
@@ -188,8 +199,8 @@ def compile_all(path: str) -> int:
         name = (f"{item['kernel']} {item['constexprs']} {sorted(set(item['signature'].values()) - {'constexpr'})}"
                 + (f" {options}" if options else ""))
         try:
-            k = triton.compile(ASTSource(fn=fn, signature=item["signature"], constexprs=item["constexprs"]),
-                               target=target, options=options)
+            k = triton.compile(_source(ASTSource, fn, item["signature"], item["constexprs"]), target=target,
+                               options=options)
             shared = int(k.metadata.shared)
             if shared > SM90_SHARED_MAX:  # the launch would fail with OutOfResources on the device
                 raise RuntimeError(f"needs {shared} B of shared memory, an sm_90 block has at most {SM90_SHARED_MAX}")

@@ -1,5 +1,6 @@
 """milegpo_kernels._interpreter_compat: older Tritons' interpreter faults under NumPy 2, fixed
-where present (Triton 3.6.0 has both; the suite passed under it with the fixes, 513 tests)."""
+where present (Triton 3.4.0 and 3.6.0 have both; scripts/triton_version_check.sh runs the kernel
+and credit tests under such a Triton)."""
 
 import numpy as np
 import pytest
@@ -52,8 +53,11 @@ def _refused_index(self):  # Triton 3.6.0 under NumPy 2.4: int() of a one-elemen
     raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
 
 
-def _faulty_patch_lang_tensor(tensor, scope):
-    scope.set_attr(tensor, "__index__", _refused_index)
+def _faulty_patch_lang_tensor(tensor, *scope):  # with a patch scope (Triton >= 3.6) or without (<= 3.5)
+    if scope:
+        scope[0].set_attr(tensor, "__index__", _refused_index)
+    else:
+        tensor.__index__ = _refused_index
 
 
 def test_install_fixes_an_interpreter_with_the_faults(monkeypatch):
@@ -73,3 +77,15 @@ def test_install_does_nothing_without_the_interpreter(monkeypatch):
     assert compat.install() == []
     with pytest.raises(OverflowError):
         ti.interpreter_builder.get_all_ones_value(tl.uint64)
+
+
+def test_an_interpreter_too_old_for_the_kernels_is_named(monkeypatch):
+    from milegpo_kernels import segment_max
+
+    x, seg = torch.tensor([1.0, 3.0, 2.0]), torch.tensor([0, 0, 1])
+    monkeypatch.setattr(triton, "__version__", "3.3.1")
+    with pytest.raises(RuntimeError, match=r"Triton 3\.3\.1's cannot run them: it needs triton>=3\.4"):
+        segment_max(x, seg, 2, backend="triton")
+    assert segment_max(x, seg, 2, backend="torch").tolist() == [3.0, 2.0]  # the torch twin is unaffected
+    monkeypatch.setattr(triton, "__version__", "3.4.0+git1a2b3c")
+    assert segment_max(x, seg, 2, backend="triton").tolist() == [3.0, 2.0]
