@@ -11,7 +11,8 @@ another kernel passes straight through. :func:`in_kernel` tells whether a launch
 skips the ops' host-side input checks, as CUDA tensors do.
 
 :func:`grid_order` runs each launch's programs, and each atomic's lanes, in another order than
-the interpreter's (the test suite shuffles them: tests/conftest.py); :func:`bounds_check` holds
+the interpreter's (the test suite shuffles them: tests/conftest.py) and refuses a grid a CUDA
+device would (:func:`check_grid`); :func:`bounds_check` holds
 every access to the tensors the kernel was given and :func:`poison_masked_loads` gives masked-off
 lanes NaN / garbage instead of 0 (both on with every test); :func:`race_check` fails a launch
 whose programs race on memory (tests/kernels/test_races.py), and also one in which the lanes
@@ -137,6 +138,20 @@ def _on_builder(replace, over_outer: bool):
 
 GRID_ORDERS = ("sequential", "reverse", "shuffle")
 
+#: the most programs a CUDA launch takes on grid axes 0, 1, 2 (the interpreter takes any number)
+CUDA_GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
+def check_grid(grid) -> None:
+    """Raise if a CUDA device would refuse a launch of ``grid`` programs (x, y, z): more than
+    :data:`CUDA_GRID_LIMITS` on an axis. The interpreter runs such a launch (slowly); on a GPU it
+    fails with "invalid argument", so a grid that grows with the input (rows on axis 1, say)
+    would pass every CPU test and fail on a large batch."""
+    for axis, (n, most) in enumerate(zip(grid, CUDA_GRID_LIMITS)):
+        if n > most:
+            raise RuntimeError(f"launch grid {tuple(grid)}: {n:,} programs on axis {axis}, over the {most:,} "
+                               "a CUDA device launches; put the long dimension on axis 0 or loop in the kernel")
+
 
 @contextlib.contextmanager
 def grid_order(order: str = "shuffle", seed: int = 0):
@@ -153,8 +168,8 @@ def grid_order(order: str = "shuffle", seed: int = 0):
     kind of order: reversed, or a fresh permutation per call. The interpreter applies them lane
     0, 1, 2, ...; a GPU in no set order, so float sums land in another order (results differ
     in their last bits) and a compare-and-swap is won by another lane. A test that asks for
-    the interpreter's bits there would pass here and fail on a GPU. Needs
-    ``TRITON_INTERPRET=1``."""
+    the interpreter's bits there would pass here and fail on a GPU. A launch whose grid a GPU
+    refuses (:func:`check_grid`) fails here too. Needs ``TRITON_INTERPRET=1``."""
     if order not in GRID_ORDERS:
         raise ValueError(f"grid_order: order must be one of {GRID_ORDERS}, got {order!r}")
     import random
@@ -166,6 +181,7 @@ def grid_order(order: str = "shuffle", seed: int = 0):
 
     def grid_dim(set_dim):
         def run(nx, ny, nz):
+            check_grid((nx, ny, nz))
             set_dim(nx, ny, nz)
             n = nx * ny * nz
             perm = range(n) if order == "sequential" else range(n - 1, -1, -1) if order == "reverse" else \

@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 
 from milegpo_kernels._backend import interpreter_on
-from milegpo_kernels._launch_hooks import grid_order
+from milegpo_kernels._launch_hooks import CUDA_GRID_LIMITS, check_grid, grid_order
 
 pytestmark = pytest.mark.skipif(not interpreter_on(), reason="interpreter only")
 
@@ -88,3 +88,21 @@ def test_grid_order_takes_an_atomics_lanes_in_the_order_asked():
 def test_grid_order_refuses_an_unknown_order():
     with pytest.raises(ValueError, match="order must be one of"), grid_order("random"):
         pass
+
+
+@pytest.mark.parametrize("grid", [(1, 65536, 1), (1, 1, 70000), (2**31, 1, 1)])
+def test_grid_order_refuses_a_grid_a_gpu_refuses(grid):
+    """The interpreter would run these (slowly); a CUDA launch fails: at most 65,535 programs on
+    axes 1 and 2, 2**31 - 1 on axis 0. Refused before any program runs."""
+    counter, out = torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    axis = max(range(3), key=lambda a: grid[a] / CUDA_GRID_LIMITS[a])
+    with pytest.raises(RuntimeError, match=f"programs on axis {axis}, over the"):
+        with grid_order("sequential"):
+            _arrival_kernel[grid](counter, out)
+    assert int(counter) == 0
+
+
+def test_check_grid_takes_the_limits():
+    check_grid((2**31 - 1, 65535, 65535))
+    with pytest.raises(RuntimeError, match=r"launch grid \(1, 65536, 1\)"):
+        check_grid((1, 65536, 1))
