@@ -51,7 +51,7 @@ def resolve(backend: str, *tensors: torch.Tensor) -> str:
             )
         import triton
 
-        if _version(triton.__version__) < MIN_INTERPRETER_TRITON:
+        if version_tuple(triton.__version__) < MIN_INTERPRETER_TRITON:
             need = ".".join(map(str, MIN_INTERPRETER_TRITON))
             raise RuntimeError(
                 f"backend='triton' on CPU tensors runs the kernels under Triton's interpreter, and Triton "
@@ -62,7 +62,7 @@ def resolve(backend: str, *tensors: torch.Tensor) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _version(text: str) -> tuple[int, int]:
+def version_tuple(text: str) -> tuple[int, int]:
     """(major, minor) of a version string such as "3.6.0" or "3.4.0+git1234"."""
     major, minor = text.split(".")[:2]
     return int(major), int("".join(c for c in minor if c.isdigit()) or 0)

@@ -114,7 +114,8 @@ def _returns_by_columns(reward, same_next, gamma: float):
     # the walk on the table's memory through numpy: a step is two calls of ~1 us on short rows,
     # where torch's per-op overhead made it slower than the reference at 6,400 rows; multiply,
     # then add: two roundings, as the reference (no fused multiply-add)
-    rows, scaled = table.numpy(), np.zeros(n_traj, dtype=table.numpy().dtype)  # scaled: gamma * R_{t+1}
+    rows = table.numpy()
+    scaled = np.zeros(n_traj, dtype=rows.dtype)  # gamma * R_{t+1}
     for t in range(longest - 1, -1, -1):
         np.add(rows[t], scaled, out=rows[t])
         np.multiply(rows[t], gamma, out=scaled)

@@ -27,8 +27,8 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 launches="$venv/launches.json"
 # an interpreter older than milegpo_kernels._backend.MIN_INTERPRETER_TRITON cannot run the kernels:
 # then the launches are recorded with this checkout's own Python (python3) and the tests are skipped
-if "$py" -c "import sys, triton; from milegpo_kernels._backend import MIN_INTERPRETER_TRITON as m, _version
-sys.exit(_version(triton.__version__) < m)"; then recorder=$py; else recorder=python3; fi
+if "$py" -c "import sys, triton; from milegpo_kernels._backend import MIN_INTERPRETER_TRITON as m, version_tuple
+sys.exit(version_tuple(triton.__version__) < m)"; then recorder=$py; else recorder=python3; fi
 echo "== triton $have: compile every kernel variant for sm_90 (launches recorded by $recorder)"
 TRITON_INTERPRET=1 "$recorder" scripts/compile_kernels.py --record "$launches"
 "$py" scripts/compile_kernels.py --compile "$launches"

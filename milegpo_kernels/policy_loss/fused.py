@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .._backend import resolve
+from .._backend import resolve, version_tuple
 from .naive import PolicyLossStats, check_inputs, clipped_token_loss, token_weights
 
 #: tokens per tile (rows of the projection GEMM), on CUDA / on CPU
@@ -232,7 +232,7 @@ def _grad_tile_torch(tile, bias, targets, lse, g, vocab_start, inv_t):
 
 
 #: ``torch.addmm(..., out_dtype=torch.float32)`` from bf16/fp16 inputs (CUDA, torch >= 2.8)
-_MM_OUT_DTYPE = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 8)
+_MM_OUT_DTYPE = version_tuple(torch.__version__) >= (2, 8)
 
 
 def _addmm_acc(acc, a, b):
