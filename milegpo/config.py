@@ -24,6 +24,7 @@ import torch
 from trl import GRPOConfig
 
 from .credit import METHODS, VARIANTS, CreditConfig, check_method, presets
+from .envs.pool import env_workers_setting
 from .rollout.prompt import PROMPT_STYLES
 
 
@@ -38,8 +39,15 @@ class MileGPOConfig(GRPOConfig):
         num_train_tasks (`int`, defaults to `1000`): size of the training task set (seeds 0..n-1).
         task_type (`str`, defaults to `""`): restrict tasks to one task type ("" = all).
         horizon (`int`, defaults to `50`): step budget of an episode (ALFWorld 50, WebShop 30).
-        num_env_workers (`int`, defaults to `0`): worker processes of the environment pool; 0 steps the
-            environments in-process (`SequentialPool`).
+        num_env_workers (`int` or `str`, defaults to `"auto"`): worker processes of the environment pool
+            (`milegpo.envs.make_pool`). `"auto"`: the CPUs this process may use (`os.sched_getaffinity`) shared
+            among the node's processes of the launch (`$LOCAL_WORLD_SIZE`), at most one per episode slot, and none
+            (in-process) for worlds whose steps cost less than a round trip to a worker (household); an int:
+            that many (0 steps the environments in-process, `SequentialPool`).
+        rollout_parts (`int`, defaults to `2`): the live episodes are split into this many fixed parts, one
+            generation call each, so that the pool plays one part while the policy generates the next (the
+            shorter of generation and environment time is hidden); 1: one call for all live episodes, no
+            overlap. It sets the generation batches, hence a sampled rollout; the number of workers does not.
         env_options (`dict` or `str`, *optional*): settings of the task generator `milegpo.envs.<env>_tasks`,
             as a dict or JSON string, e.g. `'{"max_receptacles": 4}'` (household: rooms of at most 4
             receptacles) or `'{"level": 10}'` (textworld).
@@ -86,8 +94,14 @@ class MileGPOConfig(GRPOConfig):
     num_train_tasks: int = field(default=1000, metadata={"help": "Number of training tasks (seeds 0..n-1)."})
     task_type: str = field(default="", metadata={"help": "Restrict tasks to one task type ('' = all types)."})
     horizon: int = field(default=50, metadata={"help": "Step budget of an episode (ALFWorld 50, WebShop 30)."})
-    num_env_workers: int = field(default=0, metadata={"help": "Worker processes of the environment pool; 0 steps "
-                                                               "environments in-process."})
+    num_env_workers: int | str | None = field(
+        default="auto", metadata={"help": "Worker processes of the environment pool: 'auto' (the CPUs this process "
+                                          "may use shared among the node's processes, at most one per slot; "
+                                          "in-process for worlds with cheap steps, e.g. household) or an int (0: "
+                                          "in-process)."})
+    rollout_parts: int = field(default=2, metadata={"help": "Generation calls per environment step of the live "
+                                                             "episodes: the pool plays one part while the policy "
+                                                             "generates the next (1: no overlap)."})
     env_options: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "Task generator settings (milegpo.envs.<env>_tasks keywords) as a dict or "
                                         "JSON string, e.g. '{\"max_receptacles\": 4}' (household rooms of at most "
@@ -158,8 +172,11 @@ class MileGPOConfig(GRPOConfig):
         for name in ("groups_per_iteration", "group_size", "horizon", "num_train_tasks", "eval_group_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"MileGPOConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.history_length < 0 or self.num_eval_tasks < 0 or self.num_env_workers < 0:
-            raise ValueError("MileGPOConfig: history_length, num_eval_tasks and num_env_workers must be >= 0")
+        self.num_env_workers = env_workers_setting(self.num_env_workers)
+        if isinstance(self.rollout_parts, bool) or not isinstance(self.rollout_parts, int) or self.rollout_parts < 1:
+            raise ValueError(f"MileGPOConfig.rollout_parts must be an int >= 1, got {self.rollout_parts!r}")
+        if self.history_length < 0 or self.num_eval_tasks < 0:
+            raise ValueError("MileGPOConfig: history_length and num_eval_tasks must be >= 0")
         if self.num_train_tasks < self.groups_per_iteration:
             raise ValueError(f"num_train_tasks ({self.num_train_tasks}) must be >= groups_per_iteration "
                              f"({self.groups_per_iteration})")
