@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -165,12 +165,27 @@ def _check_outputs(outputs, n_prompts: int) -> None:
             raise ValueError(f"generate returned {len(value)} {name} for {n_prompts} prompts")
 
 
+class _Played(NamedTuple):
+    """A step already played (a pool without ``step_async``), in the shape of a PendingStep."""
+
+    outs: list
+
+    def result(self) -> list:
+        return self.outs
+
+
+def _send_step(pool, actions: dict[int, str]):
+    step_async = getattr(pool, "step_async", None)
+    return step_async(actions) if step_async is not None else _Played(pool.step(actions))
+
+
 class EpisodeRunner:
     """Plays task groups in a pool and records one row per step.
 
     pool: an :class:`~milegpo.envs.EnvPool` / :class:`~milegpo.envs.SequentialPool` (or anything
-      with ``n``, ``reset(tasks)``, ``step_async(actions).result()``); None: on first use,
-      :func:`~milegpo.envs.make_pool` for the tasks' kinds with ``num_env_workers`` workers.
+      with ``n``, ``reset(tasks)``, ``step(actions)``, and ``step_async(actions).result()`` to play a
+      step while the next part generates); None: on first use, :func:`~milegpo.envs.make_pool` for the
+      tasks' kinds with ``num_env_workers`` workers.
     conversational: render prompts as chat messages (the tokenizer has a chat template) or text.
     history_length: (observation, action) pairs shown in the prompt (paper: 2).
     horizon: step budget cap: an episode lasts at most ``min(Task.horizon, horizon)`` steps (None: the task's).
@@ -276,7 +291,7 @@ class EpisodeRunner:
                     collect()  # the other part's step, played by the pool while this part generated
                 if live:
                     t0 = time.perf_counter()
-                    pending = pool.step_async({s: p.action for s, (_, p) in generated[1].items()})
+                    pending = _send_step(pool, {s: p.action for s, (_, p) in generated[1].items()})
                     out.env_s += time.perf_counter() - t0
                     in_flight = (k, pending, generated)
                     if not self.overlap:

@@ -169,3 +169,24 @@ def test_ranks_stay_in_lockstep_with_the_overlap(overlap):
         rows, episodes, _ = signature(results[rank])
         assert (rows, episodes) == alone[rank][:2]
     assert results[1].generate_calls > alone[1][2]  # rank 1 made dummy calls while rank 0 played on
+
+
+def test_a_pool_without_step_async_still_plays():
+    class StepOnly:
+        def __init__(self, n):
+            self._pool = SequentialPool(n)
+            self.n = n
+
+        def reset(self, tasks):
+            return self._pool.reset(tasks)
+
+        def step(self, actions):
+            return self._pool.step(actions)
+
+        def close(self):
+            self._pool.close()
+
+    tasks = household_mix(2)
+    ref = EpisodeRunner(SequentialPool(6)).run(tasks, 3, sampler(2))
+    got = EpisodeRunner(StepOnly(6)).run(tasks, 3, sampler(2))
+    assert signature(got) == signature(ref)
