@@ -7,6 +7,8 @@ output) and in a table printed when the session ends.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 _RATIOS: list[tuple[str, str, float]] = []
@@ -28,6 +30,25 @@ def median_of():
         return None if stats is None else stats.stats.median
 
     return median
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a live process has used so far (/proc/<pid>/stat; Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.fixture
+def cpu_s():
+    """``cpu_s(pid)``: :func:`process_cpu_s` (the CPU time of an environment pool's worker, say)."""
+    return process_cpu_s
+
+
+@pytest.fixture
+def load_average() -> float:
+    """The machine's 1-minute load average when the benchmark starts (a figure means little without it)."""
+    return os.getloadavg()[0]
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from trl import GRPOConfig
 
 from .credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
 from .envs import ENV_KINDS, task_space
+from .envs.pool import env_workers_setting
 from .rollout.prompt import PROMPT_STYLES
 from .rollout.tasks import check_env_options
 from .state_sketches import StateSimilarity
@@ -89,8 +90,15 @@ class MileGPOConfig(GRPOConfig):
         num_train_tasks (`int`, defaults to `1000`): size of the training task set (seeds 0..n-1).
         task_type (`str`, defaults to `""`): restrict tasks to one task type ("" = all).
         horizon (`int`, defaults to `50`): step budget of an episode (ALFWorld 50, WebShop 30).
-        num_env_workers (`int`, defaults to `0`): worker processes of the environment pool; 0 steps the
-            environments in-process (`SequentialPool`).
+        num_env_workers (`int` or `str`, defaults to `"auto"`): worker processes of the environment pool
+            (`milegpo.envs.make_pool`). `"auto"`: the CPUs this process may use (`os.sched_getaffinity`) shared
+            among the node's processes of the launch (`$LOCAL_WORLD_SIZE`), at most one per episode slot, and none
+            (in-process) for worlds whose steps cost less than a round trip to a worker (household); an int:
+            that many (0 steps the environments in-process, `SequentialPool`).
+        rollout_parts (`int`, defaults to `2`): the live episodes are split into this many fixed parts, one
+            generation call each, so that the pool plays one part while the policy generates the next (the
+            shorter of generation and environment time is hidden); 1: one call for all live episodes, no
+            overlap. It sets the generation batches, hence a sampled rollout; the number of workers does not.
         env_options (`dict` or `str`, *optional*): settings of the task generator `milegpo.envs.<env>_tasks`,
             as a dict or JSON string, e.g. `'{"max_receptacles": 4}'` (household: rooms of at most 4
             receptacles) or `'{"level": 10}'` (textworld).
@@ -146,8 +154,14 @@ class MileGPOConfig(GRPOConfig):
     num_train_tasks: int = field(default=1000, metadata={"help": "Number of training tasks (seeds 0..n-1)."})
     task_type: str = field(default="", metadata={"help": "Restrict tasks to one task type ('' = all types)."})
     horizon: int = field(default=50, metadata={"help": "Step budget of an episode (ALFWorld 50, WebShop 30)."})
-    num_env_workers: int = field(default=0, metadata={"help": "Worker processes of the environment pool; 0 steps "
-                                                               "environments in-process."})
+    num_env_workers: int | str | None = field(
+        default="auto", metadata={"help": "Worker processes of the environment pool: 'auto' (the CPUs this process "
+                                          "may use shared among the node's processes, at most one per slot; "
+                                          "in-process for worlds with cheap steps, e.g. household) or an int (0: "
+                                          "in-process)."})
+    rollout_parts: int = field(default=2, metadata={"help": "Generation calls per environment step of the live "
+                                                             "episodes: the pool plays one part while the policy "
+                                                             "generates the next (1: no overlap)."})
     env_options: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "Task generator settings (milegpo.envs.<env>_tasks keywords) as a dict or "
                                         "JSON string, e.g. '{\"max_receptacles\": 4}' (household rooms of at most "
@@ -304,7 +318,11 @@ class MileGPOConfig(GRPOConfig):
             raise _refused("prompt_style", self.prompt_style, f"one of {', '.join(PROMPT_STYLES)}")
         at_least = {"groups_per_iteration": 1, "horizon": 1, "num_train_tasks": 1, "eval_group_size": 1,
                     "max_steps": 1, "per_device_train_batch_size": 1, "history_length": 0, "num_eval_tasks": 0,
-                    "num_env_workers": 0}
+                    "rollout_parts": 1}
+        try:
+            self.num_env_workers = env_workers_setting(self.num_env_workers)
+        except ValueError:
+            raise _refused("num_env_workers", self.num_env_workers, "must be 'auto' or an int >= 0 (0: in-process)") from None
         for name, low in at_least.items():
             if getattr(self, name) < low:
                 raise _refused(name, getattr(self, name), f"must be >= {low}")

@@ -10,7 +10,8 @@
 - :class:`~milegpo.envs.webshop.WebShopEnv` / :func:`webshop_tasks`: WebShop's text interface over its own
   data files or the embedded offline catalog (needs ``bm25s``, ``rapidfuzz``).
 - :class:`EnvPool` (worker processes, crash/hang safe) and :class:`SequentialPool`
-  (in-process), one API: ``reset(tasks)``, ``reset_group(task, n)``, ``step(actions)``.
+  (in-process), one API: ``reset(tasks)``, ``reset_group(task, n)``, ``step(actions)``,
+  ``step_async(actions).result()``; :func:`make_pool` picks one for a run (``num_workers="auto"``).
 
 Importing this package imports neither torch nor the optional engines.
 """
@@ -75,6 +76,7 @@ _LAZY = {
     "AlfworldEnv": "milegpo.envs.alfworld", "alfworld_tasks": "milegpo.envs.alfworld",
     "WebShopEnv": "milegpo.envs.webshop", "webshop_tasks": "milegpo.envs.webshop",
     "EnvPool": "milegpo.envs.pool", "SequentialPool": "milegpo.envs.pool", "StepOut": "milegpo.envs.pool",
+    "PendingStep": "milegpo.envs.pool", "make_pool": "milegpo.envs.pool", "auto_env_workers": "milegpo.envs.pool",
 }
 
 

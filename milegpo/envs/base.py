@@ -137,6 +137,10 @@ class TextEnv(ABC):
 
     #: name used in :data:`milegpo.envs.ENV_KINDS`
     kind: str = ""
+    #: a step of this world costs more than a round trip to a pool worker (pickling and two pipe hops,
+    #: ~0.1-0.3 ms), so that ``num_env_workers="auto"`` plays it in an EnvPool's workers; a world whose
+    #: steps are cheaper declares False and is stepped in-process (``bench/test_env_pool.py`` measures both)
+    step_in_workers: bool = True
 
     def __init__(self) -> None:
         self.task: Task | None = None

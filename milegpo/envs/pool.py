@@ -2,9 +2,12 @@
 
 Both pools share one API over ``n`` slots (one episode per slot)::
 
-    pool = EnvPool(n=16, num_workers=4)          # or SequentialPool(n=16)
+    pool = EnvPool(n=16, num_workers=4)          # or SequentialPool(n=16); or make_pool(16, "auto", kinds)
     first = pool.reset_group(task, 16)           # [(obs, admissible, info)] * 16, one game
     outs = pool.step(actions)                    # [StepOut | None] per slot of the last reset
+    pending = pool.step_async(actions)           # the same step, sent: the workers play it ...
+    ...                                          # ... while the caller does something else (generates)
+    outs = pending.result()                      # ... and collected
     pool.close()
 
 ``reset(tasks)`` starts one episode per task in slots ``0..len(tasks)-1`` (the other
@@ -12,7 +15,16 @@ slots idle); ``reset_group(task, n)`` is ``reset([task] * n)``: every episode of
 group plays the same Task, hence the same game (their ``info["game_id"]`` agree).
 ``step(actions)`` takes one action per slot of the last reset (``None`` for an
 episode that is done, or a ``{slot: action}`` mapping) and returns a
-:class:`StepOut` per slot, ``None`` where nothing was stepped.
+:class:`StepOut` per slot, ``None`` where nothing was stepped. ``step_async(actions)`` sends the step and returns at once
+(:class:`PendingStep`); its ``result()`` collects the StepOuts. One step is in flight at a time:
+another step or a reset before ``result()`` is an error. Resets and steps go to every worker
+before the pool waits for any, so the workers play them in parallel (each worker its own slots
+one after another).
+
+:func:`make_pool` picks the pool of a run: ``num_workers="auto"`` gives a :class:`SequentialPool`
+when every environment kind of the run steps faster in-process than a round trip to a worker costs
+(:attr:`milegpo.envs.TextEnv.step_in_workers` is False: the household world), else an
+:class:`EnvPool` of :func:`auto_env_workers` workers; an int is the number of workers (0: in-process).
 
 Failures never vanish and never hang the caller. In :class:`EnvPool`, a worker that
 dies (crash, ``os.kill``) or does not answer in time (``step_timeout`` seconds per
@@ -30,7 +42,7 @@ import os
 import time
 import traceback
 from multiprocessing.connection import wait
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .base import EnvError, Task, TextEnv, state_key
 
@@ -85,7 +97,11 @@ def _run_batch(slots: _Slots, cmd: str, batch: list) -> list:
     return out
 
 
-def _worker_main(conn) -> None:
+def _worker_main(conn, environ: dict[str, str]) -> None:
+    # the environment of the pool's maker: a forkserver child would inherit the forkserver's, taken
+    # when the first pool of the process started
+    os.environ.clear()
+    os.environ.update(environ)
     slots = _Slots()
     try:
         while True:
@@ -101,6 +117,20 @@ def _worker_main(conn) -> None:
 
 
 # --------------------------------------------------------------------------- shared bookkeeping
+class PendingStep:
+    """A step sent by :meth:`EnvPool.step_async` (or SequentialPool's): ``result()`` waits for its StepOuts."""
+
+    def __init__(self, pool: "_PoolBase", ticket: Any, batch: list[tuple[int, str]], out: list) -> None:
+        self.pool, self.ticket, self.batch, self.out = pool, ticket, batch, out
+        self._result: list[StepOut | None] | None = None
+
+    def result(self) -> list[StepOut | None]:
+        """A StepOut per slot of the last reset (None: not stepped); the same list on every call."""
+        if self._result is None:
+            self._result = self.pool._finish_step(self)
+        return self._result
+
+
 class _PoolBase:
     def __init__(self, n: int) -> None:
         if n < 1:
@@ -112,15 +142,28 @@ class _PoolBase:
         self.last_obs = [""] * n
         self._broken: dict[int, str] = {}  # slot -> why its env state was lost
         self.active = 0  # slots of the last reset
+        self._pending: PendingStep | None = None  # the step sent by step_async, not collected yet
 
     # hooks ---------------------------------------------------------------
-    def _run(self, cmd: str, batch: list[tuple[int, Any]], timeout: float) -> dict[int, tuple[str, Any]]:
-        """Run (slot, arg) pairs; return slot -> ("ok", result) | ("error", traceback) | ("lost", reason)."""
+    def _send(self, cmd: str, batch: list[tuple[int, Any]], timeout: float) -> Any:
+        """Start running (slot, arg) pairs; returns a ticket for :meth:`_collect`."""
         raise NotImplementedError
+
+    def _collect(self, ticket: Any) -> dict[int, tuple[str, Any]]:
+        """Wait for a ticket's pairs: slot -> ("ok", result) | ("error", traceback) | ("lost", reason)."""
+        raise NotImplementedError
+
+    def _run(self, cmd: str, batch: list[tuple[int, Any]], timeout: float) -> dict[int, tuple[str, Any]]:
+        return self._collect(self._send(cmd, batch, timeout))
+
+    def _idle(self, what: str) -> None:
+        if self._pending is not None:
+            raise RuntimeError(f"{what}: a step sent by step_async is still in flight; call its result() first")
 
     # API -----------------------------------------------------------------
     def reset(self, tasks: Sequence[Task]) -> list[tuple[str, list[str], dict]]:
         """Start one episode of ``tasks[i]`` in slot i; returns (obs, admissible, info) per slot."""
+        self._idle("reset")
         tasks = list(tasks)
         if not 1 <= len(tasks) <= self.n:
             raise ValueError(f"reset: expected 1..{self.n} tasks (the pool size), got {len(tasks)}")
@@ -159,6 +202,14 @@ class _PoolBase:
 
     def step(self, actions: Sequence[str | None] | Mapping[int, str]) -> list[StepOut | None]:
         """Step every slot that has an action; returns a StepOut per slot of the last reset (None: not stepped)."""
+        return self.step_async(actions).result()
+
+    def step_async(self, actions: Sequence[str | None] | Mapping[int, str]) -> PendingStep:
+        """:meth:`step`, sent and not waited for: ``pending.result()`` returns what ``step`` returns.
+
+        Bad actions raise here, at the send. The step's timeout runs from the send.
+        """
+        self._idle("step_async")
         if isinstance(actions, Mapping):
             todo = dict(actions)
         else:
@@ -179,8 +230,18 @@ class _PoolBase:
                 out[s] = self._truncated(s, self._broken.pop(s))
             else:
                 batch.append((s, a))
-        res = self._run("step", batch, self.step_timeout) if batch else {}
-        for s, _ in batch:
+        ticket = self._send("step", batch, self.step_timeout) if batch else None
+        self._pending = PendingStep(self, ticket, batch, out)
+        return self._pending
+
+    def _finish_step(self, pending: PendingStep) -> list[StepOut | None]:
+        """Collect a pending step (called once, by its ``result()``)."""
+        try:
+            res = self._collect(pending.ticket) if pending.batch else {}
+        finally:
+            self._pending = None
+        out = pending.out
+        for s, _ in pending.batch:
             status, val = res[s]
             if status == "ok":
                 o = StepOut(*val)
@@ -226,11 +287,26 @@ class SequentialPool(_PoolBase):
         self.step_timeout, self.reset_timeout = step_timeout, reset_timeout
         self._slots = _Slots()
 
-    def _run(self, cmd, batch, timeout):
+    def _send(self, cmd, batch, timeout):
+        # in-process: the work is done at the send, so step_async overlaps nothing (and changes nothing)
         return {s: (st, v) for s, st, v in _run_batch(self._slots, cmd, batch)}
+
+    def _collect(self, ticket):
+        return ticket
 
     def close(self) -> None:
         self._slots.close()
+
+
+class _Ticket(NamedTuple):
+    """What EnvPool._send started: the work per worker, the connections still to answer, the results so far."""
+
+    cmd: str
+    per_worker: dict
+    pending: dict
+    res: dict
+    budget: float
+    deadline: float
 
 
 class EnvPool(_PoolBase):
@@ -239,13 +315,17 @@ class EnvPool(_PoolBase):
     start_method: "forkserver" (default where available) or "spawn"; workers import only
     :mod:`milegpo.envs` and the engine a task needs. step_timeout / reset_timeout: seconds one
     environment step / reset may take; a worker serving k slots in a call gets k times that,
-    then it is killed and restarted. num_workers: default ``min(n, os.cpu_count())``.
+    then it is killed and restarted. num_workers: at most ``n``; default (None or ``"auto"``)
+    :func:`auto_env_workers`. Workers run with the environment variables of the pool's creation.
     """
 
-    def __init__(self, n: int, num_workers: int | None = None, *, start_method: str | None = None,
+    def __init__(self, n: int, num_workers: int | str | None = None, *, start_method: str | None = None,
                  step_timeout: float = 60.0, reset_timeout: float = 300.0) -> None:
         super().__init__(n)
-        self.num_workers = min(n, num_workers or os.cpu_count() or 1)
+        num_workers = env_workers_setting(num_workers)
+        if num_workers == 0:
+            raise ValueError("EnvPool: num_workers must be >= 1 (0 workers is a SequentialPool)")
+        self.num_workers = auto_env_workers(n) if num_workers == "auto" else min(n, num_workers)
         if start_method is None:
             start_method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         if start_method == "fork":
@@ -259,6 +339,7 @@ class EnvPool(_PoolBase):
         self._conns: list = [None] * self.num_workers
         self.restarts = 0
         self._closed = False
+        self._environ = dict(os.environ)  # what every worker (also a restarted one) runs with
         for w in range(self.num_workers):
             self._start(w)
 
@@ -272,7 +353,8 @@ class EnvPool(_PoolBase):
 
     def _start(self, w: int) -> None:
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_worker_main, args=(child,), daemon=True, name=f"milegpo-env-{w}")
+        proc = self._ctx.Process(target=_worker_main, args=(child, self._environ), daemon=True,
+                                 name=f"milegpo-env-{w}")
         proc.start()
         child.close()
         self._procs[w], self._conns[w] = proc, parent
@@ -293,7 +375,7 @@ class EnvPool(_PoolBase):
                 self._broken[s] = why
         self._start(w)
 
-    def _run(self, cmd, batch, timeout):
+    def _send(self, cmd, batch, timeout):
         if self._closed:
             raise EnvError("EnvPool is closed")
         per_worker: dict[int, list] = {}
@@ -309,14 +391,18 @@ class EnvPool(_PoolBase):
                 self._lose(w, items, res, f"worker {w} (pid {self._procs[w].pid}) died before {cmd}")
         # the limit is per environment call: a worker that serves k slots gets k times it
         budget = timeout * max((len(items) for items in per_worker.values()), default=1)
-        deadline = time.monotonic() + budget
+        return _Ticket(cmd, per_worker, pending, res, budget, time.monotonic() + budget)
+
+    def _collect(self, ticket):
+        cmd, per_worker, pending, res = ticket.cmd, ticket.per_worker, ticket.pending, ticket.res
         while pending:
-            left = deadline - time.monotonic()
-            ready = wait(list(pending), timeout=max(left, 0)) if left > 0 else []
+            # past the deadline this still polls: an answer that came in while the caller was busy counts
+            ready = wait(list(pending), timeout=max(ticket.deadline - time.monotonic(), 0))
             if not ready:
                 for conn, w in list(pending.items()):
                     pid = self._procs[w].pid
-                    self._lose(w, per_worker[w], res, f"worker {w} (pid {pid}) timed out after {budget:g} s in {cmd}")
+                    self._lose(w, per_worker[w], res,
+                               f"worker {w} (pid {pid}) timed out after {ticket.budget:g} s in {cmd}")
                 break
             for conn in ready:
                 w = pending.pop(conn)
@@ -341,6 +427,7 @@ class EnvPool(_PoolBase):
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        self._pending = None  # a step in flight is dropped: its workers answer, then read "close"
         for conn in self._conns:
             try:
                 conn.send(("close", None))
@@ -355,4 +442,66 @@ class EnvPool(_PoolBase):
             conn.close()
 
 
-__all__ = ["EnvPool", "SequentialPool", "StepOut"]
+# --------------------------------------------------------------------------- choosing a pool
+def auto_env_workers(n_slots: int) -> int:
+    """The workers ``num_env_workers="auto"`` gives a pool of ``n_slots`` slots (>= 1).
+
+    The CPUs this process may run on (``os.sched_getaffinity``; ``os.cpu_count()`` where that does not
+    exist) shared among the processes of this node that a torchrun / accelerate launch started
+    (``$LOCAL_WORLD_SIZE``, default 1), at least 1, and no more than the slots.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    try:
+        local_processes = int(local)
+    except ValueError:
+        raise ValueError(f"$LOCAL_WORLD_SIZE must be an integer, got {local!r}") from None
+    if local_processes < 1:
+        raise ValueError(f"$LOCAL_WORLD_SIZE must be >= 1, got {local_processes}")
+    return max(1, min(cpus // local_processes, n_slots))
+
+
+def env_workers_setting(value: int | str | None) -> int | str:
+    """A ``num_env_workers`` setting checked: ``"auto"`` (also None) or an int >= 0 (also as a string,
+    as a command line gives it)."""
+    if value is None or value == "auto":
+        return "auto"
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"num_env_workers must be 'auto' or an int >= 0, got {value!r}")
+    return value
+
+
+def env_workers(num_workers: int | str | None, n_slots: int, kinds: Iterable[str]) -> int:
+    """The worker processes of a pool of ``n_slots`` slots for environments of ``kinds`` (0: in-process).
+
+    num_workers: an int >= 0 is taken as it is (capped by the slots); ``"auto"`` is 0 when no kind
+    declares :attr:`~milegpo.envs.TextEnv.step_in_workers` (their steps are cheaper than a round trip
+    to a worker), else :func:`auto_env_workers`.
+    """
+    from . import env_class
+
+    num_workers = env_workers_setting(num_workers)
+    if num_workers != "auto":
+        return min(num_workers, n_slots)
+    kinds = sorted(set(kinds))
+    if not kinds:
+        raise ValueError("env_workers: 'auto' needs the environment kinds of the run, got none")
+    return auto_env_workers(n_slots) if any(env_class(k).step_in_workers for k in kinds) else 0
+
+
+def make_pool(n: int, num_workers: int | str = "auto", kinds: Iterable[str] = ("household",),
+              **pool_options) -> "EnvPool | SequentialPool":
+    """The pool of ``n`` slots for environments of ``kinds``: an :class:`EnvPool` of
+    :func:`env_workers` workers, or a :class:`SequentialPool` when that is 0. ``pool_options``
+    (``step_timeout``, ``reset_timeout``, ``start_method``) go to the pool."""
+    workers = env_workers(num_workers, n, kinds)
+    if workers == 0:
+        pool_options.pop("start_method", None)
+        return SequentialPool(n, **pool_options)
+    return EnvPool(n, workers, **pool_options)
+
+
+__all__ = ["EnvPool", "SequentialPool", "StepOut", "PendingStep", "auto_env_workers", "env_workers",
+           "env_workers_setting", "make_pool"]

@@ -11,10 +11,32 @@ Generation is a callable so that the loop knows nothing about models::
 
     generate(prompts) -> (prompt_ids, completion_ids, logprobs | None, texts)
 
-Under several processes every rank calls ``generate`` the same number of times
-(``sync_any`` is an all-reduce "is anyone still playing?"): a rank whose episodes are
-over generates for one dummy prompt and discards it, so collective generation backends
-(vLLM server / tensor parallel, ZeRO-3, FSDP) never deadlock.
+Overlap of generation and environment steps. The episodes of a wave are split into
+``parts`` fixed parts (contiguous slot ranges, :meth:`EpisodeRunner.part_slots`); one
+generation call serves the live episodes of one part, and the calls go part 0, 1, ...,
+``parts - 1``, 0, 1, ... . With ``overlap=True`` the step of part k is sent to the pool
+(``pool.step_async``) and collected only after the generation call of the next part, so that
+an :class:`~milegpo.envs.EnvPool`'s workers play part k while the policy generates part k + 1:
+an iteration costs about max(generation, environment) instead of their sum (the shorter is
+hidden as far as the parts are balanced; a SequentialPool steps at the send, hiding nothing).
+
+Equality guarantee: the rollout does not depend on ``overlap`` or on the pool (SequentialPool,
+EnvPool of any number of workers). Every generation call sees the same prompts in the same
+order either way, because (1) the parts are fixed by slot, not by timing; (2) the prompts of
+part k depend only on part k's own episodes, whose last step is always collected before part
+k is generated again (a step in flight is collected first if its part comes next); (3) every
+collected step is applied before the next step is sent, in send order, so rows, histories and
+``Rollout.rows`` come out in one order; (4) an environment's episode depends only on its task
+and actions (each slot has its own environment, in whichever process). What does change the
+rollout is ``parts`` (it changes the generation batches: a sampling generator draws its random
+numbers per batch), so ``parts`` is the same for runs that must agree.
+
+Under several processes every rank calls ``generate`` the same number of times: before each
+call ``sync_any`` (an all-reduce "is anyone playing this part?") decides, on every rank alike,
+whether the call is made; a rank with no live episode in that part generates for one dummy
+prompt and discards it, so collective generation backends (vLLM server / tensor parallel,
+ZeRO-3, FSDP) never deadlock. The decision for part k uses only part k's collected state,
+which a step in flight of another part cannot change, so the overlap keeps this lockstep.
 """
 
 from __future__ import annotations
@@ -22,12 +44,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from ..credit import SINK, StepBatch
-from ..envs import SequentialPool, Task
+from ..envs import Task
+from ..envs.pool import make_pool
 from ..state_sketches import StateSimilarity, StateSketch
 from .parse import parse_action
 from .prompt import as_model_input, render_prompt
@@ -75,8 +98,13 @@ class Rollout:
 
     rows: list[StepRow] = field(default_factory=list)
     episodes: list[Episode] = field(default_factory=list)
+    #: seconds in generation calls
     generate_s: float = 0.0
+    #: seconds the loop waited on the pool (resets, sends, collects): with the overlap, what generation
+    #: did not hide
     env_s: float = 0.0
+    #: the part of env_s spent in resets
+    reset_s: float = 0.0
     generate_calls: int = 0
     #: key -> sketch of every observation that became a state or next_state, when the runner sketches
     #: (``state_similarity``); empty otherwise
@@ -131,11 +159,37 @@ def _local_only(flag: bool) -> bool:
     return flag
 
 
+def _check_outputs(outputs, n_prompts: int) -> None:
+    """``generate`` must return (prompt_ids, completion_ids, logprobs | None, texts), one entry per prompt."""
+    if not isinstance(outputs, (tuple, list)) or len(outputs) != 4:
+        raise ValueError("generate must return (prompt_ids, completion_ids, logprobs | None, texts), got "
+                         f"{type(outputs).__name__}")
+    for name, value in zip(("prompt_ids", "completion_ids", "logprobs", "texts"), outputs):
+        if (value is not None or name != "logprobs") and len(value) != n_prompts:
+            raise ValueError(f"generate returned {len(value)} {name} for {n_prompts} prompts")
+
+
+class _Played(NamedTuple):
+    """A step already played (a pool without ``step_async``), in the shape of a PendingStep."""
+
+    outs: list
+
+    def result(self) -> list:
+        return self.outs
+
+
+def _send_step(pool, actions: dict[int, str]):
+    step_async = getattr(pool, "step_async", None)
+    return step_async(actions) if step_async is not None else _Played(pool.step(actions))
+
+
 class EpisodeRunner:
     """Plays task groups in a pool and records one row per step.
 
     pool: an :class:`~milegpo.envs.EnvPool` / :class:`~milegpo.envs.SequentialPool` (or anything
-      with ``n``, ``reset(tasks)``, ``step(actions)``); None: a SequentialPool made on first use.
+      with ``n``, ``reset(tasks)``, ``step(actions)``, and ``step_async(actions).result()`` to play a
+      step while the next part generates); None: on first use, :func:`~milegpo.envs.make_pool` for the
+      tasks' kinds with ``num_env_workers`` workers.
     conversational: render prompts as chat messages (the tokenizer has a chat template) or text.
     history_length: (observation, action) pairs shown in the prompt (paper: 2).
     horizon: step budget cap: an episode lasts at most ``min(Task.horizon, horizon)`` steps (None: the task's).
@@ -144,11 +198,17 @@ class EpisodeRunner:
     state_similarity: sketch every observation as it arrives (:class:`~milegpo.state_sketches.StateSimilarity`,
       once per distinct key) into ``Rollout.sketches``, for :func:`milegpo.credit.merge_similar_states`;
       None (the default): no sketches.
+    parts: generation calls per step of a wave's episodes (the module docstring: it sets the batches).
+    overlap: step one part in the pool while generating the next (changes the timing, never the rollout).
+    num_env_workers: workers of the pool made when ``pool`` is None (``"auto"`` or an int).
     """
 
     def __init__(self, pool=None, *, conversational: bool = False, history_length: int = 2,
                  horizon: int | None = None, require_think: bool = False, prompt_style: str = "alfworld",
-                 state_similarity: StateSimilarity | None = None) -> None:
+                 state_similarity: StateSimilarity | None = None,
+                 parts: int = 2, overlap: bool = True, num_env_workers: int | str = "auto") -> None:
+        if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+            raise ValueError(f"EpisodeRunner: parts must be an int >= 1, got {parts!r}")
         self.pool = pool
         self.conversational = conversational
         self.history_length = history_length
@@ -156,12 +216,15 @@ class EpisodeRunner:
         self.require_think = require_think
         self.prompt_style = prompt_style
         self.state_similarity = state_similarity
+        self.parts = parts
+        self.overlap = overlap
+        self.num_env_workers = num_env_workers
         self._dummy_prompt: Any = as_model_input(render_prompt("", "", [], [], 0, 0, style=prompt_style),
                                                  conversational)
 
-    def _ensure_pool(self, n: int):
+    def _ensure_pool(self, n: int, tasks: Sequence[Task]):
         if self.pool is None:
-            self.pool = SequentialPool(n)
+            self.pool = make_pool(n, self.num_env_workers, kinds={t.env for t in tasks} or {"household"})
         return self.pool
 
     def _sketch(self, out: Rollout, key: int, obs: str) -> None:
@@ -171,6 +234,13 @@ class EpisodeRunner:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
+
+    def part_slots(self, n_slots: int) -> list[list[int]]:
+        """The slots of each part of a wave of ``n_slots`` episodes: ``parts`` contiguous ranges, the first
+        ``n_slots % parts`` one longer (some are empty when there are fewer episodes than parts)."""
+        size, extra = divmod(n_slots, self.parts)
+        bounds = [k * size + min(k, extra) for k in range(self.parts + 1)]
+        return [list(range(bounds[k], bounds[k + 1])) for k in range(self.parts)]
 
     def run(self, tasks: Sequence[Task], group_size: int, generate: GenerateFn,
             sync_any: Callable[[bool], bool] = _local_only) -> Rollout:
@@ -182,7 +252,7 @@ class EpisodeRunner:
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
         tasks = [dataclasses.replace(t, horizon=min(t.horizon, self.horizon)) if self.horizon else t for t in tasks]
-        pool = self._ensure_pool(max(len(tasks), 1) * group_size)
+        pool = self._ensure_pool(max(len(tasks), 1) * group_size, tasks)
         per_wave = pool.n // group_size
         if per_wave < 1:
             raise ValueError(f"the environment pool has {pool.n} slots, fewer than group_size={group_size}")
@@ -200,6 +270,7 @@ class EpisodeRunner:
         if groups:
             t0 = time.perf_counter()
             firsts = pool.reset([task for _, task in groups for _ in range(group_size)])
+            out.reset_s += time.perf_counter() - t0
             out.env_s += time.perf_counter() - t0
             for i, (obs, admissible, info) in enumerate(firsts):
                 g, task = groups[i // group_size]
@@ -208,16 +279,48 @@ class EpisodeRunner:
                 slots.append({"ep": ep, "obs": obs, "admissible": list(admissible), "key": int(info["state_key"]),
                               "goal": info.get("goal", ""), "history": [], "rows": [], "live": True})
                 self._sketch(out, slots[-1]["key"], obs)
+        parts = self.part_slots(len(slots))
+        in_flight: tuple | None = None  # (part, PendingStep, generated) of the step sent and not yet collected
+
+        def collect() -> None:
+            nonlocal in_flight
+            part, pending, generated = in_flight
+            in_flight = None
+            t0 = time.perf_counter()
+            results = pending.result()
+            out.env_s += time.perf_counter() - t0
+            self._apply(slots, generated, results, out)
+
         while True:
-            live = [s for s in range(len(slots)) if slots[s]["live"]]
-            if not sync_any(bool(live)):
+            played = False
+            for k, part in enumerate(parts):
+                if in_flight is not None and in_flight[0] == k:
+                    collect()  # part k is generated again next: its last step must be in
+                live = [s for s in part if slots[s]["live"]]
+                if not sync_any(bool(live)):
+                    continue  # no rank plays part k: no call
+                played = True
+                generated = self._generate(slots, live, generate, out)
+                if in_flight is not None:
+                    collect()  # the other part's step, played by the pool while this part generated
+                if live:
+                    t0 = time.perf_counter()
+                    pending = _send_step(pool, {s: p.action for s, (_, p) in generated[1].items()})
+                    out.env_s += time.perf_counter() - t0
+                    in_flight = (k, pending, generated)
+                    if not self.overlap:
+                        collect()
+            if not played:
                 break
-            if not live:  # keep collective generation backends in lockstep with the other ranks
-                t0 = time.perf_counter()
-                generate([self._dummy_prompt])
-                out.generate_s += time.perf_counter() - t0
-                out.generate_calls += 1
-                continue
+        if in_flight is not None:  # cannot happen (a part in flight is collected before its next call)
+            collect()
+
+    def _generate(self, slots, live: list[int], generate: GenerateFn, out: Rollout):
+        """One generation call for the live slots ``live`` (a dummy prompt when there are none, to keep
+        collective backends in lockstep); returns (outputs, {slot: (index in the call, ParsedAction)})."""
+        if not live:
+            prompts = [self._dummy_prompt]
+        else:
             prompts = []
             for s in live:
                 st = slots[s]
@@ -225,45 +328,45 @@ class EpisodeRunner:
                                      self.history_length, self.prompt_style)
                 prompts.append(as_model_input(text, self.conversational))
             self._dummy_prompt = prompts[0]
-            t0 = time.perf_counter()
-            prompt_ids, completion_ids, logprobs, texts = generate(prompts)
-            out.generate_s += time.perf_counter() - t0
-            out.generate_calls += 1
-            actions: dict[int, str] = {}
-            parsed = {}
-            for j, s in enumerate(live):
-                p = parse_action(texts[j], slots[s]["admissible"], self.require_think)
-                parsed[s] = (j, p)
-                actions[s] = p.action
-            t0 = time.perf_counter()
-            results = pool.step(actions)
-            out.env_s += time.perf_counter() - t0
-            for s, (j, p) in parsed.items():
-                st, res = slots[s], results[s]
-                obs, reward, done, won, info = res
-                ep: Episode = st["ep"]
-                invalid = (not p.valid) or bool(info.get("invalid", False))
-                row = StepRow(group=ep.group, traj=ep.traj, t=len(st["rows"]), state=st["key"],
-                              next_state=SINK if won else int(info["state_key"]), reward=float(reward),
-                              invalid=invalid, prompt_ids=list(prompt_ids[j]), completion_ids=list(completion_ids[j]),
-                              logprobs=None if logprobs is None else list(logprobs[j]), completion=texts[j],
-                              action=p.action)
-                st["rows"].append(row)
-                st["history"].append((st["obs"], p.action or texts[j].strip()[:80]))
-                st["obs"], st["admissible"], st["key"] = obs, list(info.get("admissible_actions", [])), int(
-                    info["state_key"])
-                if not won:
-                    self._sketch(out, st["key"], obs)
-                ep.length += 1
-                ep.invalid_steps += int(invalid)
-                ep.reward += float(reward)
-                if done:
-                    st["live"] = False
-                    ep.won, ep.truncated = bool(won), bool(info.get("truncated", False))
-                    ep.error = str(info.get("error", ""))
-                    for r in st["rows"]:
-                        r.success = ep.won
-                    out.rows.extend(st["rows"])
+        t0 = time.perf_counter()
+        outputs = generate(prompts)
+        out.generate_s += time.perf_counter() - t0
+        out.generate_calls += 1
+        _check_outputs(outputs, len(prompts))
+        texts = outputs[3]
+        parsed = {s: (j, parse_action(texts[j], slots[s]["admissible"], self.require_think))
+                  for j, s in enumerate(live)}
+        return outputs, parsed
+
+    def _apply(self, slots, generated, results, out: Rollout) -> None:
+        """Record the rows of one collected step and end the episodes it finished."""
+        (prompt_ids, completion_ids, logprobs, texts), parsed = generated
+        for s, (j, p) in parsed.items():
+            st, res = slots[s], results[s]
+            obs, reward, done, won, info = res
+            ep: Episode = st["ep"]
+            invalid = (not p.valid) or bool(info.get("invalid", False))
+            row = StepRow(group=ep.group, traj=ep.traj, t=len(st["rows"]), state=st["key"],
+                          next_state=SINK if won else int(info["state_key"]), reward=float(reward),
+                          invalid=invalid, prompt_ids=list(prompt_ids[j]), completion_ids=list(completion_ids[j]),
+                          logprobs=None if logprobs is None else list(logprobs[j]), completion=texts[j],
+                          action=p.action)
+            st["rows"].append(row)
+            st["history"].append((st["obs"], p.action or texts[j].strip()[:80]))
+            st["obs"], st["admissible"], st["key"] = obs, list(info.get("admissible_actions", [])), int(
+                info["state_key"])
+            if not won:
+                self._sketch(out, st["key"], obs)
+            ep.length += 1
+            ep.invalid_steps += int(invalid)
+            ep.reward += float(reward)
+            if done:
+                st["live"] = False
+                ep.won, ep.truncated = bool(won), bool(info.get("truncated", False))
+                ep.error = str(info.get("error", ""))
+                for r in st["rows"]:
+                    r.success = ep.won
+                out.rows.extend(st["rows"])
 
 
 __all__ = ["EpisodeRunner", "Rollout", "StepRow", "Episode", "GenerateFn", "episode_metrics"]

@@ -62,7 +62,8 @@ from trl.trainer.utils import RepeatSampler, pad
 
 from ..config import MileGPOConfig
 from ..credit import CreditResult, SketchTable, StepBatch, diagnostics, estimate, merge_similar_states
-from ..envs import EnvPool, SequentialPool, Task
+from ..envs import Task
+from ..envs.pool import make_pool
 from ..rollout import EpisodeRunner, Rollout, episode_metrics, make_tasks
 from .trl_mirror import TOKEN_NORMALISED_LOSSES
 
@@ -101,8 +102,9 @@ class MileGPOTrainer(GRPOTrainer):
         processing_class: the tokenizer (left padding); a chat template makes prompts conversational.
         train_tasks: the training Tasks (default: ``make_tasks(args.env, args.train_split, args.num_train_tasks)``).
         eval_tasks: ``{split: [Task]}`` (default: ``args.num_eval_tasks`` tasks of each of ``args.eval_splits``).
-        pool: the environment pool (default: :class:`SequentialPool`, or :class:`EnvPool` with
-            ``args.num_env_workers`` workers); it must hold ``groups_per_process * group_size`` slots.
+        pool: the environment pool (default: :func:`~milegpo.envs.make_pool` with ``args.num_env_workers``:
+            an :class:`EnvPool` for worlds whose steps cost more than a round trip to a worker, else a
+            :class:`SequentialPool`); it must hold ``groups_per_process * group_size`` slots.
         callbacks, optimizers, peft_config: as GRPOTrainer.
 
     After each iteration ``self.last_iteration`` holds ``batch`` (the gathered StepBatch of all
@@ -153,14 +155,16 @@ class MileGPOTrainer(GRPOTrainer):
             self.vllm_weight_sync = install_weight_sync(self.vllm_generation)
         n_slots = args.groups_per_process * args.group_size
         if pool is None:
-            pool = EnvPool(n_slots, args.num_env_workers) if args.num_env_workers > 0 else SequentialPool(n_slots)
+            kinds = {t.env for t in self.train_tasks} | {t.env for v in self.eval_tasks.values() for t in v}
+            pool = make_pool(n_slots, args.num_env_workers, kinds)
         if pool.n < n_slots:
             raise ValueError(f"the environment pool has {pool.n} slots; an iteration needs {n_slots} "
                              f"(groups_per_process x group_size)")
         conversational = getattr(self._tokenizer, "chat_template", None) is not None
         self.runner = EpisodeRunner(pool, conversational=conversational, history_length=args.history_length,
                                     horizon=args.horizon, require_think=args.require_think,
-                                    prompt_style=args.prompt_style, state_similarity=args.state_similarity_params())
+                                    prompt_style=args.prompt_style, state_similarity=args.state_similarity_params(),
+                                    parts=args.rollout_parts)
         self.last_iteration: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ data plumbing

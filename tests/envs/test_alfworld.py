@@ -134,3 +134,14 @@ def test_task_listing_options_and_a_pool_group(data, monkeypatch):
         for a in first[0][2]["walkthrough"]:
             outs = pool.step([a, a])
         assert all(o.won and o.reward == 10.0 for o in outs)
+
+
+@pytest.mark.slow
+def test_episodes_are_the_same_with_and_without_workers_and_overlap(data):
+    from tests.rollout.scripted import play
+
+    tasks = alfworld_tasks("train", data_dir=data) + alfworld_tasks("ood", data_dir=data)
+    settings = [("sequential", False), ("workers-2", True), ("workers-1", False)]
+    ref = play(settings, tasks, 2, 4, horizon=3, timeout=300)
+    assert len(ref.episodes) == 4 and len(ref.rows) == 12
+    assert len({r.state for r in ref.rows}) > 2 and any(r.invalid for r in ref.rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -9,7 +10,7 @@ import time
 import pytest
 
 from milegpo.envs import EnvError, HouseholdEnv, household_tasks, state_key
-from milegpo.envs.pool import EnvPool, SequentialPool
+from milegpo.envs.pool import EnvPool, SequentialPool, auto_env_workers, env_workers, make_pool
 
 
 @pytest.fixture(params=["sequential", "process"])
@@ -152,8 +153,6 @@ def test_reset_on_a_dead_worker_is_retried_on_a_fresh_one():
 
 
 def test_slow_environment_times_out_without_signals():
-    import dataclasses
-
     task = household_tasks("train", 1, start=9)[0]
     slow = dataclasses.replace(task, options=(("step_delay_s", 5.0),))
     with EnvPool(2, num_workers=2, step_timeout=0.5) as pool:
@@ -162,3 +161,124 @@ def test_slow_environment_times_out_without_signals():
         outs = pool.step(["look", "look"])
         assert time.monotonic() - t0 < 4
         assert not outs[0].done and outs[1].info["truncated"] and "timed out" in outs[1].info["error"]
+
+
+# ------------------------------------------------------------------ asynchronous steps
+def test_step_async_is_step_sent_then_collected(pool):
+    task = household_tasks("train", 1, start=11)[0]
+    walk = HouseholdEnv().walkthrough(task)
+    pool.reset_group(task, 4)
+    ref = SequentialPool(4)
+    ref.reset_group(task, 4)
+    for a in walk:
+        pending = pool.step_async({0: a, 2: a, 3: "look"})
+        with pytest.raises(RuntimeError, match="still in flight"):
+            pool.step_async({1: "look"})
+        with pytest.raises(RuntimeError, match="still in flight"):
+            pool.reset_group(task, 4)
+        outs = pending.result()
+        assert pending.result() is outs  # collected once
+        assert outs == ref.step({0: a, 2: a, 3: "look"})
+    assert outs[0].won and outs[1] is None and pool.live_slots == [1, 3]
+    with pytest.raises(ValueError, match="slot 0 has no live episode"):
+        pool.step_async({0: "look"})  # bad actions raise at the send, and nothing stays in flight
+    assert pool.step_async({1: "look"}).result()[1].info["step"] == 1
+
+
+def test_worker_killed_while_its_step_is_in_flight():
+    task = household_tasks("train", 1, start=4)[0]
+    with EnvPool(4, num_workers=2, step_timeout=20) as pool:
+        pool.reset_group(task)
+        pending = pool.step_async({0: "look", 1: "look"})
+        os.kill(pool.pids[0], signal.SIGKILL)  # worker 0 holds slots 0 and 2
+        outs = pending.result()
+        assert outs[0].info["truncated"] and "died" in outs[0].info["error"] and not outs[1].done
+        outs = pool.step({2: "look", 3: "look"})  # slot 2 lost its environment with the worker
+        assert outs[2].info["truncated"] and not outs[3].done and pool.restarts == 1
+
+
+def test_step_timeout_runs_from_the_send():
+    task = household_tasks("train", 1, start=9)[0]
+    slow = dataclasses.replace(task, options=(("step_delay_s", 5.0),))
+    with EnvPool(2, num_workers=2, step_timeout=0.5) as pool:
+        pool.reset([task, slow])
+        pending = pool.step_async(["look", "look"])
+        time.sleep(1.0)  # the caller generates meanwhile; the slow worker's time is spent
+        t0 = time.monotonic()
+        outs = pending.result()
+        assert time.monotonic() - t0 < 2
+        assert not outs[0].done and "timed out" in outs[1].info["error"]
+
+
+# ------------------------------------------------------------------ choosing and sizing a pool
+@pytest.fixture
+def cpus(monkeypatch):
+    def set_cpus(n, local_world_size=None):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(n)), raising=False)
+        if local_world_size is None:
+            monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+        else:
+            monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local_world_size))
+
+    return set_cpus
+
+
+def test_auto_workers_share_the_allowed_cpus_among_the_local_processes(cpus):
+    cpus(16)
+    assert auto_env_workers(128) == 16 and auto_env_workers(6) == 6  # at most one per slot
+    cpus(16, local_world_size=8)
+    assert auto_env_workers(128) == 2
+    cpus(16, local_world_size=3)
+    assert auto_env_workers(128) == 5
+    cpus(2, local_world_size=8)
+    assert auto_env_workers(128) == 1  # never 0
+    for bad in ("x", "0"):
+        cpus(16, local_world_size=bad)
+        with pytest.raises(ValueError, match="LOCAL_WORLD_SIZE"):
+            auto_env_workers(8)
+
+
+def test_auto_picks_the_pool_by_what_each_kind_declares(cpus):
+    from milegpo.envs import ENV_KINDS, env_class
+
+    cpus(3)
+    assert not HouseholdEnv.step_in_workers  # its steps are cheaper than a round trip
+    assert all(env_class(k).step_in_workers for k in ENV_KINDS if k != "household")
+    assert env_workers("auto", 8, ["household"]) == 0
+    assert env_workers("auto", 8, ["household", "webshop"]) == 3
+    assert env_workers("auto", 2, ["alfworld"]) == 2
+    assert env_workers(5, 4, ["household"]) == 4 and env_workers("0", 4, ["webshop"]) == 0
+    with make_pool(8, "auto", ["household"]) as p:
+        assert isinstance(p, SequentialPool)
+    with make_pool(8, "auto", ["webshop"], step_timeout=30) as p:
+        assert isinstance(p, EnvPool) and p.num_workers == 3 and p.step_timeout == 30
+    with make_pool(8, 2, ["household"]) as p:
+        assert isinstance(p, EnvPool) and p.num_workers == 2
+    for bad in (-1, "many", True, 2.5):
+        with pytest.raises(ValueError, match="num_env_workers must be 'auto' or an int >= 0"):
+            env_workers(bad, 8, ["household"])
+    with pytest.raises(ValueError, match="needs the environment kinds"):
+        env_workers("auto", 8, [])
+    with pytest.raises(EnvError, match="unknown environment kind"):
+        env_workers("auto", 8, ["nope"])
+    with pytest.raises(ValueError, match="0 workers is a SequentialPool"):
+        EnvPool(2, num_workers=0)
+
+
+def test_config_num_env_workers_is_auto_by_default():
+    from trl import TrlParser
+
+    from milegpo.config import MileGPOConfig
+
+    base = ["--output_dir", "/tmp/milegpo-pool-test", "--report_to", "none", "--use_cpu", "true"]
+
+    def parse(*flags):
+        return TrlParser(MileGPOConfig).parse_args_and_config(base + list(flags))[0]
+
+    assert parse().num_env_workers == "auto" and parse().rollout_parts == 2
+    assert parse("--num_env_workers", "3").num_env_workers == 3
+    assert parse("--num_env_workers", "auto", "--rollout_parts", "1").rollout_parts == 1
+    with pytest.raises(ValueError, match=r"MileGPOConfig.num_env_workers='many': must be 'auto' or an int >= 0"):
+        parse("--num_env_workers", "many")
+    with pytest.raises(ValueError, match=r"MileGPOConfig.rollout_parts=0: must be >= 1"):
+        parse("--rollout_parts", "0")

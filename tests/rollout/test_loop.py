@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from milegpo.credit import SINK, estimate, presets
-from milegpo.envs import HouseholdEnv, household_tasks
+from milegpo.envs import HouseholdEnv, SequentialPool, household_tasks
 from milegpo.rollout import EpisodeRunner, episode_metrics
 
 
@@ -14,8 +14,12 @@ def _admissible(prompt: str) -> list[str]:
     return re.findall(r"'([^']*)'", prompt.split("current situation are:")[1].split("\n")[0])
 
 
-def expert_generator(tasks, group_size, p_expert=0.7, seed=0):
-    """Plays a shadow copy of each episode: the expert's action with probability p_expert, else a random one."""
+def expert_generator(runner, tasks, group_size, p_expert=0.7, seed=0):
+    """Plays a shadow copy of each episode: the expert's action with probability p_expert, else a random one.
+
+    It follows the call schedule the runner documents: waves of ``pool.n // group_size`` groups; in a wave,
+    the calls cycle over ``runner.part_slots`` and skip a part without live episodes; a call holds the live
+    episodes of its part in slot order."""
     rng = random.Random(seed)
     shadows = []
     for t in tasks:
@@ -23,14 +27,32 @@ def expert_generator(tasks, group_size, p_expert=0.7, seed=0):
             env = HouseholdEnv()
             env.reset(t)
             shadows.append(env)
-    live = list(range(len(shadows)))
+    per_wave = (runner.pool.n // group_size) * group_size
+    state = {"wave": 0, "next": 0}
+
+    def live_of(part, base):
+        return [base + s for s in part if not shadows[base + s].done]
+
+    def next_call():
+        while state["wave"] * per_wave < len(shadows):
+            base = state["wave"] * per_wave
+            parts = runner.part_slots(min(per_wave, len(shadows) - base))
+            for _ in range(len(parts)):
+                k = state["next"]
+                state["next"] = (k + 1) % len(parts)
+                live = live_of(parts[k], base)
+                if live:
+                    return live
+            state["wave"], state["next"] = state["wave"] + 1, 0
+        raise AssertionError("a generation call after every episode ended")
 
     def generate(prompts):
-        nonlocal live
-        live = [s for s in live if not shadows[s].done]
+        live = next_call()
+        assert len(live) == len(prompts)
         texts = []
         for s, p in zip(live, prompts):
             adm = _admissible(p)
+            assert adm == shadows[s].admissible
             a = shadows[s].expert_action() if rng.random() < p_expert else rng.choice(adm + ["dance"])
             texts.append(f"<think>ok</think><action>{a}</action>")
             shadows[s].step(a)
@@ -41,8 +63,8 @@ def expert_generator(tasks, group_size, p_expert=0.7, seed=0):
 
 def test_episode_loop_rows_are_a_valid_step_batch():
     tasks = household_tasks("train", 3, horizon=8)
-    runner = EpisodeRunner(history_length=2, horizon=8)
-    out = runner.run(tasks, 4, expert_generator(tasks, 4))
+    runner = EpisodeRunner(SequentialPool(12), history_length=2, horizon=8)
+    out = runner.run(tasks, 4, expert_generator(runner, tasks, 4))
     assert len(out.episodes) == 12
     assert sum(e.length for e in out.episodes) == len(out.rows)
     batch = out.step_batch()  # validates: t = 0..T-1, next_state chain, SINK on wins
@@ -62,11 +84,9 @@ def test_episode_loop_rows_are_a_valid_step_batch():
 
 
 def test_waves_and_group_ids():
-    from milegpo.envs import SequentialPool
-
     tasks = household_tasks("train", 5, horizon=3)
     runner = EpisodeRunner(SequentialPool(4), horizon=3)  # 2 groups of 2 per wave -> 3 waves
-    out = runner.run(tasks, 2, expert_generator(tasks, 2, p_expert=0.0))
+    out = runner.run(tasks, 2, expert_generator(runner, tasks, 2, p_expert=0.0))
     assert sorted({e.group for e in out.episodes}) == [0, 1, 2, 3, 4]
     assert sorted(e.traj for e in out.episodes) == list(range(10))
     assert all(e.task.task_id == tasks[e.group].task_id for e in out.episodes)
@@ -81,8 +101,10 @@ def test_the_loop_sketches_every_state_once_when_similarity_is_on():
 
     tasks = household_tasks("train", 2, horizon=6)
     similarity = StateSimilarity(0.8)
-    on = EpisodeRunner(horizon=6, state_similarity=similarity).run(tasks, 3, expert_generator(tasks, 3, seed=1))
-    off = EpisodeRunner(horizon=6).run(tasks, 3, expert_generator(tasks, 3, seed=1))
+    runner_on = EpisodeRunner(SequentialPool(6), horizon=6, state_similarity=similarity)
+    on = runner_on.run(tasks, 3, expert_generator(runner_on, tasks, 3, seed=1))
+    runner_off = EpisodeRunner(SequentialPool(6), horizon=6)
+    off = runner_off.run(tasks, 3, expert_generator(runner_off, tasks, 3, seed=1))
     assert off.sketches == {} and [r.state for r in off.rows] == [r.state for r in on.rows]
     keys = {r.state for r in on.rows} | {r.next_state for r in on.rows if r.next_state != SINK}
     assert set(on.sketches) == keys

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from milegpo.credit import SketchTable, StateSimilarity, estimate, merge_similar_states
-from milegpo.envs import household_tasks
+from milegpo.envs import SequentialPool, household_tasks
 from milegpo.rollout import EpisodeRunner
 from milegpo.trainer import MileGPOTrainer
 from tests.rollout.test_loop import expert_generator
@@ -45,7 +45,8 @@ def test_the_trainer_merges_the_batch_only_when_on(method):
     merged one); off: on the gathered batch as before, bit for bit."""
     tasks = household_tasks("train", 2, horizon=8)
     similarity = StateSimilarity(0.6)
-    rollout = EpisodeRunner(horizon=8, state_similarity=similarity).run(tasks, 4, expert_generator(tasks, 4, seed=2))
+    runner = EpisodeRunner(SequentialPool(8), horizon=8, state_similarity=similarity)
+    rollout = runner.run(tasks, 4, expert_generator(runner, tasks, 4, seed=2))
     flags = ["--credit_method", method, "--groups_per_iteration", "2", "--group_size", "4", "--num_train_tasks", "2"]
     batch, result, local = _gather(parse(*flags), rollout)
     exact = rollout.step_batch()

@@ -354,3 +354,22 @@ def test_webshop_refuses_a_non_string_action_and_an_unknown_category():
     with pytest.raises(ValueError, match=r"WebShop task_type \(a goal category\) must be one of the embedded catalog "
                                          r"\(300 products, seed 0\)'s \[.*'beauty'.*\], got 'spaceships'"):
         webshop_tasks("test", 1, task_type="spaceships", **SMALL)
+
+
+def test_episodes_are_the_same_with_and_without_workers_and_overlap(small_tasks):
+    from tests.rollout.scripted import play
+
+    tasks = small_tasks["test"][:3]
+    settings = [("sequential", False), ("workers-2", True), ("workers-1", False), ("workers-3", True)]
+    ref = play(settings, tasks, 2, 6, prompt_style="webshop", horizon=5)
+    assert len(ref.episodes) == 6 and {r.action.split("[")[0] for r in ref.rows} >= {"search", "click"}
+
+
+def test_pool_workers_see_the_environment_of_the_pools_maker(small_tasks, monkeypatch, tmp_path):
+    task = webshop_tasks("test", 1, catalog_size=60, catalog_seed=7, test_goals=5)[0]
+    with EnvPool(1, num_workers=1) as pool:  # the forkserver runs from here on, with this environment
+        pool.reset([small_tasks["test"][0]])
+    monkeypatch.setenv("MILEGPO_CACHE", str(tmp_path / "cache"))
+    with EnvPool(1, num_workers=1) as pool:
+        pool.reset([task])
+    assert list((tmp_path / "cache" / "webshop").iterdir())  # the worker built the catalog where it was told
