@@ -235,6 +235,8 @@ def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: 
     if method == "gigpo":
         step_seg = dense_ids(gid, s, **ops)
         ret = discounted_returns(rew, last, cfg.gamma, **ops)
+        if cfg.invalid_penalty_on_step_return:  # verl-agent parity (reference.penalised_step_returns)
+            ret = torch.where(inv, ret - cfg.invalid_penalty, ret)
         step_cap = _capacity(step_seg.count, n, static)
         step_adv = segment_normalize(ret, step_seg.ids, step_cap, cfg.norm, cfg.norm_eps, "zero", **ops)
         rows.update(step_return=ret, step_adv=step_adv)
