@@ -166,35 +166,61 @@ def percentile_interval(samples: np.ndarray, level: float = 0.95) -> list[float]
 
 def credit_quality(batches: list[LabelledBatch], config: CreditConfig, backend: str = "auto",
                    n_resamples: int = 2000, seed: int = 0, methods=None, reference: str = "graphgpo") -> dict:
-    """Ground-truth credit quality of every method on ``batches`` (see the module docstring).
-
-    Returns ``{"methods": {name: {"same_state_auc", "group_auc", "tied_pair_accuracy", "ci": {metric: [lo,
-    hi]}, "pairs": {metric: count}, "per_batch": {metric: [value per batch]}, "minus_<reference>": {metric:
-    {"value", "ci"}}, "diagnostics": {...}}}, "labels": {...}}``; NaN where a figure has no pairs."""
+    """Ground-truth credit quality of every method of :data:`METHOD_VARIANTS` (or ``methods``) on
+    ``batches``, each estimated with ``config`` on ``backend``; see :func:`quality_of_advantages`, which
+    this feeds with the advantages, GraphGPO's A^G and the credit diagnostics of every batch."""
     if not batches:
         raise ValueError("credit_quality: no batches")
     names = list(methods or METHOD_VARIANTS)
     names += [m for m in dict.fromkeys([reference, "graphgpo"]) if m not in names]  # graphgpo: its A^G ties
+    advantages, a_graphs, diags = [], [], []
+    for labelled in batches:
+        results = estimate_all(labelled.batch, config, backend, names)
+        advantages.append({m: r.advantages.cpu().numpy() for m, r in results.items()})
+        a_graphs.append(results["graphgpo"].rows["a_graph"].cpu().numpy())
+        diags.append({m: credit_diagnostics(r) for m, r in results.items()})
+    return quality_of_advantages(batches, advantages, a_graphs, diags, n_resamples, seed, reference)
+
+
+def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], a_graphs: list[np.ndarray],
+                          diagnostics: list[dict] | None = None, n_resamples: int = 2000, seed: int = 0,
+                          reference: str | None = "graphgpo") -> dict:
+    """The figures of :data:`METRICS` for given advantages.
+
+    batches: B labelled batches; advantages: per batch ``{name: (N,) float64}`` (the same names in every
+    batch); a_graphs: per batch GraphGPO's A^G, (N,) float64 (the ties of ``tied_pair_accuracy``);
+    diagnostics: per batch ``{name: credit_diagnostics(...)}`` (optional); reference: the method the others
+    are compared with (``minus_<reference>``, paired over the same resamples), None for none.
+
+    Returns ``{"methods": {name: {"same_state_auc", "group_auc", "tied_pair_accuracy", "ci": {metric: [lo,
+    hi]}, "pairs": {metric: count}, "per_batch": {metric: [value per batch]}, "minus_<reference>": {metric:
+    {"value", "ci"}}, "diagnostics": {...}}}, "labels": {...}}``; NaN where a figure has no pairs."""
+    if not (len(batches) == len(advantages) == len(a_graphs)) or not batches:
+        raise ValueError(f"quality_of_advantages: {len(batches)} batches, {len(advantages)} advantage sets and "
+                         f"{len(a_graphs)} A^G arrays: need one of each per batch, at least one")
+    names = list(advantages[0])
     # per unit (a task group of one batch) and metric: summed pair scores and pair counts, per method
     score = {m: {k: [] for k in METRICS} for m in names}
     count = {k: [] for k in METRICS}
     per_batch = {m: {k: [] for k in METRICS} for m in names}
-    diags = {m: [] for m in names}
-    for labelled in batches:
-        results = estimate_all(labelled.batch, config, backend, names)
-        sets = pair_sets(labelled, results["graphgpo"].rows["a_graph"].cpu().numpy())
+    for b, labelled in enumerate(batches):
+        if set(advantages[b]) != set(names):
+            raise ValueError(f"quality_of_advantages: batch {b} has methods {sorted(advantages[b])}, batch 0 {names}")
+        sets = pair_sets(labelled, a_graphs[b])
         for k, (good_row, bad_row, group) in sets.pairs.items():
             count[k].append(np.bincount(group, minlength=sets.n_groups))
-        for m, result in results.items():
-            adv = result.advantages.cpu().numpy()
+        for m in names:
+            adv = np.asarray(advantages[b][m], dtype=np.float64)
+            if adv.shape != labelled.good.shape:
+                raise ValueError(f"quality_of_advantages: advantages of {m!r} in batch {b} have shape {adv.shape}, "
+                                 f"the batch {labelled.good.shape}")
             for k, (good_row, bad_row, group) in sets.pairs.items():
                 shares = ordered_share(adv, good_row, bad_row)
                 score[m][k].append(np.bincount(group, weights=shares, minlength=sets.n_groups))
                 per_batch[m][k].append(_ratio(float(shares.sum()), len(shares)))
-            diags[m].append(credit_diagnostics(result))
     counts = {k: np.concatenate(v).astype(np.float64) for k, v in count.items()}
-    scores = {m: {k: np.concatenate(v) for k, v in d.items()} for m, d in score.items()}
-    n_units = len(next(iter(counts.values())))
+    scores = {m: {k: np.concatenate(v).astype(np.float64) for k, v in d.items()} for m, d in score.items()}
+    n_units = len(counts[METRICS[0]])
     weights = bootstrap_weights(n_units, n_resamples, seed)
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = {m: {k: (weights @ scores[m][k]) / (weights @ counts[k]) for k in METRICS} for m in names}
@@ -204,12 +230,14 @@ def credit_quality(batches: list[LabelledBatch], config: CreditConfig, backend: 
         entry["ci"] = {k: percentile_interval(boot[m][k]) for k in METRICS}
         entry["pairs"] = {k: int(counts[k].sum()) for k in METRICS}
         entry["per_batch"] = per_batch[m]
-        if m != reference:
+        if reference is not None and m != reference and reference in names:
             entry[f"minus_{reference}"] = {
                 k: {"value": entry[k] - _ratio(float(scores[reference][k].sum()), float(counts[k].sum())),
                     "ci": percentile_interval(boot[m][k] - boot[reference][k])} for k in METRICS}
-        entry["diagnostics"] = {key: _nanmean([d.get(key, float("nan")) for d in diags[m]]) for key in DIAGNOSTIC_KEYS
-                                if any(key in d for d in diags[m])}
+        if diagnostics is not None:
+            ds = [d[m] for d in diagnostics]
+            entry["diagnostics"] = {key: _nanmean([d.get(key, float("nan")) for d in ds]) for key in DIAGNOSTIC_KEYS
+                                    if any(key in d for d in ds)}
         out["methods"][m] = entry
     good = np.concatenate([b.good for b in batches])
     out["labels"] = {"rows": int(good.size), "good_share": float(good.mean()) if good.size else float("nan"),
@@ -346,4 +374,4 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
 
 __all__ = ["ADV_TIE_TOL", "METRICS", "METHOD_VARIANTS", "LabelledBatch", "step_labels", "labelled_pairs",
            "ordered_share", "PairSets", "pair_sets", "estimate_all", "bootstrap_weights", "percentile_interval",
-           "credit_quality", "format_quality", "plot_quality", "quality_tasks", "run_credit_quality"]
+           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "quality_tasks", "run_credit_quality"]

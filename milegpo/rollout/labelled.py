@@ -4,7 +4,7 @@
 with random actions, a tabular policy, a recorded action list) and records the spec's row fields; with
 ``label=True`` it also records :meth:`TextEnv.steps_to_win` before and after every action (privileged
 knowledge, asked only here, so training pays nothing for it). :func:`labelled_batch` turns played
-episodes into a :class:`~milegpo.credit.quality.LabelledBatch`.
+episodes into a :class:`~milegpo.credit.quality.LabelledBatch` (:func:`step_batch`: their rows alone).
 
 Batches of known mixed skill: :func:`play_mixed_expert` (the world's expert, a random action at a rate
 epsilon drawn per trajectory). Batches of a trained policy: :func:`play_checkpoint` plays a saved policy
@@ -54,20 +54,23 @@ def _steps_to_win(env: TextEnv) -> int:
     return int(value)
 
 
-def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False) -> PlayedEpisode:
+def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
+                 state_of: Callable[[str, list], int] | None = None) -> PlayedEpisode:
     """Play ``task`` in ``env`` to its end, ``choose(observation, admissible, t)`` picking each action.
 
-    label: also record ``env.steps_to_win()`` before and after each action (0 after a winning one)."""
+    label: also record ``env.steps_to_win()`` before and after each action (0 after a winning one).
+    state_of: the state key of (observation, admissible actions); default the world's
+    ``info["state_key"]`` (the observation's key, as the trainer's rows)."""
     obs, admissible, info = env.reset(task)
     ep = PlayedEpisode(task=task)
-    key = int(info["state_key"])
+    key = int(info["state_key"]) if state_of is None else state_of(obs, admissible)
     while not env.done:
         if label:
             ep.steps_before.append(_steps_to_win(env))
         action = choose(obs, admissible, len(ep))
         obs, reward, _, won, info = env.step(action)
         ep.state.append(key)
-        key = int(info["state_key"])
+        key = int(info["state_key"]) if state_of is None else state_of(obs, info["admissible_actions"])
         ep.next_state.append(SINK if won else key)
         ep.reward.append(float(reward))
         ep.invalid.append(bool(info["invalid"]))
@@ -79,34 +82,43 @@ def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False)
     return ep
 
 
-def labelled_batch(groups: Sequence[Sequence[PlayedEpisode]], source: str, seed: int, invalid=None):
-    """A :class:`~milegpo.credit.quality.LabelledBatch` of labelled episodes, group ``g`` = ``groups[g]``.
+def step_batch(groups: Sequence[Sequence[PlayedEpisode]], invalid=None) -> StepBatch:
+    """The rows of played episodes as a validated :class:`StepBatch`: group ``g`` is ``groups[g]``,
+    trajectories numbered in order, rows in (group, trajectory, step) order.
 
-    invalid: per-episode lists of invalid flags that replace the environment's (a policy's unparseable
+    invalid: per-trajectory lists of invalid flags that replace the environment's (a policy's unparseable
     completion is invalid even where the world accepted the text)."""
-    from ..credit.quality import LabelledBatch, step_labels
-
     cols: dict[str, list] = {k: [] for k in ("group", "traj", "t", "state", "next_state", "success", "reward",
-                                             "invalid", "steps_before", "steps_after")}
+                                             "invalid")}
     traj = 0
     for g, episodes in enumerate(groups):
         for ep in episodes:
-            flags = ep.invalid if invalid is None else invalid[traj]
             n = len(ep)
-            if len(ep.steps_before) != n:
-                raise ValueError(f"labelled_batch: episode {traj} of group {g} ({ep.task.task_id}) was played "
-                                 "without labels (play_episode(..., label=True))")
             cols["group"] += [g] * n
             cols["traj"] += [traj] * n
             cols["t"] += list(range(n))
             cols["success"] += [ep.won] * n
-            for k in ("state", "next_state", "reward", "steps_before", "steps_after"):
+            for k in ("state", "next_state", "reward"):
                 cols[k] += getattr(ep, k)
-            cols["invalid"] += list(flags)
+            cols["invalid"] += list(ep.invalid if invalid is None else invalid[traj])
             traj += 1
-    before = np.array(cols.pop("steps_before"), dtype=np.int64)
-    after = np.array(cols.pop("steps_after"), dtype=np.int64)
-    batch = StepBatch(**{k: np.array(v) for k, v in cols.items()})
+    return StepBatch(**{k: np.array(v, dtype=bool if k in ("success", "invalid") else
+                                    np.float64 if k == "reward" else np.int64) for k, v in cols.items()})
+
+
+def labelled_batch(groups: Sequence[Sequence[PlayedEpisode]], source: str, seed: int, invalid=None):
+    """A :class:`~milegpo.credit.quality.LabelledBatch` of episodes played with ``label=True``
+    (:func:`step_batch` for the rows and ``invalid``)."""
+    from ..credit.quality import LabelledBatch, step_labels
+
+    episodes = [ep for eps in groups for ep in eps]
+    for n, ep in enumerate(episodes):
+        if len(ep.steps_before) != len(ep):
+            raise ValueError(f"labelled_batch: trajectory {n} ({ep.task.task_id}) was played without labels "
+                             "(play_episode(..., label=True))")
+    batch = step_batch(groups, invalid)
+    before = np.array([v for ep in episodes for v in ep.steps_before], dtype=np.int64)
+    after = np.array([v for ep in episodes for v in ep.steps_after], dtype=np.int64)
     good = step_labels(before, after, batch.invalid.numpy())
     return LabelledBatch(batch=batch, good=good, steps_before=before, steps_after=after, source=source, seed=seed)
 
@@ -242,5 +254,5 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
     return labelled_batch(ordered, source, seed, invalid=invalid)
 
 
-__all__ = ["PlayedEpisode", "Chooser", "play_episode", "labelled_batch", "mixed_expert", "planner_action",
+__all__ = ["PlayedEpisode", "Chooser", "play_episode", "step_batch", "labelled_batch", "mixed_expert", "planner_action",
            "play_mixed_expert", "replay_labels", "play_checkpoint"]
