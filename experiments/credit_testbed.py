@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from milegpo.seed_stats import mean_ci, paired_test, seeds_for
+
 #: methods: label -> (credit method, variant)
 METHODS = {"grpo": ("grpo", "full"), "gigpo": ("gigpo", "full"), "graphgpo": ("graphgpo", "full"),
            "milegpo-md": ("milegpo", "md"), "milegpo-rcs": ("milegpo", "rcs"), "milegpo-full": ("milegpo", "full")}
@@ -163,51 +165,6 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
             "states": len(policy.table), "seconds": time.perf_counter() - t0}
 
 
-# ---------------------------------------------------------------------------------------------- statistics
-def mean_ci(xs, level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and the t-interval of the mean over seeds: (mean, lo, hi); NaN for fewer than two values."""
-    from scipy import stats
-
-    xs = np.asarray([x for x in xs if x is not None and not math.isnan(x)], dtype=np.float64)
-    if xs.size < 2:
-        m = float(xs.mean()) if xs.size else float("nan")
-        return m, float("nan"), float("nan")
-    half = stats.t.ppf(0.5 + level / 2, xs.size - 1) * xs.std(ddof=1) / math.sqrt(xs.size)
-    return float(xs.mean()), float(xs.mean() - half), float(xs.mean() + half)
-
-
-def paired_test(a, b) -> dict:
-    """Paired comparison of two methods over the seeds both ran: mean difference a - b with its 95%
-    t-interval, the paired t-test's and Wilcoxon signed-rank test's two-sided p-values."""
-    from scipy import stats
-
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    d = a - b
-    m, lo, hi = mean_ci(d)
-    out = {"n": int(d.size), "diff": m, "ci": [lo, hi], "sd": float(d.std(ddof=1)) if d.size > 1 else float("nan")}
-    if d.size > 1 and np.any(d != 0):
-        out["t_p"] = float(stats.ttest_rel(a, b).pvalue)
-        out["wilcoxon_p"] = float(stats.wilcoxon(d).pvalue)
-    else:
-        out["t_p"] = out["wilcoxon_p"] = 1.0 if d.size > 1 else float("nan")
-    return out
-
-
-def seeds_for(delta: float, sd: float, alpha: float = 0.05, power: float = 0.8) -> int:
-    """Seeds a two-sided paired t-test needs to detect a mean difference ``delta`` with ``power``, when the
-    per-seed differences have standard deviation ``sd`` (noncentral t, smallest n)."""
-    from scipy import stats
-
-    if not sd > 0 or not delta > 0:
-        return 2
-    for n in range(2, 100_000):
-        crit = stats.t.ppf(1 - alpha / 2, n - 1)
-        nc = delta / sd * math.sqrt(n)
-        if stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc) >= power:
-            return n
-    return 100_000
-
-
 def analyse(records: list[dict]) -> dict:
     """Per method: final success / score and mean training success (all iterations) with 95% intervals;
     paired tests of the paper's adjacent pairs and of every method against GRPO."""
@@ -225,8 +182,11 @@ def analyse(records: list[dict]) -> dict:
     for a, b in pairs:
         if a in by and b in by:
             seeds = sorted(set(by[a]) & set(by[b]))
-            out["paired"][f"{a} - {b}"] = {k: paired_test([f(by[a][s]) for s in seeds], [f(by[b][s]) for s in seeds])
-                                           for k, f in endpoints.items() if k != "final_invalid"}
+            tests = {k: paired_test([f(by[a][s]) for s in seeds], [f(by[b][s]) for s in seeds])
+                     for k, f in endpoints.items() if k != "final_invalid"}
+            for v in tests.values():  # seeds a paired t-test needs for 2 points at this spread (80%, 5%)
+                v["seeds_for_2_points"] = seeds_for(0.02, v["sd"])
+            out["paired"][f"{a} - {b}"] = tests
     return out
 
 
@@ -248,14 +208,16 @@ def table(records: list[dict], settings: dict) -> str:
     for m, v in a["methods"].items():
         lines.append(f"| {m} | {cell(v['final_success'])} | {cell(v['train_success'])} | "
                      f"{cell(v['final_score'], 1.0)} | {cell(v['final_invalid'])} | {v['seeds']} |")
-    lines += ["", "Paired differences over seeds (points; 95% t-interval; paired t-test and Wilcoxon p, two-sided):", "",
-              "| pair | final success | p (t / Wilcoxon) | mean training success | p (t / Wilcoxon) |",
-              "| --- | --- | --- | --- | --- |"]
+    lines += ["", "Paired differences over seeds (points; 95% t-interval; paired t-test and Wilcoxon p, two-sided; "
+              "seeds a paired t-test needs to separate 2 points at the measured spread, 80% power):", "",
+              "| pair | final success | p (t / Wilcoxon) | mean training success | p (t / Wilcoxon) | seeds for 2 "
+              "points (final) |", "| --- | --- | --- | --- | --- | --- |"]
     for name, v in a["paired"].items():
         f, t = v["final_success"], v["train_success"]
         lines.append(f"| {name} | {100 * f['diff']:+.1f} [{100 * f['ci'][0]:+.1f}, {100 * f['ci'][1]:+.1f}] | "
                      f"{f['t_p']:.3f} / {f['wilcoxon_p']:.3f} | {100 * t['diff']:+.1f} [{100 * t['ci'][0]:+.1f}, "
-                     f"{100 * t['ci'][1]:+.1f}] | {t['t_p']:.3f} / {t['wilcoxon_p']:.3f} |")
+                     f"{100 * t['ci'][1]:+.1f}] | {t['t_p']:.3f} / {t['wilcoxon_p']:.3f} | "
+                     f"{f['seeds_for_2_points']} |")
     return "\n".join(lines) + "\n"
 
 
