@@ -222,12 +222,9 @@ def table(records: list[dict], settings: dict) -> str:
 
 
 def plot(records: list[dict], path: Path) -> Path:
-    import matplotlib
+    from milegpo.plots import _plt, _save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    fig, axes = _plt().subplots(1, 3, figsize=(15, 3.8))
     for m in [m for m in METHODS if any(r["method"] == m for r in records)]:
         curves = [r["curve"] for r in records if r["method"] == m]
         n = min(len(c) for c in curves)
@@ -242,10 +239,7 @@ def plot(records: list[dict], path: Path) -> Path:
     axes[0].legend(fontsize=7)
     fig.suptitle(f"credit testbed: mean and 95% interval over {len({r['seed'] for r in records})} seeds", fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

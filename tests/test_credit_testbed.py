@@ -1,8 +1,9 @@
 """experiments/credit_testbed.py: a smoke run of the learning testbed (every output written, runs paired)."""
 
-import importlib.util
 import json
+import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,10 +13,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "credit_testbed.p
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("credit_testbed", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The script's functions (its ``__main__`` block does not run)."""
+    return SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="credit_testbed"))
 
 
 def test_smoke_run_writes_the_table_the_curves_and_paired_tests(tmp_path):

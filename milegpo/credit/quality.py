@@ -274,13 +274,10 @@ def format_quality(report: dict) -> str:
 
 def plot_quality(report: dict, path, title: str = "") -> str:
     """Bars of the three figures per method with their 95% intervals (0.5: no better than a coin)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..plots import _plt, _save
 
     methods = list(report["methods"])
-    fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(methods)), 3.8))
+    fig, ax = _plt().subplots(figsize=(max(7.0, 1.3 * len(methods)), 3.8))
     width = 0.8 / len(METRICS)
     for j, k in enumerate(METRICS):
         xs = [i + (j - 1) * width for i in range(len(methods))]
@@ -295,9 +292,7 @@ def plot_quality(report: dict, path, title: str = "") -> str:
     ax.legend(fontsize=8)
     ax.set_title(title or "ground-truth credit quality (95% bootstrap intervals over groups)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+    return str(_save(fig, path))
 
 
 # ---------------------------------------------------------------------------------------------- the command
