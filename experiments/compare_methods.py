@@ -9,7 +9,8 @@ iterations, and is evaluated on the same ID / OOD tasks. Flags after ``--`` are 
 (MileGPOConfig fields and the job's: ``--model_name_or_path``, ``--sft_epochs``...), shared by all methods.
 
 Writes ``<out>/results.json`` (one record per method and seed), ``<out>/table.md`` (mean over seeds; 95%
-intervals, paired differences and the seeds a 2-point difference needs) and ``<out>/compare.png`` (ID / OOD success after training, and training success per iteration).
+intervals, paired differences and the seeds a 2-point difference needs) and ``<out>/compare.png`` (ID / OOD
+success after training, and training success per iteration).
 """
 
 from __future__ import annotations

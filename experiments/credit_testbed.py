@@ -11,7 +11,10 @@ warm start) and learns by the policy gradient with exactly the trainer's credit:
 ``--group-size`` episodes of each, builds the :class:`~milegpo.credit.StepBatch`, calls
 :func:`milegpo.credit.estimate` with the trainer's preset and invalid-action penalty, and takes one step
 ``logits[s, a] += lr * A * (1[a] - pi(. | s))`` for every row (the gradient of the GRPO loss at ratio 1, one
-token per row, summed: a table shares no parameters between states). A run costs seconds, so 20+ seeds per method fit in the CPU budget.
+token per row, summed: a table shares no parameters between states). A run costs seconds, so 20+ seeds per
+method fit in the CPU budget. The credit's state key is the observation, as in the trainer's rows;
+``--state obs+actions`` keys the observation with the admissible actions instead (a diagnostic: household
+observations do not say what the agent holds, so one observation key can stand for different situations).
 
 Every method of a seed plays the same tasks in the same order from the same prior with the same random
 stream, so seeds pair the methods. Writes ``<out>/results.json`` (one record per method and seed: curves and
@@ -94,22 +97,10 @@ class TabularPolicy:
             self.table[key][1][:] += lr * g
 
 
-def observation_and_actions_key(obs: str, admissible: list) -> int:
-    """The credit state of ``--state obs+actions``: the key of the observation together with the admissible
-    actions (which show what the observation does not, e.g. what the agent holds)."""
-    from milegpo.envs import state_key
-
-    return state_key(obs + "\n" + "\n".join(admissible))
-
-
-#: --state: how the credit's state key is formed
-STATE_KEYS = {"obs": None, "obs+actions": observation_and_actions_key}
-
-
 def play_groups(tasks, group_size: int, policy: TabularPolicy, envs: dict, state: str = "obs"):
     """``group_size`` episodes of each task by the policy: (groups of PlayedEpisode, (key, action) per row)."""
     from milegpo.envs import make_env
-    from milegpo.rollout.labelled import play_episode
+    from milegpo.rollout.labelled import STATE_KEYS, play_episode
 
     record: list = []
     groups = []
@@ -261,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--invalid-logit", type=float, default=1.0, help="initial logit of the invalid action")
     p.add_argument("--lr", type=float, default=0.5, help="step size of the policy gradient (per row)")
     p.add_argument("--eval-episodes", type=int, default=4, help="final evaluation: episodes per training game")
-    p.add_argument("--state", default="obs", choices=list(STATE_KEYS),
+    p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
                    help="the credit's state key: the observation (the trainer's rows), or the observation with "
                         "the admissible actions (a diagnostic: fewer distinct situations share one key)")
     p.add_argument("--preset", default="alfworld", choices=["alfworld", "webshop"])

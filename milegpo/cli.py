@@ -183,7 +183,7 @@ def cmd_credit_quality(args: argparse.Namespace) -> int:
                        horizon=args.horizon, epsilon=tuple(args.epsilon), expert=args.expert,
                        invalid_share=args.invalid_share, checkpoint=args.checkpoint, temperature=args.temperature,
                        preset=args.preset, backend=args.backend, n_resamples=args.resamples, split=args.split,
-                       options=json.loads(args.env_options))
+                       options=json.loads(args.env_options), state=args.state)
     return 0
 
 
@@ -205,6 +205,9 @@ def _add_credit_quality(sub) -> None:
     p.add_argument("--checkpoint", default=None, help="also play a saved policy (e.g. milegpo_run/final)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the saved policy")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples over groups")
+    p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
+                   help="state keys of the rows: the observation (the trainer's) or the observation with the "
+                        "admissible actions (a diagnostic against aliased observations)")
     p.add_argument("--preset", default="alfworld", choices=["alfworld", "webshop"], help="credit preset (table 5)")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
     p.set_defaults(func=cmd_credit_quality)

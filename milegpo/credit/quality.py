@@ -314,10 +314,12 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
                        invalid_share: float = 0.1, checkpoint: str | None = None, temperature: float = 1.0,
                        checkpoint_flags=(), preset: str = "alfworld", backend: str = "auto",
                        n_resamples: int = 2000, split: str = "train", options: dict | None = None,
-                       say=print) -> dict:
+                       state: str = "obs", say=print) -> dict:
     """``milegpo credit-quality``: play labelled batches (the mixed expert, and ``checkpoint``'s policy if
     given) for every seed, measure every method on them, write ``<out_dir>/credit_quality.json`` and
-    ``credit_quality.png`` (plus one plot per policy source when there are several). Returns the report:
+    ``credit_quality.png`` (plus one plot per policy source when there are several). state: how the mixed
+    expert's rows key their states (``obs``, the trainer's; ``obs+actions``, a diagnostic against aliased
+    observations; :data:`milegpo.rollout.labelled.STATE_KEYS`). Returns the report:
     :func:`credit_quality` of all batches, with ``sources`` (the same per policy source) and ``settings``."""
     import json
     import time
@@ -333,7 +335,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     by_source: dict[str, list] = {}
     for seed in seeds:
         tasks = quality_tasks(env, split, groups, seed, horizon, options)
-        played = [play_mixed_expert(tasks, group_size, seed, tuple(epsilon), expert, invalid_share)]
+        played = [play_mixed_expert(tasks, group_size, seed, tuple(epsilon), expert, invalid_share, state=state)]
         if checkpoint:
             played.append(play_checkpoint(checkpoint, tasks, group_size, seed, temperature, flags=checkpoint_flags))
         for lb in played:
@@ -347,7 +349,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     report["settings"] = {"env": env, "split": split, "seeds": list(seeds), "groups": groups,
                           "group_size": group_size, "horizon": horizon, "epsilon": list(epsilon), "expert": expert,
                           "invalid_share": invalid_share, "checkpoint": checkpoint, "temperature": temperature,
-                          "preset": preset, "options": options or {}, "resamples": n_resamples}
+                          "preset": preset, "options": options or {}, "resamples": n_resamples, "state": state}
     report["seconds"] = time.perf_counter() - t0
     # NaN (a figure without pairs) as null: JSON has no NaN
     strict = json.loads(json.dumps(report), parse_constant=lambda constant: None)
@@ -369,4 +371,5 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
 
 __all__ = ["ADV_TIE_TOL", "METRICS", "METHOD_VARIANTS", "LabelledBatch", "step_labels", "labelled_pairs",
            "ordered_share", "PairSets", "pair_sets", "estimate_all", "bootstrap_weights", "percentile_interval",
-           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "quality_tasks", "run_credit_quality"]
+           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "quality_tasks",
+           "run_credit_quality"]

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..credit import SINK, StepBatch
-from ..envs import NOTHING_HAPPENS, Task, TextEnv, make_env
+from ..envs import NOTHING_HAPPENS, Task, TextEnv, make_env, state_key
 
 #: chooser(observation, admissible actions, step index) -> the action to play
 Chooser = Callable[[str, list, int], str]
@@ -44,6 +44,18 @@ class PlayedEpisode:
 
     def __len__(self) -> int:
         return len(self.state)
+
+
+def observation_and_actions_key(obs: str, admissible: list) -> int:
+    """A state key of the observation together with the admissible actions, which show what the observation
+    may not (household: what the agent holds): a diagnostic against states that the observation alone
+    aliases. The trainer's rows key the observation alone (``info["state_key"]``)."""
+    return state_key(obs + "\n" + "\n".join(admissible))
+
+
+#: how a state key is formed: ``obs`` (the world's ``info["state_key"]``, the trainer's) or ``obs+actions``
+STATE_KEYS: dict[str, Callable[[str, list], int] | None] = {"obs": None,
+                                                           "obs+actions": observation_and_actions_key}
 
 
 def _steps_to_win(env: TextEnv) -> int:
@@ -173,9 +185,11 @@ def planner_action(env: TextEnv, admissible: Sequence[str]) -> str:
 
 
 def play_mixed_expert(tasks: Sequence[Task], group_size: int, seed: int, epsilon: tuple[float, float] = (0.1, 0.9),
-                      expert: str = "oracle", invalid_share: float = 0.1, source: str = "expert-epsilon"):
+                      expert: str = "oracle", invalid_share: float = 0.1, source: str = "expert-epsilon",
+                      state: str = "obs"):
     """``group_size`` labelled episodes of every task by :func:`mixed_expert`, epsilon ~ U(``epsilon``) per
-    trajectory (drawn from ``seed``). Returns a :class:`~milegpo.credit.quality.LabelledBatch`."""
+    trajectory (drawn from ``seed``); ``state``: a key of :data:`STATE_KEYS`. Returns a
+    :class:`~milegpo.credit.quality.LabelledBatch`."""
     lo, hi = epsilon
     if not 0.0 <= lo <= hi <= 1.0:
         raise ValueError(f"play_mixed_expert: epsilon range must satisfy 0 <= lo <= hi <= 1, got {epsilon}")
@@ -185,7 +199,7 @@ def play_mixed_expert(tasks: Sequence[Task], group_size: int, seed: int, epsilon
     for task in tasks:
         env = envs.setdefault(task.env, make_env(task.env))
         groups.append([play_episode(env, task, mixed_expert(env, rng, rng.uniform(lo, hi), expert, invalid_share),
-                                    label=True) for _ in range(group_size)])
+                                    label=True, state_of=STATE_KEYS[state]) for _ in range(group_size)])
     for env in envs.values():
         env.close()
     return labelled_batch(groups, source, seed)
@@ -254,5 +268,6 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
     return labelled_batch(ordered, source, seed, invalid=invalid)
 
 
-__all__ = ["PlayedEpisode", "Chooser", "play_episode", "step_batch", "labelled_batch", "mixed_expert", "planner_action",
+__all__ = ["PlayedEpisode", "Chooser", "STATE_KEYS", "observation_and_actions_key", "play_episode", "step_batch",
+           "labelled_batch", "mixed_expert", "planner_action",
            "play_mixed_expert", "replay_labels", "play_checkpoint"]
