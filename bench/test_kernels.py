@@ -17,7 +17,7 @@ nodes; ``ordered_rows`` its columns under a random permutation; ``graph_arrays``
 node and edge ids at the GPU layout's capacities (2N node slots, N edge and group slots).
 
 Implementations (``impl``):
-- ``python``: the plain-Python references of tests/kernels/test_credit_ops.py on
+- ``python``: the plain-Python references of tests/kernels/test_<family>.py on
   lists (only up to 64,000 rows: too slow beyond);
 - ``torch``: the torch twins on CPU tensors;
 - ``torch_cuda`` / ``triton``: the torch twins / the Triton kernels on CUDA tensors
@@ -59,20 +59,15 @@ from milegpo_kernels import (  # noqa: E402
     shaped_advantage,
     sibling_mean,
 )
-from tests.kernels.test_graph_arrays import py_graph_arrays  # noqa: E402
-from tests.kernels.test_graph_scores import py_graph_scores  # noqa: E402
+from tests.kernels.test_counting import py_count_distinct  # noqa: E402
+from tests.kernels.test_graph import py_hop_distance, py_max_times_potential  # noqa: E402
+from tests.kernels.test_graph_layout import py_graph_arrays  # noqa: E402
+from tests.kernels.test_grouping import py_dense_ids  # noqa: E402
+from tests.kernels.test_ordering import py_ordered_rows  # noqa: E402
 from tests.kernels.test_returns import py_discounted_returns, py_episode_scores, py_graph_return  # noqa: E402
-from tests.kernels.test_rows import py_ordered_rows  # noqa: E402
-from tests.kernels.test_shaped_advantage import py_shaped_advantage  # noqa: E402
-from tests.kernels.test_credit_ops import (  # noqa: E402
-    py_count_distinct,
-    py_dense_ids,
-    py_hop_distance,
-    py_max_normalize,
-    py_max_times_potential,
-    py_segment_normalize,
-    py_sibling_mean,
-)
+from tests.kernels.test_scoring import py_graph_scores  # noqa: E402
+from tests.kernels.test_segment import py_max_normalize, py_segment_normalize, py_sibling_mean  # noqa: E402
+from tests.kernels.test_shaping import py_shaped_advantage  # noqa: E402
 
 SINK = (1 << 63) - 1
 K, T, N_STATES = 8, 50, 30

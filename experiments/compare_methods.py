@@ -33,8 +33,8 @@ def label(method: str, variant: str) -> str:
 
 
 def run_seed(seed: int, job_flags: list[str], out: Path, methods) -> list[dict]:
-    from milegpo.main_job import (eval_summary, load_policy, make_trainer, parse, reload_tokenizer, training_history,
-                                  warm_start)
+    from milegpo.job import (eval_summary, load_policy, make_trainer, parse, reload_tokenizer, training_history,
+                             warm_start)
 
     job, cfg = parse(job_flags + ["--seed", str(seed), "--output_dir", str(out / f"seed{seed}" / "base")])
     if job.threads:
@@ -199,7 +199,7 @@ def plot(records: list[dict], path: Path) -> Path:
     axes[0].set_xticks(list(x), methods, rotation=20)
     axes[0].set_ylabel("success after training (%)")
     axes[0].legend(fontsize=8)
-    from milegpo.plots import rolling_mean
+    from milegpo.job.plots import rolling_mean
 
     window = 1
     for m in methods:

@@ -213,7 +213,7 @@ def table(records: list[dict], settings: dict) -> str:
 
 
 def plot(records: list[dict], path: Path) -> Path:
-    from milegpo.plots import _plt, _save
+    from milegpo.job.plots import _plt, _save
 
     fig, axes = _plt().subplots(1, 3, figsize=(15, 3.8))
     for m in [m for m in METHODS if any(r["method"] == m for r in records)]:

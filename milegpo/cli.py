@@ -33,7 +33,7 @@ def _run_methods(batch, preset: str, variant: str, backend: str, show_rows: int,
     from tqdm.auto import tqdm
 
     from milegpo.credit import METHODS, diagnostics, estimate, presets
-    from milegpo.credit.diagnose import format_diagnostics
+    from milegpo.credit.diagnostic_metrics import diagnostics_text
 
     config = presets.get_preset(preset)
     results = {}
@@ -57,9 +57,9 @@ def _run_methods(batch, preset: str, variant: str, backend: str, show_rows: int,
         print(f"\nper-step MileGPO credit (first {show_rows} rows by group, trajectory, step):")
         print(mile.table(max_rows=show_rows))
     print("\ncredit diagnostics (spec section 11):")
-    print(format_diagnostics(diagnostics(mile)))
+    print(diagnostics_text(diagnostics(mile)))
     if plots:
-        from milegpo.plots import plot_advantages
+        from milegpo.job.plots import plot_advantages
 
         path = plot_advantages(results, f"{plots}/advantages_by_method.png",
                                title=f"advantages by method ({n} steps, preset {preset})")
@@ -118,7 +118,7 @@ def _replay_run(files, args: argparse.Namespace) -> int:
             cells.append(f"{'nan' if v is None or (isinstance(v, float) and math.isnan(v)) else f'{v:.4g}':>22}")
         print(f"{h['iteration']:>9} " + " ".join(cells))
     if args.plots:
-        from milegpo.plots import plot_credit_diagnostics
+        from milegpo.job.plots import plot_credit_diagnostics
 
         print(f"wrote {plot_credit_diagnostics(history, f'{args.plots}/credit_diagnostics.png')}")
     print(f"\nlast iteration ({files[-1].name}) by method:")
@@ -126,7 +126,7 @@ def _replay_run(files, args: argparse.Namespace) -> int:
 
 
 def cmd_train(argv: list[str]) -> int:
-    from milegpo.main_job import parse, run_train
+    from milegpo.job import parse, run_train
 
     job, cfg = parse(argv)
     run_train(job, cfg)
@@ -134,7 +134,7 @@ def cmd_train(argv: list[str]) -> int:
 
 
 def cmd_eval(argv: list[str]) -> int:
-    from milegpo.main_job import parse, run_eval
+    from milegpo.job import parse, run_eval
 
     job, cfg = parse(argv, prog="milegpo eval")
     run_eval(job, cfg)

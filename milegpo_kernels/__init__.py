@@ -5,14 +5,23 @@ kernel) and one public function that picks the backend: Triton for CUDA tensors,
 torch for CPU tensors; ``backend="triton"`` on CPU runs the kernels under Triton's
 interpreter (``TRITON_INTERPRET=1``). This package never imports milegpo, TRL,
 transformers or an environment.
+
+One folder per op family (``grouping``, ``counting``, ``graph``, ``graph_layout``, ``ordering``,
+``segment``, ``scoring``, ``shaping``, ``returns``): ``<family>/__init__.py`` the public ops,
+which pick the backend, ``<family>/torch_ops.py`` their result / parameter types, input checks
+and torch twins, ``<family>/triton_ops.py`` the Triton kernels and their launchers (it imports
+``torch_ops``, never the other way); ``policy_loss/`` holds ``naive.py`` (the math) and
+``fused.py`` (kernels, autograd, the public op). Shared Triton helpers are in
+:mod:`.triton_helpers`, parameter records and host-side id checks in :mod:`.inputs`, test
+machinery in :mod:`.testing`; old module paths keep importing through :mod:`._moved`.
 """
 
-from . import _interpreter_compat
+from . import _interpreter_compat, _moved
 from .counting import DistinctCounts, count_distinct
 from .graph import INF, hop_distance, max_times_potential
-from .graph_build import GraphArrays, graph_arrays, graph_arrays_torch
+from .graph_layout import GraphArrays, graph_arrays, graph_arrays_torch
 from .grouping import DenseIds, dense_ids, lexsort
-from .rows import OrderedRows, ordered_rows, ordered_rows_torch
+from .ordering import OrderedRows, ordered_rows, ordered_rows_torch
 from .returns import (
     GraphReturn,
     discounted_returns,
@@ -76,3 +85,4 @@ __all__ = [
 ]
 
 _interpreter_compat.install()  # older Tritons' interpreter under NumPy 2 (see the module)
+_moved.install()  # old module paths (see the module)

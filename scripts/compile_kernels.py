@@ -45,7 +45,7 @@ def _type_of(value) -> str:
 def record(path: str) -> None:
     import inspect
 
-    from milegpo_kernels._launch_hooks import hooked_kernels
+    from milegpo_kernels.testing import hooked_kernels
 
     launches: dict[str, dict] = {}
 
@@ -80,7 +80,7 @@ def _launch_every_op() -> None:
 
     from milegpo_kernels import (count_distinct, dense_ids, fused_policy_loss, hop_distance, max_normalize,
                                  max_times_potential, segment_max, segment_normalize, sibling_mean)
-    from milegpo_kernels.triton_segment import segment_normalize_triton
+    from milegpo_kernels.segment.triton_ops import segment_normalize_triton
 
     tb = {"backend": "triton"}
     gen = torch.Generator().manual_seed(0)

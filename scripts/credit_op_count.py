@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from milegpo.credit import StepBatch, presets  # noqa: E402
 from milegpo.credit.synthetic import benchmark_batch  # noqa: E402
 from milegpo.credit.vectorized import estimate_vectorized  # noqa: E402
-from milegpo_kernels._launch_hooks import hooked_kernels, host_checks_off, in_kernel  # noqa: E402
+from milegpo_kernels.inputs import host_checks  # noqa: E402
+from milegpo_kernels.testing import hooked_kernels, in_kernel  # noqa: E402
 
 #: ATen ops that launch nothing on a GPU (views, metadata, allocation without a fill)
 FREE = {"view", "_unsafe_view", "slice", "select", "unsqueeze", "squeeze", "expand", "as_strided", "t",
@@ -64,7 +65,7 @@ def count(rows: int, method: str, variant: str = "full", row_order: bool = True,
     launches: Counter = Counter()
     mode = _Count()
     with contextlib.ExitStack() as stack:
-        stack.enter_context(host_checks_off())  # as on CUDA tensors
+        stack.enter_context(host_checks(False))  # as on CUDA tensors
         stack.enter_context(hooked_kernels(lambda module, name, *_: launches.update([name])))
         with mode:
             result = estimate_vectorized(batch, method, presets.ALFWORLD, variant, backend="triton",

@@ -34,14 +34,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import milegpo_kernels.triton_counting as tcount  # noqa: E402
-import milegpo_kernels.triton_graph as tgraph  # noqa: E402
-import milegpo_kernels.triton_grouping as tgroup  # noqa: E402
-import milegpo_kernels.triton_segment as tseg  # noqa: E402
+import milegpo_kernels.counting.triton_ops as tcount  # noqa: E402
+import milegpo_kernels.graph.triton_ops as tgraph  # noqa: E402
+import milegpo_kernels.grouping.triton_ops as tgroup  # noqa: E402
+import milegpo_kernels.segment.triton_ops as tseg  # noqa: E402
 from milegpo.credit import estimate, presets  # noqa: E402
 from milegpo.credit.synthetic import benchmark_batch  # noqa: E402
 from milegpo_kernels._backend import interpreter_on  # noqa: E402
-from milegpo_kernels.graph import hop_distance_torch, max_times_potential_torch  # noqa: E402
+from milegpo_kernels.graph.torch_ops import hop_distance_torch, max_times_potential_torch  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

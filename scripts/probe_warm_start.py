@@ -23,9 +23,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from milegpo.envs import HouseholdEnv  # noqa: E402
-from milegpo.main_job import reload_tokenizer  # noqa: E402
 from milegpo.rollout import parse_action, render_prompt  # noqa: E402
-from milegpo.tiny import easy_tasks, make_model, make_tokenizer, sft_warm_start  # noqa: E402
+from milegpo.job.policy import easy_tasks, make_model, make_tokenizer, reload_tokenizer, sft_warm_start  # noqa: E402
 
 
 def main(argv=None) -> dict:

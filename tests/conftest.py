@@ -15,7 +15,7 @@ def pytest_addoption(parser):
     parser.addoption(
         "--grid-order", default="shuffle", choices=("sequential", "reverse", "shuffle"),
         help="order in which Triton's interpreter runs a launch's programs (default: a permutation per launch, "
-             "seeded by the test's id; see milegpo_kernels._launch_hooks.grid_order)")
+             "seeded by the test's id; see milegpo_kernels.testing.grid_order)")
     parser.addoption(
         "--grid-seed", default=0, type=int,
         help="mixed into each test's shuffle seed: another run of the suite with other program and lane orders, "
@@ -37,7 +37,7 @@ def _triton_grid_order(request):
     if not interpreter_on():
         yield
         return
-    from milegpo_kernels._launch_hooks import bounds_check, grid_order, poison_masked_loads
+    from milegpo_kernels.testing import bounds_check, grid_order, poison_masked_loads
 
     seed = zlib.crc32(request.node.nodeid.encode()) ^ request.config.getoption("--grid-seed")
     with grid_order(request.config.getoption("--grid-order"), seed), \

@@ -15,6 +15,7 @@ from __future__ import annotations
 from . import presets
 from .batch import FIELDS, SINK, BatchError, StepBatch
 from .config import METHODS, VARIANTS, CreditConfig, check_method
+from .diagnostic_metrics import diagnostics
 from .result import CreditResult
 
 BACKENDS = ("auto", "reference", "torch", "triton")
@@ -38,7 +39,7 @@ def estimate(
       ignored by the other methods.
     backend: ``auto`` | ``reference`` | ``torch`` | ``triton``.
     cuda_graph: replay the pipeline as a CUDA graph captured once per batch size
-      (CUDA batch, ``triton``/``auto`` backend; see :mod:`milegpo.credit.graphed`):
+      (CUDA batch, ``triton``/``auto`` backend; see :mod:`milegpo.credit.cuda_graph`):
       for repeated calls at one size, where launching its ~60 small kernels from
       Python costs more than running them.
 
@@ -52,7 +53,7 @@ def estimate(
     if backend not in BACKENDS:
         raise ValueError(f"unknown credit backend {backend!r}; expected one of {BACKENDS}")
     if cuda_graph:
-        from .graphed import estimate_graphed
+        from .cuda_graph import estimate_graphed
 
         return estimate_graphed(batch, method, config, variant, backend)
     if backend == "reference":
@@ -64,13 +65,6 @@ def estimate(
     from .vectorized import estimate_vectorized
 
     return estimate_vectorized(batch, method, config, variant, backend=backend)
-
-
-def diagnostics(result: CreditResult) -> dict:
-    """Credit diagnostics of spec section 11; see :mod:`milegpo.credit.diagnose`."""
-    from .diagnose import credit_diagnostics
-
-    return credit_diagnostics(result)
 
 
 __all__ = [

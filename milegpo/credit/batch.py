@@ -8,14 +8,14 @@ what was expected.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 import torch
 
-#: the reserved state key of the success sink g (int64 max). State hashes never take it.
-SINK: int = (1 << 63) - 1
+from ..state_keys import SINK  # re-exported: the one definition, shared with milegpo.envs
 
 FIELDS = ("group", "traj", "t", "state", "next_state", "success", "reward", "invalid")
 _INT_FIELDS = ("group", "traj", "t", "state", "next_state")
@@ -71,9 +71,10 @@ class StepBatch:
     found on the host while validating (where the batch is usually built: the rollout
     loop and the trainer build it from numpy arrays), carried along by :meth:`to`, so
     that the credit pipeline on a GPU need not sort the rows again; ``None`` for a batch
-    built with ``validate=False`` (then the pipeline sorts them itself). ``_row_order`` is
-    how :meth:`to` and the CUDA-graph buffers pass on an order validation found: it is
-    not checked again.
+    built with ``validate=False`` (then the pipeline sorts them itself).
+    :meth:`with_row_order` hands an order validation found to a copy of the rows (as
+    :meth:`to` and the CUDA-graph buffers do); the keyword ``_row_order`` of the
+    constructor does the same (kept for older callers).
     """
 
     group: torch.Tensor
@@ -97,13 +98,31 @@ class StepBatch:
             raise BatchError(f"StepBatch fields are on different devices: {sorted(devices)}")
         for k, v in tensors.items():
             object.__setattr__(self, k, v)
-        order = _row_order
+        if _row_order is not None:
+            self._check_row_order(_row_order)
+        object.__setattr__(self, "row_order", validate_batch(self) if validate else _row_order)
+
+    def _check_row_order(self, order: torch.Tensor) -> None:
+        n = len(self)
+        if order.dtype != torch.int64 or order.shape != (n,) or str(order.device) != str(self.device):
+            raise BatchError(f"StepBatch row_order must be ({n},) int64 on {self.device}, got "
+                             f"{order.dtype} {tuple(order.shape)} on {order.device}")
+
+    def with_row_order(self, order: torch.Tensor | None) -> "StepBatch":
+        """The same rows (the same tensors, not copied) carrying ``order`` as their ``row_order``.
+
+        order: (N,) int64 on the batch's device, the permutation that sorts these rows by
+        (group, traj, t): the ``row_order`` that validating them found (moved or copied along
+        with the fields, as :meth:`to` does), or ``None`` (the pipeline sorts the rows itself).
+        Its dtype, shape and device are checked (:class:`BatchError`); that it sorts the rows
+        is not (that is a read of the rows: a host sync on a GPU), so pass only an order
+        validation found for these rows.
+        """
         if order is not None:
-            n = next(iter(lengths.values()))
-            if order.dtype != torch.int64 or order.shape != (n,) or str(order.device) not in devices:
-                raise BatchError(f"StepBatch row_order must be ({n},) int64 on {sorted(devices)[0]}, got "
-                                 f"{order.dtype} {tuple(order.shape)} on {order.device}")
-        object.__setattr__(self, "row_order", validate_batch(self) if validate else order)
+            self._check_row_order(order)
+        out = copy.copy(self)
+        object.__setattr__(out, "row_order", order)
+        return out
 
     # ------------------------------------------------------------------ helpers
     @classmethod
@@ -140,8 +159,9 @@ class StepBatch:
         return self.group.device
 
     def to(self, device) -> "StepBatch":
+        """The batch on ``device``, its ``row_order`` moved along (not found again)."""
         order = None if self.row_order is None else self.row_order.to(device)
-        return StepBatch(**{k: getattr(self, k).to(device) for k in FIELDS}, validate=False, _row_order=order)
+        return StepBatch(**{k: getattr(self, k).to(device) for k in FIELDS}, validate=False).with_row_order(order)
 
     def select(self, index) -> "StepBatch":
         """Rows ``index`` (a bool mask or an index tensor), validated again."""

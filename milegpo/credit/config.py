@@ -6,8 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from milegpo_kernels.scoring import VARIANTS  # re-exported: the variants graph_scores computes
+
 METHODS = ("grpo", "gigpo", "graphgpo", "milegpo")
-VARIANTS = ("md", "rcs", "full")
 NORMS = ("mean_std", "mean")
 #: the CreditConfig switches (every other field is a number, or ``norm``)
 BOOL_FIELDS = ("invalid_penalty_on_step_return",)

@@ -12,7 +12,7 @@ For every method (and variant) on the same batches:
   good one has the higher advantage (ties count 1/2): credit where the methods' step terms compete;
 - ``group_auc``: the same over pairs of rows of one task group, any states;
 - ``tied_pair_accuracy``: the same over the same-state pairs whose GraphGPO step credit A^G ties
-  (within :data:`~milegpo.credit.diagnose.TIE_TOL`, the tie-correction rate's pairs, spec section 11): the
+  (within :data:`~milegpo.credit.diagnostic_metrics.TIE_TOL`, the tie-correction rate's pairs, spec section 11): the
   pairs MileGPO's correction is for.
 
 Advantages equal to :data:`ADV_TIE_TOL` are a tie. Each figure is pooled over the pairs of all batches, with
@@ -29,7 +29,7 @@ import numpy as np
 
 from .batch import StepBatch
 from .config import CreditConfig
-from .diagnose import TIE_TOL, credit_diagnostics, same_state_pairs
+from .diagnostic_metrics import TIE_TOL, diagnostics, same_state_pairs
 
 #: advantages closer than this are a tie (half a correctly ordered pair)
 ADV_TIE_TOL = 1e-9
@@ -178,7 +178,7 @@ def credit_quality(batches: list[LabelledBatch], config: CreditConfig, backend: 
         results = estimate_all(labelled.batch, config, backend, names)
         advantages.append({m: r.advantages.cpu().numpy() for m, r in results.items()})
         a_graphs.append(results["graphgpo"].rows["a_graph"].cpu().numpy())
-        diags.append({m: credit_diagnostics(r) for m, r in results.items()})
+        diags.append({m: diagnostics(r) for m, r in results.items()})
     return quality_of_advantages(batches, advantages, a_graphs, diags, n_resamples, seed, reference)
 
 
@@ -189,7 +189,7 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
 
     batches: B labelled batches; advantages: per batch ``{name: (N,) float64}`` (the same names in every
     batch); a_graphs: per batch GraphGPO's A^G, (N,) float64 (the ties of ``tied_pair_accuracy``);
-    diagnostics: per batch ``{name: credit_diagnostics(...)}`` (optional); reference: the method the others
+    diagnostics: per batch ``{name: milegpo.credit.diagnostics(...)}`` (optional); reference: the method the others
     are compared with (``minus_<reference>``, paired over the same resamples), None for none.
 
     Returns ``{"methods": {name: {"same_state_auc", "group_auc", "tied_pair_accuracy", "ci": {metric: [lo,
@@ -274,7 +274,7 @@ def format_quality(report: dict) -> str:
 
 def plot_quality(report: dict, path, title: str = "") -> str:
     """Bars of the three figures per method with their 95% intervals (0.5: no better than a coin)."""
-    from ..plots import _plt, _save
+    from ..job.plots import _plt, _save
 
     methods = list(report["methods"])
     fig, ax = _plt().subplots(figsize=(max(7.0, 1.3 * len(methods)), 3.8))

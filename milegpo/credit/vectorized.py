@@ -9,19 +9,36 @@ table is trimmed to the real node count only when it is read.
 
 The same function runs the ``torch`` backend (torch twins of the ops) and the
 ``triton`` backend (the Triton kernels; on CPU under Triton's interpreter).
-Equations refer to docs/milegpo-spec.md; the plain-Python twin of each step is in
-:mod:`milegpo.credit.reference`.
+:func:`credit_tables` runs the pipeline as named stages, one per part of
+docs/milegpo-spec.md, each method stopping at its own advantage:
+
+- :func:`order_rows`: the rows in (group, traj, t) order (section 1); every method;
+- :func:`episode_terms`: Z and Norm_q(Z) (eq. 22; GRPO's advantage); every method;
+- :func:`gigpo_step_terms`: R_t, Norm_{q,s}(R_t) and GiGPO's advantage (section 9);
+- :func:`rollout_graph`: nodes, edges and trajectory counts (section 2); GraphGPO, MileGPO;
+- :func:`graph_return_terms`: d(s, g) and r^G (eq. 1); GraphGPO, MileGPO;
+- :func:`graphgpo_advantage`: A^G and GraphGPO's advantage (eqs. 21-22 with eta = 0);
+- :func:`milestone_trap_scores`: S0+, S-, b, psi-bar, S_pcc+ and the potentials' seeds
+  (eqs. 2-8, 11-19); MileGPO;
+- :func:`potentials`: Phi+ and Phi- (eqs. 7, 8, 19); MileGPO;
+- :func:`shaping_and_advantage`: delta+/-, r^M, A^G, A^mix, A^res and MileGPO's advantage
+  (eqs. 9-10, 20-22).
+
+The plain-Python twin of each equation is in :mod:`milegpo.credit.reference`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
 from milegpo_kernels import (
+    GraphArrays,
+    GraphReturn,
+    GraphScores,
     ScoreParams,
+    ShapedAdvantage,
     ShapingParams,
     count_distinct,
     dense_ids,
@@ -41,142 +58,9 @@ from milegpo_kernels._backend import resolve
 
 from .batch import SINK, StepBatch
 from .config import CreditConfig
-from .result import NODE_KEYS, ROW_KEYS, CreditResult
+from .result import BOOL_KEYS, INT_KEYS, NODE_KEYS, ROW_KEYS, CreditResult, Tables, apply_by_dtype
 
 F64 = torch.float64
-
-
-class NodeOrder:
-    """The canonical node order, (group, key) ascending with padding slots last, of nodes
-    numbered by slot (the Triton ops number them by first occurrence), found on first use:
-    the sort runs only for a caller that reads the node table or the rows' node ids, never
-    for the advantages."""
-
-    def __init__(self, node_gid: torch.Tensor, node_valid: torch.Tensor, key: torch.Tensor):
-        self.keys = (node_gid, node_valid, key)
-        self._perm = self._rank = None
-
-    def perm(self) -> torch.Tensor:
-        """perm[i]: the slot of the i-th node in canonical order."""
-        if self._perm is None:
-            node_gid, node_valid, key = self.keys
-            # group ids < capacity: int32 radix passes
-            group_then_pad = torch.where(node_valid, node_gid, key.shape[0]).to(torch.int32)
-            self._perm = lexsort(group_then_pad, key)
-        return self._perm
-
-    def rank(self) -> torch.Tensor:
-        """rank[slot]: the slot's node index in canonical order."""
-        if self._rank is None:
-            perm = self.perm()
-            self._rank = torch.empty_like(perm).scatter_(0, perm, torch.arange(perm.shape[0], device=perm.device))
-        return self._rank
-
-
-class LazyNodes(Mapping):
-    """Per-node arrays held at capacity in slot order; put in canonical order (when ``order``
-    is given) and trimmed to ``count`` nodes on first read."""
-
-    def __init__(self, padded: dict[str, torch.Tensor], count: torch.Tensor, order: NodeOrder | None = None):
-        self.padded, self.count, self.order, self._trimmed = padded, count, order, None
-
-    def _table(self) -> dict[str, torch.Tensor]:
-        if self._trimmed is None:
-            padded = self.padded
-            if self.order is not None:
-                perm = self.order.perm()
-                padded = _by_dtype(padded, lambda x: x.index_select(1, perm))
-            n = int(self.count)
-            self._trimmed = {k: v[:n] for k, v in padded.items()}
-        return self._trimmed
-
-    def __getitem__(self, key):
-        return self._table()[key]
-
-    def unordered(self) -> dict[str, torch.Tensor]:
-        """The per-node arrays trimmed to the node count, in slot order: the same nodes as the
-        table without the sort that puts them in canonical order (for order-free statistics)."""
-        if self.order is None:
-            return self._table()
-        n = int(self.count)
-        return {k: v[:n] for k, v in self.padded.items()}
-
-    def __contains__(self, key):  # without the table (Mapping's would build it)
-        return key in self.padded
-
-    def __iter__(self):
-        return iter(self.padded)
-
-    def __len__(self):
-        return len(self.padded)
-
-
-class LazyRows(Mapping):
-    """Per-row arrays; the node ids among them (``slots``: slot numbers) are mapped to the
-    canonical node order on first read."""
-
-    def __init__(self, keys: tuple[str, ...], plain: dict[str, torch.Tensor], slots: dict[str, torch.Tensor],
-                 order: NodeOrder | None):
-        self.keys, self.plain, self.slots, self.order = keys, plain, slots, order
-        self._mapped: dict[str, torch.Tensor] = {}
-
-    def __getitem__(self, key):
-        if key in self.plain:
-            return self.plain[key]
-        if key not in self._mapped:
-            x = self.slots[key]  # KeyError for a key that is not a row array
-            self._mapped[key] = x if self.order is None else self.order.rank().index_select(0, x)
-        return self._mapped[key]
-
-    def __contains__(self, key):
-        return key in self.keys
-
-    def __iter__(self):
-        return iter(self.keys)
-
-    def __len__(self):
-        return len(self.keys)
-
-
-@dataclass
-class Tables:
-    """What the pipeline computes, as plain tensors: the advantages, the per-row arrays (node ids
-    as slot numbers), the per-node arrays at capacity in slot order, the node count and the
-    nodes' group ids and valid flags, which with their keys sort them into canonical order (None:
-    slots are in that order already).
-    :mod:`milegpo.credit.graphed` keeps these as a CUDA graph's outputs."""
-
-    adv: torch.Tensor
-    rows: dict[str, torch.Tensor]
-    slots: dict[str, torch.Tensor]
-    nodes: dict[str, torch.Tensor]
-    count: torch.Tensor | None
-    order_keys: tuple[torch.Tensor, torch.Tensor] | None
-
-    def tensors(self) -> list[torch.Tensor]:
-        return [self.adv, *self.rows.values(), *self.slots.values(), *self.nodes.values(),
-                *([] if self.count is None else [self.count]), *(self.order_keys or ())]
-
-    def like(self, tensors: list[torch.Tensor]) -> Tables:
-        """The same tables holding ``tensors`` (as :meth:`tensors` lists them)."""
-        it = iter(tensors)
-        adv = next(it)
-        rows, slots, nodes = ({k: next(it) for k in d} for d in (self.rows, self.slots, self.nodes))
-        count = None if self.count is None else next(it)
-        order_keys = None if self.order_keys is None else (next(it), next(it))
-        return Tables(adv, rows, slots, nodes, count, order_keys)
-
-    def result(self, batch, method, config, variant, backend) -> CreditResult:
-        order = None if self.order_keys is None else NodeOrder(*self.order_keys, self.nodes["key"])
-        rows = LazyRows(ROW_KEYS[method], self.rows, self.slots, order)
-        nodes = {} if self.count is None else LazyNodes(self.nodes, self.count, order)
-        return CreditResult(method, variant, config, backend, batch, self.adv, rows, nodes)
-
-
-def _capacity(count: torch.Tensor, bound: int, static: bool) -> int:
-    """Array size for ``count`` items: the static bound (no host sync: the GPU path), or the
-    count itself (on the host reading it is free, and smaller arrays are faster)."""
-    return bound if static else int(count)
 
 
 def estimate_vectorized(
@@ -192,166 +76,302 @@ def estimate_vectorized(
 
 def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str,
                   static_shapes: bool | None = None) -> Tables:
-    """The pipeline of :func:`estimate_vectorized`, its outputs as :class:`Tables`."""
-    ops = {"backend": backend}
+    """The pipeline of :func:`estimate_vectorized`, its outputs as :class:`Tables`: the stages the
+    module's docstring lists, up to the advantage of ``method``."""
     static = batch.device.type == "cuda" if static_shapes is None else static_shapes
-    cfg = config
-    n = len(batch)
-    dev = batch.device
-    if n == 0:
+    if len(batch) == 0:
         return _empty(batch, method)
+    rows = order_rows(batch, backend, static)
+    row_values = episode_terms(rows, config)
+    episode_adv = row_values["episode_adv"]
+    if method == "grpo":
+        return _tables(method, rows, episode_adv, row_values)
+    if method == "gigpo":
+        adv, step_values = gigpo_step_terms(rows, episode_adv, config)
+        return _tables(method, rows, adv, {**row_values, **step_values})
 
-    # rows in (group, traj, t) order: each trajectory contiguous, and each group's edges
-    # too (the graph kernels relax one group per program). A validated batch brings that
-    # order from the host; otherwise sort here (t is validated to 0..T-1, so it sorts as
-    # int32: half the radix passes).
+    graph = rollout_graph(rows)
+    dist, graph_ret = graph_return_terms(graph, config)
+    row_values.update(r_graph=graph_ret.r_graph, node=graph.node, next_node=graph.next_node)
+    arrays = graph.arrays
+    node_values = {"group": arrays.node_group, "key": arrays.node_key, "is_sink": arrays.is_sink,
+                   "dist": graph_ret.node_dist}
+    if method == "graphgpo":
+        adv, a_graph = graphgpo_advantage(graph, graph_ret.r_graph, episode_adv, config)
+        return _tables(method, rows, adv, {**row_values, "a_graph": a_graph}, node_values, graph)
+
+    scores = milestone_trap_scores(graph, dist, config, variant)
+    phi = potentials(graph, scores.seeds, config)
+    phi_pos, phi_neg = phi[:, 0], phi[:, 1]
+    shaped = shaping_and_advantage(graph, phi, graph_ret.r_graph, episode_adv, config)
+    row_values.update(a_graph=shaped.a_graph, r_shaped=shaped.r_shaped, a_mix=shaped.a_mix, a_res=shaped.a_res,
+                      delta_pos=shaped.delta_pos, delta_neg=shaped.delta_neg)
+    counts = graph.counts
+    node_values.update(n_traj=counts.node_traj, n_pos=counts.node_pos, n_revisit=counts.node_revisit,
+                       coverage=scores.coverage, is_milestone=scores.is_milestone, is_trap=scores.is_trap,
+                       s0_pos=scores.s0_pos, s_neg=scores.s_neg, s_pcc=scores.s_pcc, b=scores.b,
+                       psi_bar=scores.psi_bar, retained=scores.retained, phi_pos=phi_pos, phi_neg=phi_neg)
+    return _tables(method, rows, shaped.adv, row_values, node_values, graph)
+
+
+# ------------------------------------------------------------------------------ rows and episodes
+@dataclass
+class GroupOrderedRows:
+    """The batch's rows in (group, traj, t) order: each trajectory contiguous, and each group's
+    edges too (the graph kernels relax one group per program). Every column (N,), in that order.
+
+    order: int64, the permutation: row i here is the batch's row ``order[i]``.
+    raw_group, state, next_state: int64, the batch's columns; success, invalid: bool; reward: float64.
+    group, traj: int64, dense ids (the run numbers of the group and traj columns).
+    group_start, traj_start, traj_end: bool, the row starts its group / starts / ends its trajectory.
+    n_groups: () int64; group_cap: the size of per-group arrays (:meth:`capacity`).
+    static: arrays at their static bounds (the GPU layout: no host read); backend: of the ops.
+    """
+
+    order: torch.Tensor
+    raw_group: torch.Tensor
+    state: torch.Tensor
+    next_state: torch.Tensor
+    success: torch.Tensor
+    invalid: torch.Tensor
+    reward: torch.Tensor
+    group: torch.Tensor
+    traj: torch.Tensor
+    group_start: torch.Tensor
+    traj_start: torch.Tensor
+    traj_end: torch.Tensor
+    n_groups: torch.Tensor
+    group_cap: int
+    static: bool
+    backend: str
+
+    def __len__(self) -> int:
+        return int(self.order.shape[0])
+
+    @property
+    def ops(self) -> dict:
+        """The keywords every op takes: the backend."""
+        return {"backend": self.backend}
+
+    def capacity(self, count: torch.Tensor, bound: int) -> int:
+        """Array size for ``count`` items: the static bound (no host sync: the GPU path), or the
+        count itself (on the host reading it is free, and smaller arrays are faster)."""
+        return bound if self.static else int(count)
+
+    def unsort(self, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Per-row arrays back in the batch's order: one scatter per dtype for all of them."""
+        order = self.order
+        return apply_by_dtype(values, lambda x: torch.empty_like(x).scatter_(1, order.expand_as(x), x))
+
+
+def order_rows(batch: StepBatch, backend: str, static: bool) -> GroupOrderedRows:
+    """The batch's rows in (group, traj, t) order with their dense group and trajectory ids (spec
+    section 1: rows come in any order). A validated batch brings that order from the host
+    (``batch.row_order``); otherwise it is sorted here (t is validated to 0..T-1, so it sorts as
+    int32: half the radix passes)."""
     order = batch.row_order
     if order is None:
         order = lexsort(batch.group, batch.traj, batch.t.to(torch.int32))
-    r = ordered_rows(order, batch.group, batch.traj, batch.state, batch.next_state, batch.success, batch.invalid,
-                     batch.reward, **ops)
-    g_raw, s, ns, y, inv, rew = r.group, r.state, r.next_state, r.success, r.invalid, r.reward
+    ordered = ordered_rows(order, batch.group, batch.traj, batch.state, batch.next_state, batch.success,
+                           batch.invalid, batch.reward, backend=backend)
     # Runs: rows are in group order and in (traj, t) order, so group ids and trajectory ids are
     # the run numbers of the group and traj columns (no hash table: its slots would be hot)
-    gid, tid = (torch.cumsum(r.starts, 1) - 1).unbind(0)
-    new_group, first = r.first_flags.unbind(0)
-    last = r.last
-    n_groups = gid[-1] + 1
-    gcap = _capacity(n_groups, n, static)
+    group, traj = (torch.cumsum(ordered.starts, 1) - 1).unbind(0)
+    group_start, traj_start = ordered.first_flags.unbind(0)
+    n_groups = group[-1] + 1
+    n = len(batch)
+    return GroupOrderedRows(order, ordered.group, ordered.state, ordered.next_state, ordered.success, ordered.invalid,
+                            ordered.reward, group, traj, group_start, traj_start, ordered.last, n_groups,
+                            n if static else int(n_groups), static, backend)
 
-    def unsort(xs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Rows back in the batch's order: one scatter per dtype for all the arrays."""
-        return _by_dtype(xs, lambda x: torch.empty_like(x).scatter_(1, order.expand_as(x), x))
 
-    # Episode term: Z = sum of the trajectory's rewards - invalid penalty (eq. 22), summed in step
-    # order as the reference sums
-    z = episode_scores(rew, inv, last, cfg.invalid_penalty, **ops)
-    ez = segment_normalize(z, gid, gcap, cfg.norm, cfg.norm_eps, "unit", **ops)
-    rows: dict[str, torch.Tensor] = {"episode_score": z, "episode_adv": ez}
+def episode_terms(rows: GroupOrderedRows, config: CreditConfig) -> dict[str, torch.Tensor]:
+    """Eq. 22's episode term: ``episode_score`` Z = the trajectory's rewards summed in step order
+    (as the reference sums) minus ``invalid_penalty`` on an invalid row, and ``episode_adv``
+    Norm_q(Z) over the rows of each task group (a group of one row: mean 0, std 1). Each (N,)
+    float64; Norm_q(Z) is GRPO's advantage."""
+    z = episode_scores(rows.reward, rows.invalid, rows.traj_end, config.invalid_penalty, **rows.ops)
+    episode_adv = segment_normalize(z, rows.group, rows.group_cap, config.norm, config.norm_eps, "unit", **rows.ops)
+    return {"episode_score": z, "episode_adv": episode_adv}
 
-    if method == "grpo":
-        return _finish(method, backend, ez, rows, {}, None, unsort)
 
-    if method == "gigpo":
-        step_seg = dense_ids(gid, s, **ops)
-        ret = discounted_returns(rew, last, cfg.gamma, **ops)
-        if cfg.invalid_penalty_on_step_return:  # verl-agent parity (reference.penalised_step_returns)
-            ret = torch.where(inv, ret - cfg.invalid_penalty, ret)
-        step_cap = _capacity(step_seg.count, n, static)
-        step_adv = segment_normalize(ret, step_seg.ids, step_cap, cfg.norm, cfg.norm_eps, "zero", **ops)
-        rows.update(step_return=ret, step_adv=step_adv)
-        adv = ez + cfg.step_weight * step_adv
-        return _finish(method, backend, adv, rows, {}, None, unsort)
+def gigpo_step_terms(rows: GroupOrderedRows, episode_adv: torch.Tensor,
+                     config: CreditConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """GiGPO (spec section 9): step groups are (group, state); ``step_return`` R_t = sum over k >= t
+    of gamma^(k-t) reward_k (minus ``invalid_penalty`` on an invalid row with
+    ``invalid_penalty_on_step_return``, verl-agent's trainer), ``step_adv`` Norm_{q,s}(R_t), and the advantage
+    A = Norm_q(Z) + step_weight * Norm_{q,s}(R_t). Returns (A, {step_return, step_adv}), each (N,) float64."""
+    step_groups = dense_ids(rows.group, rows.state, **rows.ops)
+    step_return = discounted_returns(rows.reward, rows.traj_end, config.gamma, **rows.ops)
+    if config.invalid_penalty_on_step_return:  # verl-agent parity (reference.penalised_step_returns)
+        step_return = torch.where(rows.invalid, step_return - config.invalid_penalty, step_return)
+    step_cap = rows.capacity(step_groups.count, len(rows))
+    step_adv = segment_normalize(step_return, step_groups.ids, step_cap, config.norm, config.norm_eps, "zero",
+                                 **rows.ops)
+    adv = episode_adv + config.step_weight * step_adv
+    return adv, {"step_return": step_return, "step_adv": step_adv}
 
-    # ---------------------------------------------------------------- the graph
-    # Node incidences: every row's state, plus the next_state of the rows whose
-    # next_state is not the next row's state: the last rows (all rows on the GPU
-    # layout, where selecting the last rows would need a host sync; the extra
-    # incidences repeat nodes already there and change no node set or count).
-    tail = None if static else torch.nonzero(last).squeeze(1)
+
+# ------------------------------------------------------------------------------ the rollout graph
+@dataclass
+class TrajectoryCounts:
+    """Spec section 2's trajectory sets, counted: per node slot (V_cap,) int64 ``node_traj`` |T(v)|,
+    ``node_pos`` |T+(v)|, ``node_revisit`` n_re(v); per edge slot (E_cap,) int64 ``edge_traj``
+    |T(e)|, ``edge_pos`` |T+(e)|."""
+
+    node_traj: torch.Tensor
+    node_pos: torch.Tensor
+    node_revisit: torch.Tensor
+    edge_traj: torch.Tensor
+    edge_pos: torch.Tensor
+
+
+@dataclass
+class RolloutGraph:
+    """The rollout graph of every task group at once (spec section 2), nodes and edges numbered by
+    slot. node / next_node / edge: (N,) int64, the slots of each row's s_t, s_{t+1} and (s_t,
+    s_{t+1}) in group order; n_nodes, n_edges: () int64; node_cap, edge_cap: the slot counts;
+    arrays: the node and edge tables (:class:`milegpo_kernels.GraphArrays`); edge_offsets: each
+    group's first edge, the components of the Triton graph kernels (None for the torch twins,
+    which read none); counts: the trajectory counts."""
+
+    node: torch.Tensor
+    next_node: torch.Tensor
+    edge: torch.Tensor
+    n_nodes: torch.Tensor
+    n_edges: torch.Tensor
+    node_cap: int
+    edge_cap: int
+    arrays: GraphArrays
+    edge_offsets: torch.Tensor | None
+    counts: TrajectoryCounts
+    rows: GroupOrderedRows
+
+
+def rollout_graph(rows: GroupOrderedRows) -> RolloutGraph:
+    """Nodes (distinct (group, state key)), edges (distinct (group, s_t, s_{t+1})), the node and
+    edge tables and the trajectory counts of spec section 2, for all groups in one pass each."""
+    n, ops = len(rows), rows.ops
+    # Node incidences: every row's state, plus the next_state of the rows whose next_state is
+    # not the next row's state: the last rows (all rows on the GPU layout, where selecting the
+    # last rows would need a host sync; the extra incidences repeat nodes already there and
+    # change no node set or count).
+    tail = None if rows.static else torch.nonzero(rows.traj_end).squeeze(1)
 
     def at_tail(x):
         """x at the rows whose next_state is an incidence of its own (the last rows, or all)."""
         return x if tail is None else x.index_select(-1, tail)
 
-    inc = torch.cat([torch.stack([gid, s]), at_tail(torch.stack([gid, ns]))], 1)  # (2, incidences)
-    node_ids = dense_ids(inc[0], inc[1], **ops)  # (group, state) -> node
-    vcap = _capacity(node_ids.count, 2 * n, static)
-    u, v_tail = node_ids.ids[:n], node_ids.ids[n:]
+    incidences = torch.cat([torch.stack([rows.group, rows.state]),
+                            at_tail(torch.stack([rows.group, rows.next_state]))], 1)  # (2, incidences)
+    node_ids = dense_ids(incidences[0], incidences[1], **ops)  # (group, state) -> node
+    node_cap = rows.capacity(node_ids.count, 2 * n)
+    node, next_node_at_tail = node_ids.ids[:n], node_ids.ids[n:]
     # s_{t+1} of a non-last row is the state of the next row
-    v = v_tail if tail is None else torch.cat([u[1:], u[:1]]).scatter_(0, tail, v_tail)
-    n_nodes = node_ids.count
-    edge_ids = dense_ids(u * vcap + v, **ops)  # (group, state, next_state) as a packed node pair
-    e = edge_ids.ids
-    ecap = _capacity(edge_ids.count, n, static)
+    next_node = (next_node_at_tail if tail is None else
+                 torch.cat([node[1:], node[:1]]).scatter_(0, tail, next_node_at_tail))
+    edge_ids = dense_ids(node * node_cap + next_node, **ops)  # (group, state, next_state) as a packed node pair
+    edge = edge_ids.ids
+    edge_cap = rows.capacity(edge_ids.count, n)
     # the node and edge tables at capacity, each group's first edge (the components of the graph
     # kernels, one per group) and K, K+ per group: one op (one Triton pass on a GPU)
-    ga = graph_arrays(u, v, e, gid, g_raw, s, ns, new_group, first, y, n_nodes, edge_ids.count, n_groups, vcap, ecap,
-                      gcap, SINK, **ops)
-    node_gid, node_key, node_valid, is_sink = ga.node_gid, ga.node_key, ga.node_valid, ga.is_sink
-    src, dst, k_count, k_pos_count = ga.src, ga.dst, ga.k_count, ga.k_pos_count
-    edge_off = ga.edge_offsets if resolve(backend, src) == "triton" else None  # the torch twins read no components
+    arrays = graph_arrays(node, next_node, edge, rows.group, rows.raw_group, rows.state, rows.next_state,
+                          rows.group_start, rows.traj_start, rows.success, node_ids.count, edge_ids.count,
+                          rows.n_groups, node_cap, edge_cap, rows.group_cap, SINK, **ops)
+    edge_offsets = arrays.edge_offsets if resolve(rows.backend, arrays.src) == "triton" else None
 
-    # Distinct-trajectory counts (section 2), nodes and edges in one call (edge j is segment
-    # vcap + j). A trajectory touches a node as the state of a row or as the next_state of
-    # its last row (any other next_state is the next row's state); those incidences are the
-    # node's visits. On the GPU layout the other rows' next_state go to dump segments, one
-    # per row (a single one would be a hot slot for the counting atomics).
-    dump = n if tail is None else 0
-    v_seg = v_tail if dump == 0 else torch.where(last, v_tail, torch.arange(vcap + ecap, vcap + ecap + n, device=dev))
-    counts = count_distinct(torch.cat([u, v_seg, e + vcap]), torch.cat([tid, at_tail(tid), tid]),
-                            torch.cat([y, at_tail(y), y]), vcap + ecap + dump, num_members=n, **ops)
-    n_traj, e_traj = counts.distinct[:vcap], counts.distinct[vcap:vcap + ecap]
-    n_pos, e_pos = counts.distinct_pos[:vcap], counts.distinct_pos[vcap:vcap + ecap]
-    n_re = counts.total[:vcap] - n_traj  # revisits
-
-    # GraphGPO return r^G = c * gamma_G^d(s_{t+1}, g) (eq. 1); one reverse BFS from g.
-    dist = hop_distance(src, dst, is_sink, edge_off, **ops)
-    gr = graph_return(dist, v, cfg.c, cfg.gamma_g, **ops)  # c g g ...: the reference's repeated products
-    r_graph = gr.r_graph
-    rows.update(r_graph=r_graph, node=u, next_node=v)
-    nodes = {"group": ga.node_group, "key": node_key, "is_sink": is_sink, "dist": gr.node_dist}
-
-    if method == "graphgpo":
-        a_graph = segment_normalize(r_graph, u, vcap, cfg.norm, cfg.norm_eps, "zero", **ops)
-        rows.update(a_graph=a_graph)
-        adv = cfg.w_step * a_graph + cfg.w_ep * ez
-        return _finish(method, backend, adv, rows, nodes, n_nodes, unsort, (node_gid, node_valid))
-
-    # Milestone / trap scores (eqs. 2-8) and the progress-contrastive calibration (eqs. 11-18),
-    # up to the seeds of the potentials for this variant: one op (seven Triton passes on a GPU)
-    sc = graph_scores(src, dst, ga.edge_valid, node_gid, node_valid, is_sink, dist, n_traj, n_pos, n_re, e_traj, e_pos,
-                      k_count, k_pos_count, ScoreParams.of(cfg), variant, **ops)
-
-    # Potentials (eqs. 7, 8, 19): one joint max-times relaxation for Phi+ and Phi-
-    phi = max_times_potential(src, dst, sc.seeds, cfg.omega, edge_off, **ops)
-    phi_pos, phi_neg = phi[:, 0], phi[:, 1]
-
-    # Shaping terms (eqs. 9-10), the shaped return (eq. 20), its normalisation inside (group,
-    # state) and the advantage (eqs. 21-22): one op (three Triton passes on a GPU)
-    sh = shaped_advantage(phi, u, v, r_graph, ez, ShapingParams.of(cfg), **ops)
-    rows.update(a_graph=sh.a_graph, r_shaped=sh.r_shaped, a_mix=sh.a_mix, a_res=sh.a_res, delta_pos=sh.delta_pos,
-                delta_neg=sh.delta_neg)
-    nodes.update(n_traj=n_traj, n_pos=n_pos, n_revisit=n_re, coverage=sc.coverage, is_milestone=sc.is_milestone,
-                 is_trap=sc.is_trap, s0_pos=sc.s0_pos, s_neg=sc.s_neg, s_pcc=sc.s_pcc, b=sc.b, psi_bar=sc.psi_bar,
-                 retained=sc.retained, phi_pos=phi_pos, phi_neg=phi_neg)
-    return _finish(method, backend, sh.adv, rows, nodes, n_nodes, unsort, (node_gid, node_valid))
+    # Distinct-trajectory counts, nodes and edges in one call (edge j is segment node_cap + j). A
+    # trajectory touches a node as the state of a row or as the next_state of its last row (any
+    # other next_state is the next row's state); those incidences are the node's visits. On the
+    # GPU layout the other rows' next_state go to dump segments, one per row (a single one would
+    # be a hot slot for the counting atomics).
+    n_dump = n if tail is None else 0
+    n_slots = node_cap + edge_cap  # node segments, then edge segments
+    next_visit = (next_node_at_tail if n_dump == 0 else
+                  torch.where(rows.traj_end, next_node_at_tail, torch.arange(n_slots, n_slots + n, device=node.device)))
+    counted = count_distinct(torch.cat([node, next_visit, edge + node_cap]),
+                             torch.cat([rows.traj, at_tail(rows.traj), rows.traj]),
+                             torch.cat([rows.success, at_tail(rows.success), rows.success]), n_slots + n_dump,
+                             num_members=n, **ops)
+    node_traj, edge_traj = counted.distinct[:node_cap], counted.distinct[node_cap:n_slots]
+    node_pos, edge_pos = counted.distinct_pos[:node_cap], counted.distinct_pos[node_cap:n_slots]
+    node_revisit = counted.total[:node_cap] - node_traj
+    counts = TrajectoryCounts(node_traj, node_pos, node_revisit, edge_traj, edge_pos)
+    return RolloutGraph(node, next_node, edge, node_ids.count, edge_ids.count, node_cap, edge_cap, arrays,
+                        edge_offsets, counts, rows)
 
 
-def _by_dtype(xs: dict[str, torch.Tensor], fn) -> dict[str, torch.Tensor]:
-    """``fn`` applied to the arrays of each dtype stacked as rows of one 2-d tensor
-    (one kernel for all of them instead of one each); returns rows of the results."""
-    groups: dict[torch.dtype, list[str]] = {}
-    for k, x in xs.items():
-        groups.setdefault(x.dtype, []).append(k)
-    out = {}
-    for keys in groups.values():
-        out.update(zip(keys, fn(torch.stack([xs[k] for k in keys])).unbind(0)))
-    return {k: out[k] for k in xs}
+def graph_return_terms(graph: RolloutGraph, config: CreditConfig) -> tuple[torch.Tensor, GraphReturn]:
+    """Eq. 1: d(s, g) for every node slot, (V_cap,) int64 (one reverse BFS from g), and the GraphGPO
+    return r^G = c * gamma_G^d(s_{t+1}, g), (N,) float64, as c * gamma_G * gamma_G ... (the
+    reference's repeated products); 0 where g is unreachable."""
+    arrays, ops = graph.arrays, graph.rows.ops
+    dist = hop_distance(arrays.src, arrays.dst, arrays.is_sink, graph.edge_offsets, **ops)
+    return dist, graph_return(dist, graph.next_node, config.c, config.gamma_g, **ops)
 
 
-def _finish(method, backend, adv, rows, nodes, n_nodes, unsort, graph=None) -> Tables:
-    """graph: (node_gid, node_valid): the nodes' group ids (numbered in the order of the raw
-    group ids) and which slots hold nodes."""
-    out_rows = unsort({"adv": adv, **{k: rows[k] for k in ROW_KEYS[method]}})
+def graphgpo_advantage(graph: RolloutGraph, r_graph: torch.Tensor, episode_adv: torch.Tensor,
+                       config: CreditConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """GraphGPO (eqs. 21-22 with eta = 0): A^G = Norm_{q,s}(r^G) over the rows of each (group,
+    state) node and A = w_step * A^G + w_ep * Norm_q(Z). Returns (A, A^G), each (N,) float64."""
+    a_graph = segment_normalize(r_graph, graph.node, graph.node_cap, config.norm, config.norm_eps, "zero",
+                                **graph.rows.ops)
+    return config.w_step * a_graph + config.w_ep * episode_adv, a_graph
+
+
+# ------------------------------------------------------------------------------ MileGPO
+def milestone_trap_scores(graph: RolloutGraph, dist: torch.Tensor, config: CreditConfig,
+                          variant: str) -> GraphScores:
+    """Milestone and trap scores (MD, eqs. 2-6; their max-normalised forms, RCS eq. 8) and the
+    progress-contrastive calibration (PCC, eqs. 11-18), up to the seeds of the potentials of
+    ``variant`` (eqs. 7, 8, 19): one op (seven Triton passes on a GPU). Per node slot (V_cap,)."""
+    arrays, counts = graph.arrays, graph.counts
+    return graph_scores(arrays.src, arrays.dst, arrays.edge_valid, arrays.node_gid, arrays.node_valid, arrays.is_sink,
+                        dist, counts.node_traj, counts.node_pos, counts.node_revisit, counts.edge_traj,
+                        counts.edge_pos, arrays.k_count, arrays.k_pos_count, ScoreParams.of(config), variant,
+                        **graph.rows.ops)
+
+
+def potentials(graph: RolloutGraph, seeds: torch.Tensor, config: CreditConfig) -> torch.Tensor:
+    """Phi+ and Phi- (eqs. 7, 8, 19): Phi(s) = max over candidates v of seed(v) * omega^d(s, v), one
+    joint max-times relaxation over the edges. seeds: (V_cap, 2) float64; returns (V_cap, 2) float64."""
+    arrays = graph.arrays
+    return max_times_potential(arrays.src, arrays.dst, seeds, config.omega, graph.edge_offsets, **graph.rows.ops)
+
+
+def shaping_and_advantage(graph: RolloutGraph, phi: torch.Tensor, r_graph: torch.Tensor, episode_adv: torch.Tensor,
+                          config: CreditConfig) -> ShapedAdvantage:
+    """The shaping terms delta+ / delta- (eqs. 9-10), the shaped return r^M (eq. 20), A^G, A^mix and
+    A^res (Norm_{q,s}, eq. 21) and the advantage A (eq. 22): one op (three Triton passes on a GPU).
+    Per row (N,) float64."""
+    return shaped_advantage(phi, graph.node, graph.next_node, r_graph, episode_adv, ShapingParams.of(config),
+                            **graph.rows.ops)
+
+
+# ------------------------------------------------------------------------------ the tables
+def _tables(method: str, rows: GroupOrderedRows, adv: torch.Tensor, row_values: dict[str, torch.Tensor],
+            node_values: dict[str, torch.Tensor] | None = None, graph: RolloutGraph | None = None) -> Tables:
+    """The outputs of ``method``: its per-row arrays back in the batch's order (node ids kept as
+    slot numbers), and with a graph its per-node arrays at capacity, the node count and the keys
+    of the canonical node order."""
+    out_rows = rows.unsort({"adv": adv, **{k: row_values[k] for k in ROW_KEYS[method]}})
     adv = out_rows.pop("adv")
     slots = {k: out_rows.pop(k) for k in ("node", "next_node") if k in out_rows}
-    if n_nodes is None:
+    if graph is None:
         return Tables(adv, out_rows, slots, {}, None, None)
     # the torch ops number nodes in (group, key) order already; the Triton ops by first occurrence
-    order_keys = None if backend == "torch" else graph
-    return Tables(adv, out_rows, slots, {k: nodes[k] for k in NODE_KEYS[method]}, n_nodes, order_keys)
+    order_keys = None if rows.backend == "torch" else (graph.arrays.node_gid, graph.arrays.node_valid)
+    return Tables(adv, out_rows, slots, {k: node_values[k] for k in NODE_KEYS[method]}, graph.n_nodes, order_keys)
 
 
-def _empty(batch, method) -> Tables:
+def _empty(batch: StepBatch, method: str) -> Tables:
+    """The tables of an empty batch: every array of ``method`` with 0 rows / 0 nodes."""
     dev = batch.device
     f = torch.zeros(0, dtype=F64, device=dev)
     i = torch.zeros(0, dtype=torch.int64, device=dev)
     rows = {k: f for k in ROW_KEYS[method] if k not in ("node", "next_node")}
     slots = {k: i for k in ROW_KEYS[method] if k in ("node", "next_node")}
-    nodes = {k: (i if k in ("group", "key", "dist", "n_traj", "n_pos", "n_revisit") else
-                 torch.zeros(0, dtype=torch.bool, device=dev) if k in ("is_sink", "is_milestone", "is_trap",
-                                                                      "retained") else f)
+    nodes = {k: (i if k in INT_KEYS else torch.zeros(0, dtype=torch.bool, device=dev) if k in BOOL_KEYS else f)
              for k in NODE_KEYS[method]}
     count = torch.zeros((), dtype=torch.int64, device=dev) if nodes else None
     return Tables(f, rows, slots, nodes, count, None)

@@ -7,6 +7,8 @@
 - :class:`TextWorldEnv` / :func:`textworld_tasks`: generated TextWorld games (needs ``textworld``).
 - :class:`AlfworldEnv` / :func:`alfworld_tasks` / :func:`milegpo.envs.alfworld.generate`:
   real ALFWorld (needs ``alfworld``).
+- :class:`~milegpo.envs.webshop.WebShopEnv` / :func:`webshop_tasks`: WebShop's text interface over its own
+  data files or the embedded offline catalog (needs ``bm25s``, ``rapidfuzz``).
 - :class:`EnvPool` (worker processes, crash/hang safe) and :class:`SequentialPool`
   (in-process), one API: ``reset(tasks)``, ``reset_group(task, n)``, ``step(actions)``.
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 import importlib
 
 from .base import (DEFAULT_HORIZON, NOTHING_HAPPENS, SINK, UNWINNABLE, EnvError, Task, TextEnv, canonical_state,
-                   stable_seed, state_key, success_by_task_type)
+                   match_action, stable_seed, state_key, success_by_task_type)
 from .household import HouseholdEnv, household_tasks
 
 #: env kind (``Task.env``) -> "module:Class"; imported lazily so that optional engines stay optional.
@@ -26,6 +28,7 @@ ENV_KINDS = {
     "household": "milegpo.envs.household:HouseholdEnv",
     "textworld": "milegpo.envs.textworld_env:TextWorldEnv",
     "alfworld": "milegpo.envs.alfworld:AlfworldEnv",
+    "webshop": "milegpo.envs.webshop:WebShopEnv",
 }
 
 
@@ -46,6 +49,7 @@ def make_env(kind: str) -> TextEnv:
 _LAZY = {
     "TextWorldEnv": "milegpo.envs.textworld_env", "textworld_tasks": "milegpo.envs.textworld_env",
     "AlfworldEnv": "milegpo.envs.alfworld", "alfworld_tasks": "milegpo.envs.alfworld",
+    "WebShopEnv": "milegpo.envs.webshop", "webshop_tasks": "milegpo.envs.webshop",
     "EnvPool": "milegpo.envs.pool", "SequentialPool": "milegpo.envs.pool", "StepOut": "milegpo.envs.pool",
 }
 
@@ -56,5 +60,6 @@ def __getattr__(name):
     raise AttributeError(f"module 'milegpo.envs' has no attribute {name!r}")
 
 
-__all__ = ["SINK", "UNWINNABLE", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state", "state_key",
+__all__ = ["SINK", "UNWINNABLE", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
+           "state_key", "match_action",
            "stable_seed", "success_by_task_type", "HouseholdEnv", "household_tasks", "ENV_KINDS", "env_class", "make_env", *_LAZY]

@@ -7,7 +7,8 @@ Every environment of the project speaks one protocol (:class:`TextEnv`)::
 
 A subclass implements two hooks, :meth:`TextEnv._reset` and :meth:`TextEnv._step`;
 the base class counts steps, truncates at the horizon, marks invalid actions and
-attaches the canonical state key of every observation (``info["state_key"]``).
+attaches the canonical state key of every observation (``info["state_key"]``,
+:func:`milegpo.state_keys.state_key`).
 
 This module imports nothing heavy (no torch): pool workers import it at start-up.
 """
@@ -18,11 +19,9 @@ import hashlib
 import re
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
-#: the success sink key of the credit module (``milegpo.credit.batch.SINK``, int64 max),
-#: repeated here so that pool workers need not import torch; a test checks they agree.
-SINK: int = (1 << 63) - 1
+from ..state_keys import SINK, canonical_state, state_key  # re-exported: one definition, torch-free
 
 #: ALFWorld's answer to an action that does nothing; every world here uses it for invalid actions.
 NOTHING_HAPPENS = "Nothing happens."
@@ -43,27 +42,35 @@ DEFAULT_HORIZON = 50
 #: :meth:`TextEnv.steps_to_win` of a state from which no sequence of actions wins.
 UNWINNABLE: int = 1 << 30
 
-_WS = re.compile(r"\s+")
+#: an admissible entry ``name[<...>]`` is a template (WebShop's ``search[<your query>]``): it admits ``name[<any text>]``
+_TEMPLATE = re.compile(r"^([^\[\]<>]+)\[<[^<>]*>\]$")
 
 
-def canonical_state(text: str) -> str:
-    """The canonical text of an observation: the raw environment feedback, whitespace collapsed.
+def match_action(action: str, admissible: Sequence[str], loose: bool = False) -> str | None:
+    """The admissible action ``action`` stands for, or None when it is not admissible.
 
-    As verl-agent's GiGPO anchor observation, the state is the feedback text itself (not
-    the prompt, not the history); two observations with the same words are one state.
+    An entry is admissible as written, or, when it is a template ``name[<...>]`` (e.g. WebShop's
+    ``search[<your query>]``), by any ``name[text]`` whose text is not blank. Strict (``loose=False``,
+    what :meth:`TextEnv.step` uses): ``action`` must be spelled as the entry; loose (what
+    :func:`milegpo.rollout.parse_action` uses): case and runs of whitespace are ignored, and the
+    entry's spelling is returned (a template's name with the action's text, whitespace collapsed).
     """
-    return _WS.sub(" ", text).strip()
-
-
-def state_key(text: str) -> int:
-    """Signed 64-bit key of ``canonical_state(text)``: blake2b-64, stable across processes.
-
-    Never returns :data:`SINK` (that value is remapped to ``SINK - 1``), so a state hash
-    can never be mistaken for the success sink. Returns a Python int in [-2**63, 2**63 - 2].
-    """
-    digest = hashlib.blake2b(canonical_state(text).encode("utf-8"), digest_size=8).digest()
-    key = int.from_bytes(digest, "little", signed=True)
-    return SINK - 1 if key == SINK else key
+    # loose: the text with whitespace collapsed (as canonical_state collapses it), lower-cased
+    norm = (lambda t: canonical_state(t).lower()) if loose else (lambda t: t)
+    wanted = norm(action)
+    for entry in admissible:
+        if norm(entry) == wanted:
+            return entry
+    for entry in admissible:
+        template = _TEMPLATE.match(entry)
+        if template is None:
+            continue
+        name = template.group(1)
+        prefix = norm(name) + "["
+        if wanted.startswith(prefix) and wanted.endswith("]") and wanted[len(prefix):-1].strip():
+            text = action.strip()[len(name) + 1:-1]
+            return f"{name}[{canonical_state(text)}]" if loose else action
+    return None
 
 
 def stable_seed(*parts: Any) -> int:
@@ -162,7 +169,7 @@ class TextEnv(ABC):
 
         Asked only when labels are wanted (``milegpo.rollout.labelled.play_episode(..., label=True)``, or a
         replay of recorded actions), so training pays nothing for it. Household: an exact planner
-        (:mod:`milegpo.envs.household_planner`); TextWorld: its winning policy's length; ALFWorld: its PDDL
+        (:mod:`milegpo.envs.household.planner`); TextWorld: its winning policy's length; ALFWorld: its PDDL
         planner's plan length (the last two not proven shortest)."""
         return None
 
@@ -190,7 +197,7 @@ class TextEnv(ABC):
             raise EnvError(f"{type(self).__name__}.step: episode of task {self.task.task_id!r} is done "
                            f"(after {self.steps} steps); call reset")
         action = action.strip()
-        invalid = action not in self.admissible
+        invalid = match_action(action, self.admissible) is None
         obs, reward, won, admissible, info = self._step(action)
         self.steps += 1
         lost = bool(info.get("lost", False)) and not won
@@ -216,5 +223,5 @@ def success_by_task_type(task_types, won) -> dict[str, float]:
     return out
 
 
-__all__ = ["SINK", "UNWINNABLE", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
+__all__ = ["SINK", "UNWINNABLE", "match_action", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
            "state_key", "stable_seed"]

@@ -1,4 +1,5 @@
-"""Rollouts of text-game agents: the step prompt, action parsing, and the batched episode loop.
+"""Rollouts of text-game agents: the step prompt (``prompt.py``), action parsing (``parse.py``), the batched
+episode loop (``loop.py``) and the task sets of a run (``tasks.py``).
 
 >>> from milegpo.rollout import EpisodeRunner, render_prompt, parse_action
 >>> rollout = EpisodeRunner(history_length=2).run(tasks, group_size=8, generate=fn)

@@ -238,7 +238,7 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
     import json
     import tempfile
 
-    from ..main_job import make_trainer, parse, reload_tokenizer
+    from ..job import make_trainer, parse, reload_tokenizer
 
     tasks = list(tasks)
     if not tasks:

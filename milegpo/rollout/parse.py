@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, Sequence
 
+from ..envs.base import match_action
+
 _ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _WS = re.compile(r"\s+")
@@ -19,17 +21,14 @@ class ParsedAction(NamedTuple):
     reason: str
 
 
-def _norm(text: str) -> str:
-    return _WS.sub(" ", text).strip().lower()
-
-
 def parse_action(completion: str, admissible: Sequence[str], require_think: bool = False) -> ParsedAction:
     """Parse one completion.
 
     The last complete ``<action>...</action>`` block is the action; matching against
     ``admissible`` ignores case and runs of whitespace. Invalid (``valid=False``) when
     there is no action block ("no_action"), the action is not admissible
-    ("not_admissible"), or ``require_think`` and there is no ``<think>...</think>``
+    ("not_admissible"; a template entry such as ``search[<your query>]`` admits ``search[any words]``,
+    see :func:`milegpo.envs.base.match_action`), or ``require_think`` and there is no ``<think>...</think>``
     block ("no_think"). An invalid action still goes to the environment (which answers
     "Nothing happens."), so the episode spends the step, as in ALFWorld.
     """
@@ -37,8 +36,7 @@ def parse_action(completion: str, admissible: Sequence[str], require_think: bool
     if not found:
         return ParsedAction("", False, "no_action")
     raw = _WS.sub(" ", found[-1]).strip()
-    lookup = {_norm(a): a for a in admissible}
-    match = lookup.get(_norm(raw))
+    match = match_action(raw, admissible, loose=True)
     if match is None:
         return ParsedAction(raw, False, "not_admissible")
     if require_think and not _THINK.search(completion):

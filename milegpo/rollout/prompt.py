@@ -5,6 +5,10 @@ pairs, the current observation and the admissible actions, and is asked to reaso
 ``<think>...</think>`` and to answer with one action in ``<action>...</action>``
 (the verl-agent ALFWorld template, which the paper uses).
 
+``style="webshop"`` is verl-agent's WebShop template: the page's texts after the instruction, each
+quoted (its ``format_obs``), the admissible actions one per line, no history at step 0, and no
+history either when the prompt would exceed 13,000 characters (as verl-agent does).
+
 ``style="compact"`` drops the instructions and shows the same facts in few tokens
 (task, recent ``[observation -> action]`` pairs, observation, actions): for the tiny
 policies trained from scratch on CPU, whose attention finds the action list faster in
@@ -27,11 +31,32 @@ TEMPLATE = (
     "you should choose an admissible action for the current step and present it within <action> </action> tags."
 )
 
+#: verl-agent's WebShop prompts (agent_system/environments/prompts/webshop.py): the first step, then with history
+_WEBSHOP_INTRO = "\nYou are an expert autonomous agent operating in the WebShop e\u2011commerce environment."
+_WEBSHOP_TAIL = (
+    "Your admissible actions of the current situation are: \n[\n{actions}\n].\n\n"
+    "Now it's your turn to take one action for the current step.\n"
+    "You should first reason step-by-step about the current situation, then think carefully which admissible "
+    "action best advances the shopping goal. This reasoning process MUST be enclosed within <think> </think> tags. \n"
+    "Once you've finished your reasoning, you should choose an admissible action for current step and present it "
+    "within <action> </action> tags.\n"
+)
+WEBSHOP_TEMPLATE_NO_HIS = (_WEBSHOP_INTRO + " \nYour task is to: {goal}.\nYour current observation is: {observation}.\n"
+                           + _WEBSHOP_TAIL)
+WEBSHOP_TEMPLATE = (
+    _WEBSHOP_INTRO + "\nYour task is to: {goal}.\n"
+    "Prior to this step, you have already taken {n} step(s). Below are the most recent {k} observations and the "
+    "corresponding actions you took: {pairs}\n"
+    "You are now at step {step} and your current observation is: {observation}.\n" + _WEBSHOP_TAIL
+)
+#: verl-agent drops the history of a WebShop prompt longer than this many characters
+WEBSHOP_MAX_CHARS = 13000
+
 #: the compact step prompt (``style="compact"``)
 COMPACT_TEMPLATE = "Task: {goal}\nBefore: {history}\nNow: {observation}\nActions: {actions}"
 
 #: the prompt styles :func:`render_prompt` knows
-PROMPT_STYLES = ("alfworld", "compact")
+PROMPT_STYLES = ("alfworld", "compact", "webshop")
 
 HISTORY = (
     "Prior to this step, you have already taken {n} step(s). Below are the most recent {k} observations and "
@@ -46,22 +71,44 @@ def render_prompt(goal: str, observation: str, admissible: Sequence[str], histor
     goal: the task sentence; observation: the current observation; admissible: the
     admissible actions; history: all (observation, action) pairs of the episode so far,
     oldest first (only the last ``history_length`` are shown); step: steps taken so far;
-    style: ``alfworld`` (the verl-agent template) or ``compact`` (see the module docstring).
+    style: ``alfworld`` (the verl-agent template), ``webshop`` (verl-agent's WebShop template) or
+    ``compact`` (see the module docstring).
     """
     recent = list(history)[-history_length:] if history_length > 0 else []
+    if style == "webshop":
+        return _webshop_prompt(goal, observation, admissible, recent, step)
     if style == "compact":
         return COMPACT_TEMPLATE.format(goal=goal.strip(), history=" ".join(f"[{o.strip()} -> {a}]" for o, a in recent),
                                        observation=observation.strip(), actions=", ".join(admissible))
     if style != "alfworld":
         raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
-    hist = ""
-    if recent:
-        first = step - len(recent) + 1
-        pairs = " ".join(f"[Observation {first + i}: '{o.strip()}', Action {first + i}: '{a}']"
-                         for i, (o, a) in enumerate(recent))
-        hist = HISTORY.format(n=step, k=len(recent), pairs=pairs)
+    hist = HISTORY.format(n=step, k=len(recent), pairs=_pairs(recent, step)) if recent else ""
     return TEMPLATE.format(goal=goal.strip(), history=hist, step=step + 1, observation=observation.strip(),
                            actions=", ".join(f"'{a}'" for a in admissible))
+
+
+def _pairs(recent: Sequence[tuple[str, str]], step: int) -> str:
+    first = step - len(recent) + 1
+    return " ".join(f"[Observation {first + i}: '{o.strip()}', Action {first + i}: '{a}']" for i, (o, a) in enumerate(recent))
+
+
+def webshop_observation(observation: str, goal: str) -> str:
+    """verl-agent's ``format_obs``: the page's texts after the instruction, each quoted, joined by ``" [SEP] "``."""
+    parts = observation.split(" [SEP] ")
+    if goal not in parts:
+        return observation
+    return " [SEP] ".join(f"'{p}'" for p in parts[parts.index(goal) + 1:])
+
+
+def _webshop_prompt(goal: str, observation: str, admissible: Sequence[str], recent, step: int) -> str:
+    actions = "\n".join(f"'{a}'," for a in admissible)
+    first = WEBSHOP_TEMPLATE_NO_HIS.format(goal=goal, observation=webshop_observation(observation, goal), actions=actions)
+    if not recent:
+        return first
+    pairs = _pairs([(webshop_observation(o, goal), a) for o, a in recent], step)
+    text = WEBSHOP_TEMPLATE.format(goal=goal, n=step, k=len(recent), pairs=pairs, step=step + 1,
+                                   observation=webshop_observation(observation, goal), actions=actions)
+    return first if len(text) > WEBSHOP_MAX_CHARS else text
 
 
 def as_model_input(text: str, conversational: bool) -> str | list[dict]:
@@ -69,4 +116,5 @@ def as_model_input(text: str, conversational: bool) -> str | list[dict]:
     return [{"role": "user", "content": text}] if conversational else text
 
 
-__all__ = ["TEMPLATE", "COMPACT_TEMPLATE", "PROMPT_STYLES", "HISTORY", "render_prompt", "as_model_input"]
+__all__ = ["TEMPLATE", "COMPACT_TEMPLATE", "WEBSHOP_TEMPLATE", "WEBSHOP_TEMPLATE_NO_HIS", "PROMPT_STYLES", "HISTORY",
+           "render_prompt", "webshop_observation", "as_model_input"]

@@ -1,4 +1,5 @@
-"""Adversarial random StepBatches for the credit tests (independent of milegpo.credit.synthetic).
+"""Adversarial random StepBatches for the credit tests (independent of milegpo.credit.synthetic),
+and :func:`rows_ok`, the hand-written batch the error tests mutate.
 
 Tiny state spaces force shared states, revisits and self-loops; outcomes are drawn
 independently of the path so that every structure (a success through a trap, a
@@ -54,3 +55,14 @@ def make_batch(seed: int, shuffle: bool = True, **kwargs) -> StepBatch:
     if shuffle:
         rows = [rows[i] for i in rng.permutation(len(rows))]
     return StepBatch.from_rows(rows)
+
+
+def rows_ok() -> list[dict]:
+    """Four hand-written rows, the valid batch the error tests mutate."""
+    # traj 0 wins in two steps, traj 1 fails in two steps; rows deliberately shuffled
+    return [
+        dict(group=0, traj=1, t=1, state=3, next_state=3, success=False, reward=0.0, invalid=True),
+        dict(group=0, traj=0, t=0, state=1, next_state=2, success=True, reward=0.0, invalid=False),
+        dict(group=0, traj=1, t=0, state=1, next_state=3, success=False, reward=0.0, invalid=False),
+        dict(group=0, traj=0, t=1, state=2, next_state=SINK, success=True, reward=10.0, invalid=False),
+    ]

@@ -1,20 +1,12 @@
-"""StepBatch validation (spec section 1) and CreditConfig / estimate argument errors."""
+"""StepBatch validation (spec section 1), its row order and its I/O."""
 
 import numpy as np
 import pytest
 import torch
 
-from milegpo.credit import SINK, BatchError, CreditConfig, StepBatch, estimate, presets
+from milegpo.credit import SINK, BatchError, StepBatch, estimate
 
-
-def rows_ok():
-    # traj 0 wins in two steps, traj 1 fails in two steps; rows deliberately shuffled
-    return [
-        dict(group=0, traj=1, t=1, state=3, next_state=3, success=False, reward=0.0, invalid=True),
-        dict(group=0, traj=0, t=0, state=1, next_state=2, success=True, reward=0.0, invalid=False),
-        dict(group=0, traj=1, t=0, state=1, next_state=3, success=False, reward=0.0, invalid=False),
-        dict(group=0, traj=0, t=1, state=2, next_state=SINK, success=True, reward=10.0, invalid=False),
-    ]
+from .batches import rows_ok
 
 
 def test_valid_batch_and_roundtrip(tmp_path):
@@ -45,6 +37,23 @@ def test_row_order_found_while_validating_and_carried():
         StepBatch.from_rows(rows_ok(), validate=False, _row_order=torch.arange(3))
     r_raw, r_val = estimate(raw, "milegpo", backend="torch"), estimate(shuffled, "milegpo", backend="torch")
     assert torch.equal(r_raw.advantages, r_val.advantages)  # the pipeline sorts an unvalidated batch itself
+
+
+def test_with_row_order_carries_an_order_into_a_copy():
+    from .batches import make_batch
+
+    b = make_batch(5, n_groups=2, k=3, horizon=5)
+    raw = StepBatch(**b.as_dict(), validate=False)
+    carried = raw.with_row_order(b.row_order)
+    assert carried is not raw and raw.row_order is None and carried.row_order is b.row_order
+    assert all(getattr(carried, k) is getattr(raw, k) for k in b.as_dict())  # the same tensors, not copies
+    assert carried.with_row_order(None).row_order is None
+    assert StepBatch(**b.as_dict(), validate=False, _row_order=b.row_order).row_order is b.row_order  # older callers
+    for bad, what in ((b.row_order[1:], rf"\({len(b) - 1},\)"), (b.row_order.to(torch.int32), "torch.int32")):
+        with pytest.raises(BatchError, match=rf"row_order must be \({len(b)},\) int64 on cpu, got .*{what}"):
+            raw.with_row_order(bad)
+    a_raw, a_carried = (estimate(x, "milegpo", backend="torch").advantages for x in (raw, carried))
+    assert torch.equal(a_carried, a_raw)  # the pipeline sorts the rows itself, or takes the carried order
 
 
 def test_empty_batch():
@@ -103,39 +112,3 @@ def test_lengths_and_dtypes():
     # 0/1 integers are accepted for the bool fields
     ok = StepBatch(**{**cols, "success": [0, 1, 0, 1], "invalid": [1, 0, 0, 0]})
     assert ok.success.dtype == torch.bool
-
-
-def test_estimate_argument_errors():
-    b = StepBatch.from_rows(rows_ok())
-    with pytest.raises(ValueError, match="unknown credit method 'ppo'"):
-        estimate(b, "ppo")
-    with pytest.raises(ValueError, match="unknown MileGPO variant 'half'"):
-        estimate(b, "milegpo", variant="half")
-    with pytest.raises(ValueError, match="unknown credit backend 'jax'"):
-        estimate(b, "milegpo", backend="jax")
-    with pytest.raises(TypeError, match="config must be a CreditConfig"):
-        estimate(b, "milegpo", {"eta": 1.0})
-    with pytest.raises(TypeError, match="batch must be a StepBatch"):
-        estimate(rows_ok(), "milegpo")
-
-
-def test_config_errors_and_presets():
-    assert presets.ALFWORLD.norm == "mean_std" and presets.WEBSHOP.norm == "mean"
-    assert presets.WEBSHOP.eta == 1.0 and presets.WEBSHOP.kappa_bc == 1 and presets.WEBSHOP.rho == 0.5
-    assert presets.ALFWORLD.theta_m == 1.1 and presets.ALFWORLD.eta == 0.2
-    with pytest.raises(ValueError, match=r"unknown CreditConfig field\(s\) \['etaa'\]"):
-        presets.ALFWORLD.replace(etaa=0.1)
-    with pytest.raises(ValueError, match="omega must be in"):
-        CreditConfig(omega=1.5)
-    with pytest.raises(ValueError, match="norm must be one of"):
-        CreditConfig(norm="std")
-    with pytest.raises(ValueError, match="kappa_bc must be 0 or 1"):
-        CreditConfig(kappa_bc=2)
-    with pytest.raises(ValueError, match="min_node_support must be a whole number >= 1"):
-        CreditConfig(min_node_support=0)
-    with pytest.raises(TypeError, match="eta must be a number"):
-        CreditConfig(eta="0.2")
-    with pytest.raises(ValueError, match="c must be finite"):
-        CreditConfig(c=float("nan"))
-    with pytest.raises(TypeError):
-        CreditConfig(unknown=1)

@@ -1,4 +1,5 @@
-"""The vectorised estimator against the plain-Python reference, and the spec's properties."""
+"""estimate: its argument checks, the vectorised estimator against the plain-Python reference, and the
+spec's properties."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from milegpo.credit import METHODS, SINK, StepBatch, estimate, presets
 from milegpo.credit.result import BOOL_KEYS, INT_KEYS
 
-from .batches import make_batch
+from .batches import make_batch, rows_ok
 
 CASES = [(m, "full") for m in METHODS if m != "milegpo"] + [("milegpo", v) for v in ("md", "rcs", "full")]
 PRESETS = {"alfworld": presets.ALFWORLD, "webshop": presets.WEBSHOP}
@@ -53,6 +54,20 @@ def compare(batch: StepBatch, backend: str = "torch", cases=CASES, presets_=PRES
                 elif k in INT_KEYS:
                     g, r = g.long(), r.long()
                 assert_same(g, r, f"{tag} nodes[{k}]")
+
+
+def test_estimate_argument_errors():
+    b = StepBatch.from_rows(rows_ok())
+    with pytest.raises(ValueError, match="unknown credit method 'ppo'"):
+        estimate(b, "ppo")
+    with pytest.raises(ValueError, match="unknown MileGPO variant 'half'"):
+        estimate(b, "milegpo", variant="half")
+    with pytest.raises(ValueError, match="unknown credit backend 'jax'"):
+        estimate(b, "milegpo", backend="jax")
+    with pytest.raises(TypeError, match="config must be a CreditConfig"):
+        estimate(b, "milegpo", {"eta": 1.0})
+    with pytest.raises(TypeError, match="batch must be a StepBatch"):
+        estimate(rows_ok(), "milegpo")
 
 
 settings.register_profile("credit", max_examples=30, deadline=None,

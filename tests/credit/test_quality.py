@@ -163,7 +163,7 @@ def test_replayed_trajectories_get_the_labels_of_the_played_ones():
 def test_a_saved_policy_is_played_by_the_trainer_and_labelled_by_replay(tmp_path):
     from milegpo.credit.quality import quality_tasks
     from milegpo.rollout.labelled import play_checkpoint
-    from milegpo.tiny import make_model, make_tokenizer
+    from milegpo.job.policy import make_model, make_tokenizer
 
     tok = make_tokenizer(n_tasks=4)
     make_model(tok, hidden=32).save_pretrained(tmp_path)

@@ -91,12 +91,6 @@ def test_triton_equal_branch_margins_and_exact_zero():
         assert torch.equal(r.advantages, torch.zeros(len(same), dtype=torch.float64))
 
 
-#: ATen ops that read a device tensor's value on the host (a sync on CUDA), or build a tensor
-#: from Python data (a host-to-device copy on CUDA)
-HOST_READS = {"_local_scalar_dense", "item", "is_nonzero", "equal", "nonzero", "masked_select", "unique_dim",
-              "_unique", "_unique2", "unique_consecutive", "repeat_interleave", "lift_fresh"}
-
-
 @pytest.mark.parametrize("method, variant", [("grpo", "full"), ("gigpo", "full"), ("graphgpo", "full"),
                                              ("milegpo", "md"), ("milegpo", "rcs"), ("milegpo", "full")])
 @pytest.mark.parametrize("validated", [True, False])
@@ -105,27 +99,16 @@ def test_gpu_layout_pipeline_reads_nothing_on_the_host(method, variant, validate
     cannot slip one in: the Triton pipeline at the GPU's static layout, its host-side input checks
     off (as on CUDA tensors), makes none of the ops that would sync or copy from the host there,
     up to the advantages (trimming the node table on read is the one host read, by design)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     from milegpo.credit.vectorized import credit_tables
-    from milegpo_kernels._launch_hooks import hooked_kernels, host_checks_off, in_kernel
+    from milegpo_kernels.inputs import host_checks
+    from milegpo_kernels.testing import no_host_reads
 
     batch = make_batch(11, n_groups=3, k=4, horizon=8, n_states=4)
     if not validated:  # the pipeline sorts the rows itself
         batch = StepBatch(**batch.as_dict(), validate=False)
-    seen = []
-
-    class HostReads(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = func.overloadpacket.__name__
-            if name in HOST_READS and not in_kernel():  # the interpreter's own copies are not the pipeline's
-                seen.append(name)
-            return func(*args, **(kwargs or {}))
-
-    with host_checks_off(), hooked_kernels(lambda *a: None), HostReads():
+    with host_checks(False), no_host_reads(f"{method}/{variant}"):  # raises naming the host reads
         tables = credit_tables(batch, method, presets.ALFWORLD, variant, "triton", static_shapes=True)
         adv = tables.result(batch, method, presets.ALFWORLD, variant, "triton").advantages
-    assert seen == [], f"{method}/{variant}: host reads {seen}"
     ref = estimate(batch, method, presets.ALFWORLD, variant, backend="reference").advantages
     torch.testing.assert_close(adv, ref, rtol=1e-9, atol=1e-9)
 
@@ -146,37 +129,3 @@ def test_cuda_estimate_makes_no_host_sync():
         torch.cuda.set_sync_debug_mode(0)
     ref = estimate(batch.to("cpu"), "milegpo", presets.ALFWORLD, backend="torch")
     torch.testing.assert_close(result.advantages.cpu(), ref.advantages, atol=1e-9, rtol=1e-9)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-@pytest.mark.gpu
-def test_cuda_graph_replay_matches_reference(monkeypatch):
-    from milegpo.credit import graphed
-    from milegpo.credit.graphed import _GRAPHS, clear_graphs
-    from milegpo.credit.synthetic import benchmark_batch
-
-    monkeypatch.setattr(graphed, "MAX_GRAPHS", 32)  # keep all 12 (method, variant, preset) graphs
-    clear_graphs()
-    first = benchmark_batch(n_groups=3, group_size=5, horizon=12, seed=1).to("cuda")
-    compare(first, backend="triton", cuda_graph=True)  # captures one graph per method / variant / preset
-    captured = len(_GRAPHS)
-    assert captured == 12
-    second = benchmark_batch(n_groups=3, group_size=5, horizon=12, seed=2, self_loop_p=0.6).to("cuda")
-    assert len(second) == len(first)
-    compare(second, backend="auto", cuda_graph=True)  # same size: replays, new inputs
-    assert len(_GRAPHS) == captured
-    # results of earlier calls are copies: a later replay does not overwrite them
-    r1 = estimate(first, "milegpo", presets.ALFWORLD, cuda_graph=True)
-    keep = r1.advantages.clone(), r1.nodes["phi_pos"].clone()
-    estimate(second, "milegpo", presets.ALFWORLD, cuda_graph=True)
-    assert torch.equal(r1.advantages, keep[0]) and torch.equal(r1.nodes["phi_pos"], keep[1])
-    compare(make_batch(3, n_groups=2, k=4, horizon=8).to("cuda"), backend="triton", cuda_graph=True)
-
-
-def test_cuda_graph_needs_a_cuda_batch_and_the_triton_backend():
-    batch = make_batch(0, n_groups=1, k=2, horizon=3)
-    with pytest.raises(ValueError, match="cuda_graph=True needs a batch on a CUDA device"):
-        estimate(batch, "milegpo", presets.ALFWORLD, cuda_graph=True)
-    if torch.cuda.is_available():
-        with pytest.raises(ValueError, match="cuda_graph=True needs backend 'triton' or 'auto'"):
-            estimate(batch.to("cuda"), "milegpo", presets.ALFWORLD, backend="torch", cuda_graph=True)

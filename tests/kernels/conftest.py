@@ -25,30 +25,12 @@ def device() -> str:
     return "cuda" if _on_gpu() else "cpu"
 
 
-_INT_GARBAGE = -0x5EEDBADC0FFEE
-
-
-def _fill_garbage(t: torch.Tensor) -> torch.Tensor:
-    if t.dtype.is_floating_point:
-        return t.fill_(float("nan"))
-    if t.dtype == torch.bool:
-        return t.fill_(True)
-    return t.fill_(max(_INT_GARBAGE, torch.iinfo(t.dtype).min))
-
-
 @pytest.fixture
-def garbage_empty(monkeypatch):
+def garbage_empty():
     """``torch.empty`` / ``torch.empty_like`` return NaN / garbage-filled tensors, so a
-    kernel that forgets to write an output element fails instead of passing by luck."""
-    empty, empty_like = torch.empty, torch.empty_like
+    kernel that forgets to write an output element fails instead of passing by luck
+    (:func:`milegpo_kernels.testing.garbage_empty`)."""
+    from milegpo_kernels.testing import garbage_empty
 
-    def garbage(*args, **kwargs):
-        return _fill_garbage(empty(*args, **kwargs))
-
-    def garbage_like(*args, **kwargs):
-        return _fill_garbage(empty_like(*args, **kwargs))
-
-    monkeypatch.setattr(torch, "empty", garbage)
-    monkeypatch.setattr(torch, "empty_like", garbage_like)
-    yield
-
+    with garbage_empty():
+        yield

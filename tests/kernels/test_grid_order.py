@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 
 from milegpo_kernels._backend import interpreter_on
-from milegpo_kernels._launch_hooks import CUDA_GRID_LIMITS, check_grid, grid_order
+from milegpo_kernels.testing import CUDA_GRID_LIMITS, check_grid, grid_order
 
 pytestmark = pytest.mark.skipif(not interpreter_on(), reason="interpreter only")
 

@@ -1,5 +1,5 @@
 """No two programs of a launch race: every Triton op of the package under the interpreter's race
-check (:func:`milegpo_kernels._launch_hooks.race_check`), with blocks of 32 so that even small
+check (:func:`milegpo_kernels.testing.race_check`), with blocks of 32 so that even small
 inputs spread over many programs.
 
 The interpreter runs a launch's programs one after another; a GPU runs them at once. A kernel
@@ -20,7 +20,9 @@ from milegpo.credit import estimate, presets
 from milegpo.credit.synthetic import paths_batch
 from milegpo_kernels import dense_ids, max_normalize, segment_max, segment_normalize, sibling_mean
 from milegpo_kernels._backend import interpreter_on
-from milegpo_kernels._launch_hooks import (
+from milegpo_kernels.policy_loss import fused as fused_mod
+from milegpo_kernels.policy_loss import fused_policy_loss
+from milegpo_kernels.testing import (
     POISON_INT,
     OutOfBoundsError,
     RaceError,
@@ -29,8 +31,6 @@ from milegpo_kernels._launch_hooks import (
     race_check,
     triton_modules,
 )
-from milegpo_kernels.policy_loss import fused as fused_mod
-from milegpo_kernels.policy_loss import fused_policy_loss
 
 from ..credit.batches import make_batch
 from ..credit.test_estimate import compare
@@ -262,7 +262,7 @@ def test_hash_grouping_has_no_race(peek, table_size):
     stale EMPTY leads to the CAS, which returns the truth; a stale row is still a row of the
     slot's tuple, as the slot only ever moves to a smaller row of the same tuple). The check
     names exactly that read; the ids are right either way."""
-    from milegpo_kernels.triton_grouping import dense_ids_triton
+    from milegpo_kernels.grouping.triton_ops import dense_ids_triton
 
     g = torch.Generator().manual_seed(1)
     a = torch.randint(-3, 3, (290,), generator=g)
@@ -284,7 +284,7 @@ def test_hash_grouping_has_no_race(peek, table_size):
 
 
 def test_runs_variant_of_the_normalisation_has_no_race(small_blocks):
-    from milegpo_kernels.triton_segment import segment_normalize_triton
+    from milegpo_kernels.segment.triton_ops import segment_normalize_triton
 
     g = torch.Generator().manual_seed(2)
     seg = torch.sort(torch.randint(0, 9, (400,), generator=g)).values  # runs of equal ids, as in the pipeline

@@ -28,7 +28,7 @@ from milegpo_kernels import (
     graph_return_torch,
 )
 
-from .test_credit_ops import BLOCK, _close
+from .helpers import BLOCK, check_close
 
 pytestmark = pytest.mark.usefixtures("garbage_empty")
 
@@ -78,7 +78,7 @@ def test_discounted_returns_twin_scans_one_long_trajectory_among_short_ones(gamm
     reward = [rng.gauss(0.0, 1.0) for _ in range(5000)]
     last = [i >= 2999 for i in range(5000)]
     want = py_discounted_returns(reward, last, gamma)
-    _close(discounted_returns_torch(torch.tensor(reward, dtype=torch.float64), torch.tensor(last), gamma), want)
+    check_close(discounted_returns_torch(torch.tensor(reward, dtype=torch.float64), torch.tensor(last), gamma), want)
 
 
 def test_discounted_returns_walk_across_blocks(device):
@@ -143,7 +143,7 @@ def test_graph_return(case, gamma, device):
     got = graph_return(d, x, 10.0, gamma, backend="triton")
     assert got.r_graph.cpu().tolist() == want[0] and got.node_dist.cpu().tolist() == want[1]  # bit-exact
     twin = graph_return_torch(d.cpu(), x.cpu(), 10.0, gamma)
-    _close(twin.r_graph, want[0])
+    check_close(twin.r_graph, want[0])
     assert twin.node_dist.tolist() == want[1]
 
 

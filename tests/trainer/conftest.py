@@ -5,7 +5,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from tiny import build_warm_checkpoint  # noqa: E402
+from warm_checkpoints import build_warm_checkpoint  # noqa: E402
 
 
 @pytest.fixture(scope="session")

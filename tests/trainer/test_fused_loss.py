@@ -4,7 +4,7 @@ same training chunk (on CPU the kernel's torch twin runs; tests/kernels covers t
 import pytest
 import torch
 
-from milegpo.main_job import reload_tokenizer
+from milegpo.job.policy import reload_tokenizer
 
 from test_trainer import RecordingTrainer, make_args, tasks
 

@@ -13,11 +13,11 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from milegpo.config import MileGPOConfig
-from milegpo.main_job import reload_tokenizer
+from milegpo.job.policy import reload_tokenizer
 from milegpo.credit import StepBatch, estimate
 from milegpo.trainer import MileGPOTrainer
 from milegpo_kernels._backend import interpreter_on
-from tiny import easy_tasks
+from warm_checkpoints import easy_tasks
 
 torch.set_num_threads(1)
 
@@ -161,6 +161,35 @@ def test_chunking_does_not_change_the_update(tmp_path, warm_checkpoint, loss_typ
     base = AutoModelForCausalLM.from_pretrained(warm_checkpoint)
     moved = any(not torch.equal(v, weights[0][k]) for k, v in base.named_parameters())
     assert moved
+
+
+@pytest.mark.slow
+def test_every_chunk_goes_through_transformers_training_step(tmp_path, warm_checkpoint, monkeypatch):
+    """transformers' own Trainer.training_step runs once per chunk, so its features apply to every chunk
+    (here ``torch_empty_cache_steps``: the device cache is emptied after each chunk's loss); gradients sync
+    on the last chunk of the optimizer step's last micro-step only."""
+    import transformers
+
+    calls, cleared = [], []
+    inner = transformers.Trainer.training_step
+
+    def recording(self, model, inputs, num_items_in_batch=None):
+        calls.append((self._step, self.accelerator.sync_gradients))
+        return inner(self, model, inputs, num_items_in_batch)
+
+    monkeypatch.setattr(transformers.Trainer, "training_step", recording)
+    monkeypatch.setattr(transformers.trainer, "clear_device_cache", lambda: cleared.append(1))
+    tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
+    train, evals = tasks()
+    args = make_args(tmp_path, per_device_train_batch_size=3, gradient_accumulation_steps=2, max_steps=1, beta=0.0,
+                     horizon=4, torch_empty_cache_steps=1)
+    tr = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    tr.train()
+    chunks = [len(m) for m in tr.records[0]["micro_steps"]]
+    assert len(chunks) == 2 and min(chunks) > 1
+    assert calls == [(step, step == 1 and i == n - 1) for step, n in enumerate(chunks) for i in range(n)]
+    assert len(cleared) == sum(chunks)
+    assert tr._step == 2 and "step_time" in tr.state.log_history[0]  # GRPOTrainer's counters, once per micro-step
 
 
 @pytest.mark.slow

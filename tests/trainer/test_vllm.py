@@ -9,7 +9,7 @@ Two engines: vLLM as this CPU sets it up, and one whose linear layers are packed
 library the way vLLM's oneDNN / AMX / zentorch paths pack them on CPUs that have them (the
 layer's ``weight`` emptied, no ``weight_loader``: TRL's own colocate sync fails there with
 ``AttributeError``). The trainer syncs through vLLM's in-place reload on either
-(:mod:`milegpo.vllm_sync`), so the trained weights reach both.
+(:mod:`milegpo.trainer.vllm_sync`), so the trained weights reach both.
 """
 
 import os
@@ -43,7 +43,7 @@ def _value(name: str, out: str) -> float:
 @pytest.mark.skipif(vllm_python() is None, reason="no vLLM: run scripts/install_vllm.sh")
 @pytest.mark.parametrize("engine", ["as-set-up", "packed"])
 def test_vllm_colocate_two_iterations(tmp_path, engine):
-    from tiny import build_warm_checkpoint
+    from warm_checkpoints import build_warm_checkpoint
 
     ckpt = build_warm_checkpoint(str(tmp_path / "model"), hidden=128, heads=2, kv_heads=1)  # head_dim 64 for vLLM CPU
     script = os.path.join(os.path.dirname(__file__), "vllm_script.py")

@@ -15,7 +15,7 @@ import torch
 warnings.filterwarnings("ignore")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from tiny import easy_tasks, make_model, make_tokenizer  # noqa: E402
+from warm_checkpoints import easy_tasks, make_model, make_tokenizer  # noqa: E402
 
 from milegpo.config import MileGPOConfig  # noqa: E402
 from milegpo.credit import estimate  # noqa: E402

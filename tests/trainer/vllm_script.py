@@ -52,7 +52,7 @@ def trl_sync_outcome(trainer) -> str:
 def main():
     if len(sys.argv) > 3 and sys.argv[3] == "packed":
         emulate_packed_cpu_gemm()
-    from tiny import easy_tasks
+    from warm_checkpoints import easy_tasks
     from transformers import AutoTokenizer
     from milegpo.config import MileGPOConfig
     from milegpo.trainer import MileGPOTrainer

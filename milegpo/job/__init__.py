@@ -1,0 +1,28 @@
+"""The main job behind ``milegpo train`` / ``milegpo eval``: warm start, evaluate, train, evaluate, report.
+
+- :mod:`~milegpo.job.arguments`: the flags (:class:`JobArguments` + every MileGPOConfig field), :func:`parse`,
+  :data:`TINY_DEFAULTS` (the embedded CPU run's defaults);
+- :mod:`~milegpo.job.policy`: the policy, the given model or a tiny Qwen2 and tokenizer built on the spot
+  (:func:`load_policy`), and its SFT warm start (:func:`warm_start`, TRL's ``SFTTrainer`` on expert
+  walkthroughs);
+- :mod:`~milegpo.job.pipeline`: :func:`run_train` (the whole job) and :func:`run_eval`;
+- :mod:`~milegpo.job.report`: summaries (:func:`eval_summary`, :func:`training_history`,
+  :func:`format_summary`), ``summary.json`` and the run's plots, drawn by :mod:`~milegpo.job.plots`.
+
+    >>> from milegpo.job import parse, run_train
+    >>> job, cfg = parse(["--max_steps", "3", "--output_dir", "runs/short"])
+    >>> summary = run_train(job, cfg)
+"""
+
+from __future__ import annotations
+
+from .arguments import TASK_FIELDS, TASK_SETTINGS, TINY_DEFAULTS, JobArguments, build_parser, parse
+from .pipeline import make_trainer, run_eval, run_train
+from .policy import load_policy, reload_tokenizer, sft_tasks, warm_start
+from .report import (advantages_plot, eval_line, eval_summary, format_eval, format_summary, time_split,
+                     training_history, write_plots, write_summary)
+
+__all__ = ["JobArguments", "TINY_DEFAULTS", "TASK_SETTINGS", "TASK_FIELDS", "build_parser", "parse", "run_train",
+           "run_eval", "make_trainer", "load_policy", "reload_tokenizer", "sft_tasks", "warm_start", "eval_summary",
+           "training_history", "time_split", "eval_line", "format_eval", "format_summary", "write_summary",
+           "write_plots", "advantages_plot"]

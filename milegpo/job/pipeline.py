@@ -1,0 +1,145 @@
+"""The job behind ``milegpo train`` / ``milegpo eval``: warm start, evaluate, train, evaluate, report.
+
+Pipeline of :func:`run_train`:
+
+1. the policy (:func:`~milegpo.job.policy.load_policy`): ``--model_name_or_path`` (any causal LM with a chat
+   template), or, when it is not given, the embedded default: a WordLevel tokenizer and a tiny Qwen2 built
+   on the spot;
+2. a supervised warm start with TRL's ``SFTTrainer`` on expert walkthroughs of training tasks
+   (:func:`~milegpo.job.policy.warm_start`; ``--sft_epochs 0`` skips it), saved to ``<output_dir>/sft``;
+3. evaluation on the ID and OOD splits (success, invalid-action rate, the gap);
+4. MileGPO iterations (:class:`~milegpo.trainer.MileGPOTrainer`); every iteration's StepBatch is saved
+   to ``<output_dir>/batches/iter_NNNN.npz`` (``milegpo replay`` reads them back);
+5. evaluation again, ``summary.json``, the plots (PNG) under ``<output_dir>/plots`` and a printed summary
+   (:mod:`milegpo.job.report`).
+
+The flags are :func:`milegpo.job.arguments.parse`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .arguments import TASK_FIELDS, TASK_SETTINGS, JobArguments
+from .policy import load_policy, reload_tokenizer, warm_start
+from .report import eval_line, eval_summary, format_eval, format_summary, time_split, training_history, \
+    write_plots, write_summary
+
+
+def _batch_saver(directory: Path | None):
+    """A TrainerCallback that saves every iteration's StepBatch and keeps per-iteration credit diagnostics."""
+    from transformers import TrainerCallback
+
+    from ..credit import diagnostics
+
+    class BatchSaver(TrainerCallback):
+        def __init__(self):
+            self.trainer = None
+            self.seen = None
+            self.files: list[str] = []
+            self.diagnostics: list[dict] = []
+
+        def on_step_end(self, args, state, control, **kwargs):
+            it = getattr(self.trainer, "last_iteration", None)
+            if it is None or it is self.seen:
+                return
+            self.seen = it
+            d = {k: v for k, v in diagnostics(it["result"]).items() if isinstance(v, (int, float))}
+            d["iteration"] = state.global_step
+            self.diagnostics.append(d)
+            if directory is not None and state.is_world_process_zero:
+                directory.mkdir(parents=True, exist_ok=True)
+                path = directory / f"iter_{state.global_step:04d}.npz"
+                it["batch"].save(path)
+                self.files.append(str(path))
+
+    return BatchSaver()
+
+
+def make_trainer(policy_path: str, tok, cfg, callbacks=()):
+    """A :class:`~milegpo.trainer.MileGPOTrainer` of the policy saved at ``policy_path``."""
+    from ..trainer import MileGPOTrainer
+
+    return MileGPOTrainer(policy_path, cfg, processing_class=tok, callbacks=list(callbacks))
+
+
+def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
+    """The whole job; returns the summary (also written to ``<output_dir>/summary.json``)."""
+    import torch
+
+    if job.threads:
+        torch.set_num_threads(job.threads)
+    t_start = time.perf_counter()
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+
+    say(f"[milegpo] policy: {job.model_name_or_path or 'tiny Qwen2 built on the spot'}; env {cfg.env}"
+        f"{' / ' + cfg.task_type if cfg.task_type else ''}, horizon {cfg.horizon}; credit {cfg.credit_method}"
+        f"{'/' + cfg.credit_variant if cfg.credit_method == 'milegpo' else ''}")
+    model, tok, tiny = load_policy(job, cfg)
+    say(f"[milegpo] SFT warm start: {job.sft_epochs:g} epochs on expert walkthroughs of {job.sft_tasks} tasks")
+    policy_path, sft_info = warm_start(job, cfg, model, tok, out / "sft", quiet=quiet)
+    del model
+    tok = reload_tokenizer(policy_path)
+
+    saver = _batch_saver(out / "batches" if job.save_batches else None)
+    trainer = make_trainer(policy_path, tok, cfg, callbacks=[saver])
+    saver.trainer = trainer
+    splits = list(trainer.eval_tasks)
+    before = {}
+    if job.eval_before and splits:
+        say(f"[milegpo] evaluating the warm-started policy on {', '.join(f'{s} ({len(v)} tasks)' for s, v in trainer.eval_tasks.items())}")
+        before = eval_summary(trainer.evaluate(metric_key_prefix="eval"), splits)
+        say("[milegpo] before RL: " + eval_line(before, splits))
+    say(f"[milegpo] training: {cfg.max_steps} iterations of {cfg.groups_per_iteration} groups x {cfg.group_size} "
+        f"episodes")
+    t0 = time.perf_counter()
+    trainer.train(resume_from_checkpoint=cfg.resume_from_checkpoint)
+    train_s = time.perf_counter() - t0
+    after = eval_summary(trainer.evaluate(), splits) if splits else {}
+    if after:
+        say("[milegpo] after RL: " + eval_line(after, splits))
+    trainer.save_model(str(out / "final"))
+    tok.save_pretrained(str(out / "final"))
+    (out / "final" / TASK_SETTINGS).write_text(json.dumps({k: getattr(cfg, k) for k in TASK_FIELDS}, indent=1))
+
+    history = training_history(trainer.state.log_history)
+    summary: dict[str, Any] = {
+        "policy": job.model_name_or_path or "tiny", "env": cfg.env, "task_type": cfg.task_type,
+        "credit_method": cfg.credit_method, "credit_variant": cfg.credit_variant, "iterations": cfg.max_steps,
+        "groups_per_iteration": cfg.groups_per_iteration, "group_size": cfg.group_size, "horizon": cfg.horizon,
+        "splits": splits, "before": before, "after": after, **sft_info, "train_s": train_s,
+        "train_success_first": history[0]["success_rate"] if history else float("nan"),
+        "train_success_last": history[-1]["success_rate"] if history else float("nan"),
+        "history": history, "time_per_iteration": time_split(history), "diagnostics": saver.diagnostics,
+        "batches": saver.files, "output_dir": str(out),
+    }
+    if job.plots:
+        summary["plots"] = [str(p) for p in write_plots(out / "plots", history, saver.diagnostics, before, after,
+                                                        splits, saver.files, cfg)]
+    summary["total_s"] = time.perf_counter() - t_start
+    write_summary(summary, out / "summary.json")
+    if not quiet:
+        print(format_summary(summary))
+    return summary
+
+
+def run_eval(job: JobArguments, cfg) -> dict[str, float]:
+    """Evaluate a policy (``--model_name_or_path``, e.g. ``<output_dir>/final``) on ``cfg.eval_splits``.
+
+    A policy saved by ``milegpo train`` has :data:`~milegpo.job.arguments.TASK_SETTINGS` beside it: its
+    environment, task type, horizon, env options and prompt style are then the defaults (flags given still win)."""
+    if not job.model_name_or_path:
+        raise SystemExit("milegpo eval: give --model_name_or_path (e.g. milegpo_run/final)")
+    tok = reload_tokenizer(job.model_name_or_path)
+    trainer = make_trainer(job.model_name_or_path, tok, cfg)
+    res = eval_summary(trainer.evaluate(), list(trainer.eval_tasks))
+    print(format_eval(res, trainer.eval_tasks))
+    return res
+
+
+__all__ = ["run_train", "run_eval", "make_trainer"]

@@ -1,0 +1,267 @@
+"""The policy of a run: the given model or a tiny one built on the spot, and its SFT warm start.
+
+:func:`load_policy` returns the model of ``--model_name_or_path`` or, when none is given, the embedded
+default; nothing is downloaded: :func:`make_tokenizer` trains a WordLevel tokenizer on texts of the
+household world (every admissible-action phrase that names no object is one token, so a tiny model learns
+to copy an action from the prompt) and :func:`make_model` builds a 2-layer Qwen2 from a config.
+:func:`warm_start` (the job's step) runs :func:`sft_warm_start`, TRL's ``SFTTrainer`` on expert
+walkthroughs (prompt -> ``<think>...</think> <action>a</action>``), so the policy emits valid actions and
+wins some games before reinforcement learning starts, and saves the policy where the trainer loads it;
+:func:`reload_tokenizer` loads a saved tokenizer back faithfully.
+
+The warm start works for any causal LM with a chat template (a real model included): the dataset is
+conversational prompt-completion, so ``SFTTrainer`` applies the model's own chat template and trains
+on the completion tokens only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from ..envs import HouseholdEnv, Task, household_tasks
+from ..envs.household import household_words
+from ..rollout import make_tasks, render_prompt
+from .arguments import JobArguments
+
+SPECIAL = ["<pad>", "<unk>", "<|endoftext|>", "<|user|>", "<|assistant|>"]
+TAGS = ["<think>", "</think>", "<action>", "</action>"]
+#: user turns as ``<|user|> text``; an assistant turn as ``<|assistant|> text <|endoftext|>`` (so that the
+#: prompt rendered with ``add_generation_prompt`` is a prefix of prompt + completion, as SFTTrainer needs)
+CHAT_TEMPLATE = ("{% for m in messages %}{% if m['role'] == 'assistant' %}<|assistant|> {{ m['content'] }} "
+                 "<|endoftext|> {% else %}<|user|> {{ m['content'] }} {% endif %}{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+THOUGHT = "<think> i act </think>"
+#: the task type of the embedded CPU default (ALFWorld's shortest: find an object, take it to a lamp, use it)
+EASY_TASK_TYPE = "look_at_obj_in_light"
+
+
+def completion_text(action: str) -> str:
+    """The expert's completion for ``action``."""
+    return f"{THOUGHT} <action> {action} </action>"
+
+
+def easy_tasks(split: str, n: int, horizon: int = 8, start: int = 0, max_receptacles: int = 0) -> list[Task]:
+    """``n`` household tasks of the embedded default's task type (rooms of at most ``max_receptacles``)."""
+    return household_tasks(split, n, start=start, task_type=EASY_TASK_TYPE, horizon=horizon,
+                           max_receptacles=max_receptacles)
+
+
+def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.0,
+                 seed: int = 0, expert: str = "search", prompt_style: str = "alfworld") -> list[tuple[str, str]]:
+    """(prompt text, expert completion text) for every step of an episode of each task; the prompt is the
+    rollout's (:func:`milegpo.rollout.render_prompt` of ``prompt_style``).
+
+    expert: ``search`` (acts on what it has observed: :meth:`HouseholdEnv.search_action`) or ``oracle``
+    (knows where every object is: :meth:`HouseholdEnv.expert_action`; a policy that imitates it learns
+    choices its prompt gives no reason for).
+    explore: probability of playing a random admissible action instead of the expert's (the expert's
+    action is still the label): the policy also sees off-walkthrough states and how to recover from them.
+    Episodes end at a win or after ``task.horizon + 10`` steps."""
+    if expert not in ("search", "oracle"):
+        raise ValueError(f"expert must be 'search' or 'oracle', got {expert!r}")
+    rng = random.Random(seed)
+    pairs = []
+    for task in tasks:
+        env = HouseholdEnv()
+        act = env.search_action if expert == "search" else env.expert_action
+        obs, adm, info = env.reset(dataclasses.replace(task, horizon=task.horizon + 10))
+        hist: list[tuple[str, str]] = []
+        while not env.done:
+            label = act()
+            pairs.append((render_prompt(info["goal"], obs, adm, hist, len(hist), history_length, prompt_style),
+                          completion_text(label)))
+            a = rng.choice(adm) if explore and adm and rng.random() < explore else label
+            hist.append((obs, a))
+            obs, _, _, _, step_info = env.step(a)
+            adm = step_info["admissible_actions"]
+    return pairs
+
+
+#: verbs whose admissible phrases become one token each: they name a receptacle (or the lamp), and the same
+#: few phrases recur in every room. Phrases that name an object ("take apple 2 from countertop 1") stay words:
+#: there are too many object x receptacle pairs for each to be learned as a token in a short warm start (64
+#: walkthroughs show about a third of the evaluation games' "take" phrases), while their words are all seen.
+PHRASE_VERBS = ("go", "open", "close", "use", "examine", "inventory", "look")
+
+
+def _action_phrases(tasks: Sequence[Task]) -> set[str]:
+    """The admissible actions either expert meets on ``tasks`` whose verb is one of :data:`PHRASE_VERBS`."""
+    out: set[str] = set()
+    for task in tasks:
+        for expert in ("oracle", "search"):
+            env = HouseholdEnv()
+            act = env.expert_action if expert == "oracle" else env.search_action
+            _, adm, _ = env.reset(task)
+            out.update(adm)
+            while not env.done:
+                _, _, _, _, info = env.step(act())
+                out.update(info["admissible_actions"])
+    return {p for p in out if p.split(" ", 1)[0] in PHRASE_VERBS}
+
+
+def make_tokenizer(n_tasks: int = 40, chat: bool = True, max_receptacles: int = 0):
+    """A WordLevel tokenizer trained on household texts of every split, with the admissible-action phrases
+    of the easy tasks that name no object as one token each (``go to sofa 1``; see :data:`PHRASE_VERBS`),
+    left padding, ``<|endoftext|>`` as EOS, the chat template above;
+    ``max_receptacles``: also the phrases of the easy tasks in rooms that small."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus, phrases = [], set()
+    for split in ("train", "id", "ood"):
+        tasks = household_tasks(split, n_tasks, horizon=50)
+        corpus += [p + " " + c for p, c in expert_pairs(tasks)]
+        corpus += [HouseholdEnv().reset(t)[0] + " Nothing happens." for t in tasks]
+        phrases |= _action_phrases(easy_tasks(split, n_tasks, horizon=50))
+        if max_receptacles:
+            phrases |= _action_phrases(easy_tasks(split, n_tasks, horizon=50, max_receptacles=max_receptacles))
+    corpus.append(render_prompt("goal", "now", ["a"], [("before", "act")], 1, 1, style="compact"))  # its words
+    corpus.append(" ".join(household_words()))  # every object / receptacle type, whatever the games drawn
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # join tokens with spaces
+    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=SPECIAL + TAGS, min_frequency=1))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>",
+                                   eos_token="<|endoftext|>", padding_side="left", truncation_side="left")
+    fast.add_tokens(TAGS + sorted(phrases))
+    if chat:
+        fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def make_model(tokenizer, hidden: int = 64, layers: int = 2, heads: int = 4, kv_heads: int = 2, seed: int = 0):
+    """A tiny Qwen2 from a config (randomly initialised; ``seed`` fixes the weights)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                      max_position_embeddings=4096, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
+                      eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    model = Qwen2ForCausalLM(cfg)
+    _init_phrase_embeddings(model, tokenizer)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def _init_phrase_embeddings(model, tokenizer) -> None:
+    """An action phrase's token ("go to sofa 1") starts as the mean of its words' embeddings (as
+    ``resize_token_embeddings(mean_resizing=True)`` starts new tokens from old ones): phrases then share
+    structure from the first step (all "go to" phrases alike, all "sofa" phrases alike), so learning to
+    pick one phrase from the prompt's list carries over to phrases the warm start never showed."""
+    emb = model.get_input_embeddings().weight
+    unk = tokenizer.unk_token_id
+    with torch.no_grad():
+        for phrase, tid in tokenizer.get_added_vocab().items():
+            words = phrase.split()
+            if len(words) < 2:
+                continue
+            wids = [w for w in tokenizer.convert_tokens_to_ids(words) if w is not None and w != unk]
+            if wids:
+                emb[tid] = emb[wids].mean(0)
+
+
+def sft_dataset(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.2, seed: int = 0,
+                expert: str = "search", prompt_style: str = "alfworld"):
+    """Conversational prompt-completion dataset of expert steps (TRL's SFT format)."""
+    from datasets import Dataset
+
+    pairs = expert_pairs(tasks, history_length, explore=explore, seed=seed, expert=expert, prompt_style=prompt_style)
+    return Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p, _ in pairs],
+                              "completion": [[{"role": "assistant", "content": c}] for _, c in pairs]})
+
+
+def sft_warm_start(model, tokenizer, tasks: Sequence[Task], output_dir: str, epochs: float = 3.0,
+                   batch_size: int = 16, learning_rate: float = 3e-3, history_length: int = 2,
+                   explore: float = 0.2, seed: int = 0, max_steps: int = -1, use_cpu: bool | None = None,
+                   disable_tqdm: bool | None = None, expert: str = "search", prompt_style: str = "alfworld"):
+    """Supervised warm start with TRL's ``SFTTrainer`` on expert walkthroughs of ``tasks``.
+
+    Completion-only loss (the prompt tokens are not trained on); returns the trained model (the same object)
+    and the trainer's final training loss."""
+    from trl import SFTConfig, SFTTrainer
+
+    data = sft_dataset(tasks, history_length, explore=explore, seed=seed, expert=expert, prompt_style=prompt_style)
+    args = SFTConfig(output_dir=output_dir, num_train_epochs=epochs, max_steps=max_steps,
+                     per_device_train_batch_size=batch_size, learning_rate=learning_rate, lr_scheduler_type="constant",
+                     warmup_steps=0, logging_steps=10, save_strategy="no", report_to="none", seed=seed,
+                     bf16=False, fp16=False, max_length=None, use_cpu=bool(use_cpu) if use_cpu is not None else
+                     not torch.cuda.is_available(), dataloader_num_workers=0, disable_tqdm=disable_tqdm,
+                     completion_only_loss=True, gradient_checkpointing=False)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    out = trainer.train()
+    model = trainer.model
+    model.eval()
+    return model, float(out.training_loss), len(data)
+
+
+# ---------------------------------------------------------------------------------------------- the job's steps
+def load_policy(job: JobArguments, cfg) -> tuple[Any, Any, bool]:
+    """(model, tokenizer, tiny?): the given model, or a tiny Qwen2 + tokenizer built on the spot."""
+    if job.model_name_or_path:
+        from transformers import AutoModelForCausalLM
+
+        tok = reload_tokenizer(job.model_name_or_path)  # a saved tiny policy's tokenizer too
+        model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, **(cfg.model_init_kwargs or {}))
+        return model, tok, False
+    household_options = (cfg.env_options or {}) if cfg.env == "household" else {}
+    tok = make_tokenizer(max_receptacles=int(household_options.get("max_receptacles", 0)))
+    return make_model(tok, hidden=job.tiny_hidden, layers=job.tiny_layers, seed=cfg.seed), tok, True
+
+
+def sft_tasks(job: JobArguments, cfg):
+    """Warm-start tasks: training-split seeds after the RL training tasks (disjoint from them and from ID/OOD)."""
+    return make_tasks(cfg.env, cfg.train_split, job.sft_tasks, cfg.task_type, cfg.horizon, start=cfg.num_train_tasks,
+                      options=cfg.env_options)
+
+
+def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = False):
+    """SFT warm start (TRL SFTTrainer) if ``job.sft_epochs > 0``; the policy is saved to ``out_dir``."""
+    info: dict[str, Any] = {"sft_epochs": job.sft_epochs}
+    if job.sft_epochs > 0:
+        t0 = time.perf_counter()
+        model, loss, n = sft_warm_start(model, tok, sft_tasks(job, cfg), str(out_dir / "sft_trainer"),
+                                        epochs=job.sft_epochs, batch_size=job.sft_batch_size,
+                                        learning_rate=job.sft_learning_rate, history_length=cfg.history_length,
+                                        explore=job.sft_explore, seed=cfg.seed, use_cpu=cfg.use_cpu,
+                                        expert=job.sft_expert, prompt_style=cfg.prompt_style,
+                                        disable_tqdm=quiet or cfg.disable_tqdm)
+        info.update(sft_examples=n, sft_loss=loss, sft_s=time.perf_counter() - t0)
+    # GRPOTrainer loads its reference model from the policy's path: the warm-started policy lives on disk
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    return str(out_dir), info
+
+
+def reload_tokenizer(path: str):
+    """The tokenizer saved at ``path``, loaded faithfully.
+
+    Two transformers 5.24 pitfalls with a tokenizer built from a ``tokenizers.Tokenizer`` (the tiny one):
+    ``AutoTokenizer.from_pretrained`` of it (``tokenizer_class: TokenizersBackend``) re-tokenizes text into
+    single characters (the policy would see other prompts than in the warm start), and the in-memory object
+    drops ``add_tokens`` tokens (``<action>``...) in ``batch_decode(skip_special_tokens=True)`` (the rollout's
+    decode). ``PreTrainedTokenizerFast.from_pretrained`` reads ``tokenizer.json`` as it is and has neither."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    cls = AutoTokenizer
+    config = Path(path) / "tokenizer_config.json"
+    if config.exists() and json.loads(config.read_text()).get("tokenizer_class") in ("TokenizersBackend",
+                                                                                    "PreTrainedTokenizerFast"):
+        cls = PreTrainedTokenizerFast
+    tok = cls.from_pretrained(path, padding_side="left")
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+__all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "easy_tasks",
+           "completion_text", "CHAT_TEMPLATE", "EASY_TASK_TYPE", "load_policy", "sft_tasks", "warm_start",
+           "reload_tokenizer"]

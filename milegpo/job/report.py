@@ -1,0 +1,183 @@
+"""What a run reports: evaluation and training summaries, the printed tables, ``summary.json`` and the plots.
+
+- :func:`eval_summary` / :func:`training_history` / :func:`time_split`: the numbers, from the trainer's
+  evaluation metrics and log history;
+- :func:`format_summary` (the end-of-run summary), :func:`eval_line` (one progress line),
+  :func:`format_eval` (``milegpo eval``'s table): the text;
+- :func:`write_summary`: ``summary.json`` (NaN written as null);
+- :func:`write_plots`: the run's PNG plots, drawn by :mod:`milegpo.job.plots` (:func:`advantages_plot`:
+  every credit method on one saved StepBatch).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+
+# ---------------------------------------------------------------------------------------------- numbers
+def eval_summary(metrics: dict[str, float], splits: Sequence[str]) -> dict[str, float]:
+    """``{split}_success_rate``, ``_invalid_action_rate``, ``_episode_length`` per split, and the ``gap``
+    (first split minus second), out of the trainer's ``evaluate()`` metrics."""
+    out = {}
+    for s in splits:
+        for k in ("success_rate", "invalid_action_rate", "episode_length"):
+            if f"eval_{s}_{k}" in metrics:
+                out[f"{s}_{k}"] = float(metrics[f"eval_{s}_{k}"])
+    if len(splits) >= 2:
+        out["gap"] = float(metrics.get(f"eval_{splits[0]}_minus_{splits[1]}", float("nan")))
+    return out
+
+
+def training_history(log_history: list[dict]) -> list[dict]:
+    """Per-iteration rows for :func:`milegpo.job.plots.plot_training` from the trainer's log history."""
+    rows = []
+    for h in log_history:
+        if "episode/success_rate" not in h:
+            continue
+        rows.append({"iteration": h.get("step"), "success_rate": h["episode/success_rate"],
+                     "invalid_rate": h.get("episode/invalid_action_rate"),
+                     "episode_length": h.get("episode/episode_length"), "loss": h.get("loss"),
+                     "rows": h.get("rows/iteration"), "adv_abs_mean": h.get("advantages/abs_mean"),
+                     **{f"{k}_s": h.get(f"time/{k}_s") for k in ("rollout", "generate", "env", "credit")}})
+    return rows
+
+
+def time_split(history: list[dict]) -> dict[str, float] | None:
+    """Median seconds per iteration of the rollout (generation, environments) and of the credit
+    estimate, over the iterations that logged them; None if none did."""
+    import statistics
+
+    out = {}
+    for k in ("rollout", "generate", "env", "credit"):
+        xs = [h[f"{k}_s"] for h in history if h.get(f"{k}_s") is not None]
+        if not xs:
+            return None
+        out[k] = statistics.median(xs)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- text
+def _pct(x) -> str:
+    return "  n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:5.1f}%"
+
+
+def eval_line(d: dict, splits) -> str:
+    """One line of an :func:`eval_summary`: success and invalid-action rate per split, and the gap."""
+    parts = [f"{s} success {_pct(d.get(s + '_success_rate')).strip()} (invalid actions "
+             f"{_pct(d.get(s + '_invalid_action_rate')).strip()})" for s in splits]
+    if "gap" in d and not math.isnan(d["gap"]):
+        parts.append(f"gap {100 * d['gap']:+.1f} points")
+    return ", ".join(parts)
+
+
+def format_eval(res: dict[str, float], eval_tasks: Mapping[str, Sequence]) -> str:
+    """``milegpo eval``'s table: tasks, success, invalid-action rate and episode length per split, and the gap."""
+    splits = list(eval_tasks)
+    lines = [f"\n{'split':<8} {'tasks':>6} {'success':>9} {'invalid':>9} {'length':>7}"]
+    for s in splits:
+        lines.append(f"{s:<8} {len(eval_tasks[s]):>6} {_pct(res.get(s + '_success_rate')):>9} "
+                     f"{_pct(res.get(s + '_invalid_action_rate')):>9} "
+                     f"{res.get(s + '_episode_length', float('nan')):>7.2f}")
+    if "gap" in res:
+        lines.append(f"gap {splits[0]} - {splits[1]}: {100 * res['gap']:+.1f} points")
+    return "\n".join(lines)
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    """The printed end-of-run summary of :func:`milegpo.job.run_train`'s summary dict."""
+    lines = ["", "=" * 72, "MileGPO run summary", "=" * 72,
+             f"policy {s['policy']}; env {s['env']}{' / ' + s['task_type'] if s['task_type'] else ''}; credit "
+             f"{s['credit_method']}{'/' + s['credit_variant'] if s['credit_method'] == 'milegpo' else ''}; "
+             f"{s['iterations']} iterations of {s['groups_per_iteration']} x {s['group_size']} episodes, horizon "
+             f"{s['horizon']}"]
+    if "sft_examples" in s:
+        lines.append(f"SFT warm start: {s['sft_examples']} expert steps, {s['sft_epochs']:g} epochs, final loss "
+                     f"{s['sft_loss']:.3f} ({s['sft_s']:.0f} s)")
+    splits = s["splits"]
+    if splits:
+        lines.append(f"{'':<22}" + "".join(f"{sp + ' success':>14}" for sp in splits)
+                     + "".join(f"{sp + ' invalid':>14}" for sp in splits) + (f"{'gap':>11}" if len(splits) > 1 else ""))
+        for name, d in (("before RL (after SFT)", s["before"]), ("after RL", s["after"])):
+            if not d:
+                continue
+            gap = f"{100 * d['gap']:>+7.1f} pts" if "gap" in d and not math.isnan(d["gap"]) else ""
+            lines.append(f"{name:<22}" + "".join(f"{_pct(d.get(sp + '_success_rate')):>14}" for sp in splits)
+                         + "".join(f"{_pct(d.get(sp + '_invalid_action_rate')):>14}" for sp in splits) + gap)
+    lines.append(f"train success: first iteration {_pct(s['train_success_first']).strip()}, last "
+                 f"{_pct(s['train_success_last']).strip()}; training {s['train_s']:.0f} s, total {s['total_s']:.0f} s")
+    t = s.get("time_per_iteration")
+    if t:
+        lines.append(f"per iteration (median): rollout {t['rollout']:.2f} s (generation {t['generate']:.2f} s, "
+                     f"environments {t['env']:.2f} s), credit assignment {1e3 * t['credit']:.1f} ms "
+                     f"({100 * t['credit'] / max(t['rollout'], 1e-9):.2f}% of the rollout)")
+    if s.get("batches"):
+        lines.append(f"StepBatches: {len(s['batches'])} files in {Path(s['batches'][0]).parent} "
+                     f"(milegpo replay {Path(s['batches'][0]).parent})")
+    for p in s.get("plots", []):
+        lines.append(f"plot: {p}")
+    lines.append(f"summary: {Path(s['output_dir']) / 'summary.json'}")
+    return "\n".join(lines)
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    return x
+
+
+def write_summary(summary: dict[str, Any], path: Path) -> None:
+    """``summary`` as JSON at ``path`` (NaN as null)."""
+    with open(path, "w") as f:
+        json.dump(_jsonable(summary), f, indent=1)
+
+
+# ---------------------------------------------------------------------------------------------- plots
+def write_plots(directory: Path, history, diags, before, after, splits, batch_files, cfg) -> list[Path]:
+    """training.png, credit_diagnostics.png, advantages_by_method.png (last saved iteration)."""
+    from .plots import plot_credit_diagnostics, plot_training
+
+    rows = [dict(h) for h in history]
+    if len(splits) >= 2:
+        a, b = splits[0], splits[1]
+        if before:
+            rows.insert(0, {"iteration": 0, f"eval_{a}_success": before.get(f"{a}_success_rate"),
+                            f"eval_{b}_success": before.get(f"{b}_success_rate"),
+                            "eval_id_success": before.get(f"{a}_success_rate"),
+                            "eval_ood_success": before.get(f"{b}_success_rate")})
+        if after and rows:
+            last = rows[-1]
+            last["eval_id_success"] = after.get(f"{a}_success_rate")
+            last["eval_ood_success"] = after.get(f"{b}_success_rate")
+    paths = [plot_training(rows, directory / "training.png",
+                           title=f"{cfg.credit_method} training: {cfg.groups_per_iteration} groups x {cfg.group_size}"
+                                 f" episodes per iteration (eval {' / '.join(splits[:2])} at start and end)")]
+    if diags:
+        paths.append(plot_credit_diagnostics(diags, directory / "credit_diagnostics.png"))
+    if batch_files:
+        paths.append(advantages_plot(batch_files[-1], directory / "advantages_by_method.png", cfg))
+    return paths
+
+
+def advantages_plot(batch_file: str, path: Path, cfg):
+    """Advantage histograms of every method (and the MileGPO ablations) on one saved StepBatch."""
+    from ..credit import StepBatch, estimate
+    from .plots import plot_advantages
+
+    batch = StepBatch.load(batch_file)
+    ccfg = cfg.credit_config()
+    results = {m: estimate(batch, m, ccfg, backend=cfg.credit_backend) for m in ("grpo", "gigpo", "graphgpo")}
+    for v in ("md", "rcs", "full"):
+        results[f"milegpo-{v}"] = estimate(batch, "milegpo", ccfg, variant=v, backend=cfg.credit_backend)
+    return plot_advantages(results, path, title=f"advantages by method on {Path(batch_file).name} "
+                                                f"({len(batch)} steps)")
+
+
+__all__ = ["eval_summary", "training_history", "time_split", "eval_line", "format_eval", "format_summary",
+           "write_summary", "write_plots", "advantages_plot"]

@@ -1,0 +1,555 @@
+"""MileGPOTrainer: TRL's GRPOTrainer, playing multi-step text-game episodes with per-step MileGPO credit.
+
+One training iteration (docs/architecture.md, "How data flows"):
+
+1. the dataloader hands each process its ``groups_per_iteration / world_size`` tasks (whole groups);
+2. :class:`~milegpo.rollout.EpisodeRunner` plays ``group_size`` episodes of each, one batched
+   generation per step through TRL's own backend (``_generate_single_turn``: vLLM colocate /
+   server when ``use_vllm``, transformers ``generate`` otherwise); every step is one row;
+3. the rows of all processes are gathered into one :class:`~milegpo.credit.StepBatch` and
+   :func:`milegpo.credit.estimate` gives one advantage per row (each process keeps its own rows;
+   the result is the one a single process would compute);
+4. the rows are split into ``steps_per_generation`` micro-steps and each micro-step into chunks of
+   at most ``per_device_train_batch_size`` rows; every process runs the same number of chunks of the
+   same number of rows (a process with fewer rows tops its chunks up with zero-weight padding rows),
+   so DDP/FSDP never deadlock; TRL's loss and optimizer do the update.
+
+How a micro-step trains. transformers' training loop calls ``training_step`` once per micro-step
+(inside its own no-sync context where the micro-step is not the last of an optimizer step), and
+GRPOTrainer's ``training_step`` is transformers' one plus two counters. A MileGPO micro-step is a
+variable number of chunks (an iteration has as many rows as its episodes had steps), so
+:meth:`MileGPOTrainer.training_step` is the one hook overridden here: it plays the iteration when one
+is due, then calls transformers' own ``Trainer.training_step`` once per chunk, so every chunk gets
+what that method does (context-parallel buffers, ``torch_empty_cache_steps``, the LOMO learning rate,
+the multi-GPU mean, the loss scaling rule ``loss_is_scaled_for_ga`` (True: TRL's loss scales itself),
+DeepSpeed's ``scale_wrt_gas=False``, ``accelerator.backward``). The chunks before a micro-step's last
+run under ``accelerator.no_sync`` with accelerate's ``sync_gradients`` off (no gradient all-reduce,
+no DeepSpeed boundary); the last chunk runs in the loop's own context. Narrower hooks cannot do this:
+``compute_loss`` returns one loss for one backward, and ``_prepare_inputs`` one batch. GRPOTrainer's
+two counters (the micro-step count that decides when to play, and ``step_time``) are kept by
+:func:`~milegpo.trainer.trl_mirror.micro_step_bookkeeping`.
+
+What has to reproduce TRL's private logic lives in :mod:`milegpo.trainer.trl_mirror` (pinned to the
+TRL version it was compared against, tested against TRL's own methods): the buffering of an
+iteration's micro-steps, the old / reference log-probs, the vLLM importance-sampling ratio, the
+token-normalised loss divisor of the fused loss, and the metric names.
+
+Hooks overridden (all documented Trainer / GRPOTrainer hooks):
+``_set_signature_columns_if_needed``, ``get_train_dataloader``, ``_get_train_sampler`` (each process
+gets whole task groups), ``_generate_and_score_completions`` (episodes + credit instead of
+single-turn generation + reward functions), ``training_step`` (play when due, then
+``Trainer.training_step`` per chunk), ``_prepare_inputs`` (a chunk is ready as built; anything else
+is refused), ``compute_loss`` (chunk weight for row-averaged loss types; the fused loss) and
+``evaluate`` (ID / OOD success and their gap).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import trl
+from accelerate.utils import gather_object
+from datasets import Dataset
+from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler, pad
+
+from ..config import MileGPOConfig
+from ..credit import CreditResult, StepBatch, diagnostics, estimate
+from ..envs import EnvPool, SequentialPool, Task
+from ..rollout import EpisodeRunner, Rollout, episode_metrics, make_tasks
+from .trl_mirror import TOKEN_NORMALISED_LOSSES
+
+# the module, so that each use reads trl_mirror.<piece> (``from . import trl_mirror`` would import the package)
+import milegpo.trainer.trl_mirror as trl_mirror  # isort: skip
+
+
+def environment_reward(completions, **kwargs):
+    """Placeholder reward source: MileGPO's rewards come from the environments.
+
+    GRPOTrainer refuses to start without a reward function; MileGPOTrainer never calls this one
+    (episodes are scored by :func:`milegpo.credit.estimate`)."""
+    raise RuntimeError("environment_reward is a placeholder; MileGPOTrainer scores episodes with milegpo.credit")
+
+
+def credit_device(setting: str, accelerator_device, backend: str) -> torch.device:
+    """Where :meth:`MileGPOTrainer._gather_credit` computes credit (``MileGPOConfig.credit_device``)."""
+    if setting != "auto":
+        return torch.device(setting)
+    accelerator_device = torch.device(accelerator_device)
+    if accelerator_device.type == "cuda" and backend != "reference":
+        return accelerator_device
+    return torch.device("cpu")
+
+
+class MileGPOTrainer(GRPOTrainer):
+    """GRPOTrainer for multi-step text-game agents with MileGPO (or GRPO / GiGPO / GraphGPO) credit.
+
+    Args:
+        model: a model id / path or a ``PreTrainedModel`` (as GRPOTrainer).
+        args: a :class:`~milegpo.config.MileGPOConfig`.
+        processing_class: the tokenizer (left padding); a chat template makes prompts conversational.
+        train_tasks: the training Tasks (default: ``make_tasks(args.env, args.train_split, args.num_train_tasks)``).
+        eval_tasks: ``{split: [Task]}`` (default: ``args.num_eval_tasks`` tasks of each of ``args.eval_splits``).
+        pool: the environment pool (default: :class:`SequentialPool`, or :class:`EnvPool` with
+            ``args.num_env_workers`` workers); it must hold ``groups_per_process * group_size`` slots.
+        callbacks, optimizers, peft_config: as GRPOTrainer.
+
+    After each iteration ``self.last_iteration`` holds ``batch`` (the gathered StepBatch of all
+    processes), ``result`` (its CreditResult), ``local`` (slice of this process's rows in ``batch``)
+    and ``rollout`` (this process's :class:`~milegpo.rollout.Rollout`).
+    """
+
+    _tag_names = ["trl", "grpo", "milegpo"]
+    _name = "MileGPO"
+
+    def __init__(self, model, args: MileGPOConfig, processing_class=None, train_tasks: Sequence[Task] | None = None,
+                 eval_tasks: dict[str, Sequence[Task]] | None = None, pool=None, callbacks=None,
+                 optimizers=(None, None), peft_config=None):
+        if not isinstance(args, MileGPOConfig):
+            raise TypeError(f"MileGPOTrainer needs a MileGPOConfig, got {type(args).__name__}")
+        unchecked = trl_mirror.trl_version_mismatch(trl.__version__)
+        if unchecked:
+            warnings.warn(unchecked, stacklevel=2)
+        if train_tasks is None:
+            train_tasks = make_tasks(args.env, args.train_split, args.num_train_tasks, args.task_type, args.horizon,
+                                     options=args.env_options)
+        if eval_tasks is None:
+            eval_tasks = {s: make_tasks(args.env, s, args.num_eval_tasks, args.task_type, args.horizon,
+                                        options=args.env_options)
+                          for s in args.eval_splits} if args.num_eval_tasks else {}
+        self.train_tasks = list(train_tasks)
+        self.eval_tasks = {k: list(v) for k, v in eval_tasks.items()}
+        if len(self.train_tasks) < args.groups_per_iteration:
+            raise ValueError(f"{len(self.train_tasks)} training tasks, fewer than groups_per_iteration "
+                             f"({args.groups_per_iteration})")
+        train_dataset = Dataset.from_dict({"task_index": list(range(len(self.train_tasks))),
+                                           "task_id": [t.task_id for t in self.train_tasks]})
+        eval_dataset = {s: Dataset.from_dict({"task_index": list(range(len(v))), "task_id": [t.task_id for t in v]})
+                        for s, v in self.eval_tasks.items()} or None
+        super().__init__(model=model, reward_funcs=environment_reward, args=args, train_dataset=train_dataset,
+                         eval_dataset=eval_dataset, processing_class=processing_class, callbacks=callbacks,
+                         optimizers=optimizers, peft_config=peft_config)
+        self.credit_cfg = args.credit_config()
+        self.vllm_weight_sync = None
+        if self.use_vllm:  # vLLM on CPU repacks its weights: sync them through its in-place reload
+            from .vllm_sync import install_weight_sync
+
+            self.vllm_weight_sync = install_weight_sync(self.vllm_generation)
+        n_slots = args.groups_per_process * args.group_size
+        if pool is None:
+            pool = EnvPool(n_slots, args.num_env_workers) if args.num_env_workers > 0 else SequentialPool(n_slots)
+        if pool.n < n_slots:
+            raise ValueError(f"the environment pool has {pool.n} slots; an iteration needs {n_slots} "
+                             f"(groups_per_process x group_size)")
+        conversational = getattr(self._tokenizer, "chat_template", None) is not None
+        self.runner = EpisodeRunner(pool, conversational=conversational, history_length=args.history_length,
+                                    horizon=args.horizon, require_think=args.require_think,
+                                    prompt_style=args.prompt_style)
+        self.last_iteration: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ data plumbing
+    def _set_signature_columns_if_needed(self):
+        if self._signature_columns is None:
+            self._signature_columns = ["task_index", "task_id"]
+
+    def _get_train_sampler(self, dataset=None):
+        # One "prompt" is one task group: the sampler draws groups_per_iteration distinct tasks per iteration
+        # (no repeat inside the iteration: the episode loop plays group_size episodes of each) and repeats the
+        # draw for the steps_per_generation x num_iterations micro-steps that reuse the iteration's rows.
+        return RepeatSampler(
+            data_source=dataset if dataset is not None else self.train_dataset,
+            mini_repeat_count=1,
+            batch_size=self.args.groups_per_iteration,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            shuffle=self.shuffle_dataset,
+            seed=self.args.seed,
+        )
+
+    def get_train_dataloader(self):
+        # batches of groups_per_process tasks: accelerate hands consecutive batches to consecutive processes,
+        # so each process owns whole groups of every iteration.
+        return self._get_dataloader(dataset=self.train_dataset, description="Training",
+                                    batch_size=self.args.groups_per_process, sampler_fn=self._get_train_sampler,
+                                    is_training=True)
+
+    # ------------------------------------------------------------------ generation
+    def _sync_any(self, flag: bool) -> bool:
+        if self.accelerator.num_processes == 1:
+            return flag
+        t = torch.tensor([1 if flag else 0], device=self.accelerator.device)
+        return bool(self.accelerator.reduce(t, reduction="sum").item() > 0)
+
+    def _generate_batch(self, prompts: list):
+        """One batched generation call through TRL's backend: (prompt_ids, completion_ids, logprobs, texts)."""
+        prompt_ids, _, _ = self._tokenize_prompts(prompts)
+        prompt_ids = [list(p) for p in prompt_ids]
+        completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, 1)
+        completion_ids = [list(map(int, c)) for c in completion_ids]
+        texts = self._tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        return prompt_ids, completion_ids, logprobs, texts
+
+    @contextlib.contextmanager
+    def _temperature(self, temperature: float | None):
+        """Sample at ``temperature`` inside the block (transformers and vLLM backends)."""
+        if temperature is None:
+            yield
+            return
+        saved = []
+        if getattr(self, "vllm_generation", None) is not None and self.use_vllm:
+            saved.append((self.vllm_generation, "temperature", self.vllm_generation.temperature))
+            self.vllm_generation.temperature = temperature
+        if getattr(self, "generation_config", None) is not None:
+            saved.append((self, "generation_config", self.generation_config))
+            self.generation_config = self.generation_config.__class__(
+                **{**self.generation_config.to_dict(), "temperature": temperature})
+        if getattr(self, "generation_kwargs", None) is not None:
+            saved.append((self, "generation_kwargs", self.generation_kwargs))
+            self.generation_kwargs = {**self.generation_kwargs, "temperature": temperature}
+        try:
+            yield
+        finally:
+            for obj, name, value in saved:
+                setattr(obj, name, value)
+
+    def play(self, tasks: Sequence[Task], group_size: int, temperature: float | None = None) -> Rollout:
+        """Play ``group_size`` episodes of each task with the current policy (every process calls it)."""
+        with self._temperature(temperature):
+            return self.runner.run(tasks, group_size, self._generate_batch, self._sync_any)
+
+    # ------------------------------------------------------------------ credit
+    def _gather_credit(self, rollout: Rollout) -> tuple[StepBatch, CreditResult, slice]:
+        """Gather every process's rows, estimate credit on the whole batch, return this process's slice."""
+        rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        groups = self.args.groups_per_process
+        local = rollout.step_arrays(group_offset=rank * groups, traj_offset=rank * groups * self.args.group_size)
+        parts = gather_object([local]) if world > 1 else [local]
+        start = sum(len(p["group"]) for p in parts[:rank])
+        batch = StepBatch(**{k: np.concatenate([p[k] for p in parts]) for k in local})  # validated on the host
+        device = credit_device(self.args.credit_device, self.accelerator.device, self.args.credit_backend)
+        # on a GPU the batch travels with its row order: the pipeline runs there without a row sort
+        result = estimate(batch if device.type == "cpu" else batch.to(device), self.args.credit_method,
+                          self.credit_cfg, self.args.credit_variant, self.args.credit_backend)
+        return batch, result, slice(start, start + len(local["group"]))
+
+    # ------------------------------------------------------------------ one iteration
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """Play this process's task groups, score every step with MileGPO credit, build the chunked rows."""
+        mode = "train" if self.model.training else "eval"
+        device = self.accelerator.device
+        t0 = time.perf_counter()
+        tasks = [self.train_tasks[int(x["task_index"])] for x in inputs]
+        rollout = self.play(tasks, self.args.group_size)
+        t1 = time.perf_counter()
+        batch, result, local = self._gather_credit(rollout)
+        adv = result.advantages.detach().cpu().to(torch.float64)[local]
+        t2 = time.perf_counter()
+        self.last_iteration = {"batch": batch, "result": result, "local": local, "rollout": rollout}
+
+        rows = rollout.rows
+        n_rows = len(rows)
+        world_rows = self.accelerator.gather(torch.tensor([n_rows], device=device)).cpu()
+        spg = self.args.steps_per_generation
+        per_chunk = self.args.per_device_train_batch_size
+        n_chunks = max(1, math.ceil(int(world_rows.max()) / spg / per_chunk))
+        order = torch.randperm(n_rows).tolist() if self.shuffle_dataset else list(range(n_rows))
+        tokens = torch.tensor([float(len(r.completion_ids)) for r in rows] or [0.0], device=device)
+        num_items = self.accelerator.reduce(tokens.sum(), reduction="sum") if self.accelerator.num_processes > 1 \
+            else tokens.sum()
+
+        # Every process runs spg x n_chunks chunks of `chunk_rows` rows (real rows, then zero-weight padding rows):
+        # TRL's loss gathers per-row metrics across processes, so chunk k must have the same shape everywhere.
+        chunk_rows = math.ceil(int(world_rows.max()) / spg / n_chunks)
+        pad_to = chunk_rows if self.accelerator.num_processes > 1 else None
+        micro_steps = []
+        for slice_rows in np.array_split(np.array(order, dtype=np.int64), spg):
+            chunks = []
+            for chunk_rows_idx in np.array_split(slice_rows, n_chunks):
+                chunks.append(self._build_chunk(rows, adv, chunk_rows_idx.tolist(), num_items, len(slice_rows),
+                                                pad_to))
+            micro_steps.append(chunks)
+
+        self._log_iteration(mode, rollout, result, world_rows, t1 - t0, t2 - t1)
+        return {"micro_steps": micro_steps}
+
+    def _build_chunk(self, rows, adv: torch.Tensor, idx: list[int], num_items, slice_rows: int,
+                     pad_to: int | None) -> dict[str, Any]:
+        """Padded tensors of rows ``idx``, topped up to ``pad_to`` rows (at least one) with zero-weight copies of
+        the shortest row: completion mask 0, advantage 0, row_index -1."""
+        device = self.accelerator.device
+        if not rows:
+            raise RuntimeError("a process played no step at all; every process must own at least one group")
+        n_real = len(idx)
+        n_pad = max(pad_to or 0, 1) - n_real if n_real < max(pad_to or 0, 1) else 0
+        if n_pad:
+            short = min(range(len(rows)), key=lambda i: len(rows[i].prompt_ids) + len(rows[i].completion_ids))
+            idx = list(idx) + [short] * n_pad
+        real = torch.tensor([True] * n_real + [False] * n_pad)
+        sel = [rows[i] for i in idx]
+        prompt_ids = pad([torch.tensor(r.prompt_ids) for r in sel], padding_value=self._tokenizer.pad_token_id,
+                         padding_side="left", pad_to_multiple_of=self.pad_to_multiple_of).to(device)
+        prompt_mask = pad([torch.ones(len(r.prompt_ids), dtype=torch.long) for r in sel], padding_value=0,
+                          padding_side="left", pad_to_multiple_of=self.pad_to_multiple_of).to(device)
+        completion = [r.completion_ids or [self._tokenizer.pad_token_id] for r in sel]
+        completion_ids = pad([torch.tensor(c) for c in completion], padding_value=self._tokenizer.pad_token_id,
+                             padding_side="right", pad_to_multiple_of=self.pad_to_multiple_of).to(device)
+        completion_mask = pad([torch.tensor([1] * len(r.completion_ids) or [0]) for r in sel], padding_value=0,
+                              padding_side="right", pad_to_multiple_of=self.pad_to_multiple_of).to(device)
+        if self.mask_truncated_completions:
+            eos_and_pad = [*self.eos_token_ids, self._tokenizer.pad_token_id]
+            trunc = torch.tensor([bool(r.completion_ids) and r.completion_ids[-1] not in eos_and_pad for r in sel],
+                                 device=device)
+            completion_mask = completion_mask * (~trunc).unsqueeze(1).long()
+        completion_mask = completion_mask * real.to(device).unsqueeze(1).long()
+        advantages = torch.where(real, adv[idx].to(torch.float32), torch.zeros(())).to(device)
+        chunk: dict[str, Any] = {
+            "prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+            "completion_mask": completion_mask, "advantages": advantages, "num_items_in_batch": num_items,
+            "row_index": torch.where(real, torch.tensor(idx, dtype=torch.long), -1),
+            # row-averaged loss types average over the chunk's rows; this turns it into the slice's row mean
+            "loss_weight": len(idx) / max(slice_rows, 1) if n_real else 0.0,
+        }
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        keep = completion_ids.size(1)
+        batch_size = self.args.per_device_train_batch_size
+        with torch.no_grad():
+            if trl_mirror.needs_old_logps(self):
+                old, _, _ = self._get_per_token_logps_and_entropies(self.model, input_ids, attention_mask, keep,
+                                                                    batch_size=batch_size)
+                chunk["old_per_token_logps"] = old
+            if self.beta != 0.0:
+                chunk["ref_per_token_logps"] = trl_mirror.reference_logps(self, input_ids, attention_mask, keep,
+                                                                          batch_size)
+        if all(r.logprobs is not None for r in sel):
+            lp = pad([torch.tensor([float("nan") if x is None else x for x in (r.logprobs or [0.0])])
+                      for r in sel], padding_value=0.0, padding_side="right",
+                     pad_to_multiple_of=self.pad_to_multiple_of).to(device)
+            chunk["sampling_per_token_logps"] = lp
+            if self.use_vllm and self.vllm_importance_sampling_correction:
+                chunk["importance_sampling_ratio"] = trl_mirror.vllm_importance_sampling_ratio(
+                    chunk["old_per_token_logps"], lp, completion_mask, self.vllm_importance_sampling_mode,
+                    self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max)
+            if "old_per_token_logps" in chunk:  # trainer vs sampler log-prob gap (TRL's metric), equal shapes per rank
+                gap = trl_mirror.sampling_logp_difference(chunk["old_per_token_logps"], lp, completion_mask)
+                self._metrics["train"][trl_mirror.SAMPLING_LOGP_DIFFERENCE].append(
+                    self.accelerator.gather(gap.reshape(1)).nanmean().item())
+        return chunk
+
+    def _log_iteration(self, mode, rollout: Rollout, result: CreditResult, world_rows, rollout_s: float,
+                       credit_s: float) -> None:
+        m = self._metrics[mode]
+        summaries = rollout.episode_summaries()
+        if self.accelerator.num_processes > 1:
+            summaries = gather_object(summaries)
+        for k, v in episode_metrics(summaries, prefix="episode/").items():
+            m[k].append(v)
+        m["rows/iteration"].append(float(world_rows.sum()))
+        m["rows/per_process_max"].append(float(world_rows.max()))
+        m["rows/per_process_min"].append(float(world_rows.min()))
+        a = result.advantages.detach().cpu().double()
+        m["advantages/mean"].append(float(a.mean()) if len(a) else 0.0)
+        m["advantages/std"].append(float(a.std()) if len(a) > 1 else 0.0)
+        m["advantages/abs_mean"].append(float(a.abs().mean()) if len(a) else 0.0)
+        m["advantages/zero_share"].append(float((a == 0).double().mean()) if len(a) else 0.0)
+        for k, v in diagnostics(result).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                m[f"credit/{k}"].append(float(v))
+        lengths = torch.tensor([float(len(r.completion_ids)) for r in rollout.rows] or [0.0])
+        eos_and_pad = set([*self.eos_token_ids, self._tokenizer.pad_token_id])
+        clipped = torch.tensor([float(bool(r.completion_ids) and r.completion_ids[-1] not in eos_and_pad)
+                                for r in rollout.rows] or [0.0])
+        seen = float(sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollout.rows))
+        stats = torch.tensor([float(lengths.sum()), float(len(rollout.rows)), float(clipped.sum()), rollout_s,
+                              credit_s, rollout.generate_s, rollout.env_s, seen], dtype=torch.float64,
+                             device=self.accelerator.device)
+        if self.accelerator.num_processes > 1:
+            stats = self.accelerator.gather(stats.unsqueeze(0))
+            tot, mx = stats.sum(0), stats.max(0).values
+        else:
+            tot = mx = stats
+        m[trl_mirror.MEAN_LENGTH].append(float(tot[0] / max(float(tot[1]), 1.0)))
+        m[trl_mirror.CLIPPED_RATIO].append(float(tot[2] / max(float(tot[1]), 1.0)))
+        m["time/rollout_s"].append(float(mx[3]))
+        m["time/credit_s"].append(float(mx[4]))
+        m["time/generate_s"].append(float(mx[5]))
+        m["time/env_s"].append(float(mx[6]))
+        if mode == "train":
+            self.state.num_input_tokens_seen += int(tot[7])
+        m[trl_mirror.NUM_TOKENS] = [self.state.num_input_tokens_seen]
+
+    # ------------------------------------------------------------------ training
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        """One micro-step: play an iteration when one is due (``inputs``: this process's task rows), then
+        transformers' own ``Trainer.training_step`` on each chunk of the micro-step; gradients are
+        synchronised on the last chunk only. Returns the micro-step's loss (the sum of its chunks')."""
+        with trl_mirror.micro_step_bookkeeping(self):
+            # the iteration is played in training mode, as GRPOTrainer plays it inside Trainer.training_step
+            model.train()
+            if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
+                self.optimizer.train()
+            if trl_mirror.generation_due(self):
+                self._buffered_inputs = self._generate_and_score_completions(inputs)["micro_steps"]
+            chunks = trl_mirror.buffered_micro_step(self)
+            total = None
+            for i, chunk in enumerate(chunks):
+                with contextlib.nullcontext() if i == len(chunks) - 1 else self._no_gradient_sync(model):
+                    # transformers' Trainer.training_step: GRPOTrainer's adds only the counters kept above
+                    loss = super(GRPOTrainer, self).training_step(model, chunk, num_items_in_batch)
+                total = loss if total is None else total + loss
+        return total
+
+    @contextlib.contextmanager
+    def _no_gradient_sync(self, model):
+        """A chunk before the last of its micro-step: the model's gradient all-reduce deferred
+        (``accelerator.no_sync``: DDP / FSDP) and accelerate's ``sync_gradients`` off, so that the
+        backward is not an accumulation boundary (DeepSpeed neither reduces nor steps on it)."""
+        state = self.accelerator.gradient_state
+        synced = state.sync_gradients
+        state._set_sync_gradients(False)
+        try:
+            with self.accelerator.no_sync(model):
+                yield
+        finally:
+            state._set_sync_gradients(synced)
+
+    def _prepare_inputs(self, inputs):
+        """``Trainer.training_step``'s input hook: a chunk comes ready from :meth:`_build_chunk` (on the
+        accelerator device, its floats kept in float32 as GRPOTrainer keeps them) and is used as is."""
+        if not (isinstance(inputs, dict) and "completion_ids" in inputs and "advantages" in inputs):
+            raise RuntimeError("MileGPOTrainer trains on the chunks of its iterations (training_step) and evaluates "
+                               "with evaluate() (episodes), not with prediction_step")
+        return inputs
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """TRL's GRPO loss of one chunk (or the fused kernel's, same math); row-averaged loss types are weighted
+        by the chunk's share of rows."""
+        if return_outputs:
+            raise ValueError("MileGPOTrainer does not support returning outputs")
+        if self._fused_loss_on(inputs):
+            loss = self._fused_loss(model, inputs)
+        else:
+            loss = super().compute_loss(model, inputs)
+        if self.loss_type in TOKEN_NORMALISED_LOSSES:
+            return loss  # normalised by the iteration's token count already; empty chunks have no tokens
+        return loss * inputs["loss_weight"]
+
+    def _fused_loss_on(self, inputs) -> bool:
+        """Whether this chunk's loss goes through milegpo_kernels.fused_policy_loss (see MileGPOConfig)."""
+        wanted = self.args.use_fused_loss
+        if wanted is None:
+            wanted = self.accelerator.device.type == "cuda"
+        if not wanted:
+            return False
+        unsupported = []
+        if self.loss_type not in ("grpo", "bnpo", "dr_grpo", "dapo"):
+            unsupported.append(f"loss_type={self.loss_type}")
+        if self.importance_sampling_level != "token":
+            unsupported.append("sequence-level importance sampling")
+        if self.off_policy_mask_threshold is not None or self.top_entropy_quantile < 1.0:
+            unsupported.append("off-policy / entropy masks")
+        if self._entropy_bonus_enabled:
+            unsupported.append("an entropy bonus")
+        if "importance_sampling_ratio" in inputs:
+            unsupported.append("vLLM importance-sampling correction")
+        if unsupported:
+            if self.args.use_fused_loss:
+                raise ValueError(f"use_fused_loss=True does not support {', '.join(unsupported)}; "
+                                 "set use_fused_loss=False to use TRL's loss")
+            return False
+        return True
+
+    def _fused_loss(self, model, inputs):
+        """The GRPO loss from the last hidden states and the LM head with milegpo_kernels.fused_policy_loss:
+        log-probs, ratio, clip, k3 KL and the loss type's normaliser without (B, T, V) logits; TRL's scaling
+        for gradient accumulation on top, and TRL's metrics (KL, clip ratios, entropy)."""
+        from milegpo_kernels import fused_policy_loss
+
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        keep = completion_ids.size(1)
+        unwrapped = self.accelerator.unwrap_model(model)
+        # the decoder's last hidden states through the (possibly DDP-wrapped) model: the LM head is not applied
+        out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, logits_to_keep=1,
+                    use_cache=False)
+        hidden = out.hidden_states[-1][:, -keep - 1:-1, :]  # the positions that predict the completion tokens
+        head = unwrapped.get_output_embeddings()
+        mode = "train" if self.model.training else "eval"
+        num_items = None
+        if self.loss_type == "dapo":  # TRL's divisor: the generation batch's tokens, per accumulation window
+            num_items = trl_mirror.token_loss_normalizer(
+                inputs["num_items_in_batch"], self.accelerator.num_processes, self.current_gradient_accumulation_steps,
+                self.args.steps_per_generation, training=mode == "train")
+        loss, stats = fused_policy_loss(
+            hidden, head.weight, completion_ids, completion_mask, inputs["advantages"],
+            inputs.get("old_per_token_logps"), inputs.get("ref_per_token_logps") if self.beta != 0.0 else None,
+            bias=head.bias, temperature=self.temperature, epsilon_low=self.epsilon_low,
+            epsilon_high=self.epsilon_high, delta=self.args.delta, beta=self.beta, loss_type=self.loss_type,
+            num_items_in_batch=num_items, max_completion_length=self.max_completion_length,
+            bias_correction_kl=self.args.use_bias_correction_kl)
+        if self.loss_type != "dapo":
+            loss = loss / trl_mirror.accumulation_divisor(self.current_gradient_accumulation_steps, mode == "train")
+        m = self._metrics[mode]
+        gather = self.accelerator.gather
+        if self.beta != 0.0:
+            m[trl_mirror.KL].append(gather(stats.kl.reshape(1)).nanmean().item())
+        m[trl_mirror.ENTROPY].append(gather(stats.entropy.reshape(1)).nanmean().item())
+        m[trl_mirror.CLIP_LOW].append(gather(stats.clip_low.reshape(1)).nanmean().item())
+        m[trl_mirror.CLIP_HIGH].append(gather(stats.clip_high.reshape(1)).nanmean().item())
+        m[trl_mirror.CLIP_REGION].append(gather(stats.clip_region.reshape(1)).nanmean().item())
+        return loss
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        """Play ``eval_group_size`` episodes of every evaluation task at ``eval_temperature`` and log
+        ``<prefix>_<split>_success_rate`` (and per task type, length, invalid rate) plus the gap between the
+        first two splits (``<prefix>_<a>_minus_<b>``, the paper's ID-OOD gap).
+
+        eval_dataset: None (the trainer's ``eval_tasks``), ``{split: [Task]}`` or ``[Task]``."""
+        if eval_dataset is None:
+            splits = self.eval_tasks
+        elif isinstance(eval_dataset, dict):
+            splits = {k: list(v) for k, v in eval_dataset.items()}
+        else:
+            splits = {"custom": list(eval_dataset)}
+        for name, tasks in splits.items():
+            if not all(isinstance(t, Task) for t in tasks):
+                raise TypeError(f"evaluate: split {name!r} must be a list of milegpo.envs.Task")
+        was_training = self.model.training
+        self.model.eval()
+        rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        metrics: dict[str, float] = {}
+        start = time.perf_counter()
+        try:
+            for split, tasks in splits.items():
+                mine = list(tasks)[rank::world]
+                rollout = self.play(mine, self.args.eval_group_size, temperature=self.args.eval_temperature)
+                summaries = rollout.episode_summaries()
+                if world > 1:
+                    summaries = gather_object(summaries)
+                for k, v in episode_metrics(summaries).items():
+                    metrics[f"{metric_key_prefix}_{split}_{k.replace('/', '_')}"] = v
+            names = list(splits)
+            if len(names) >= 2:
+                a, b = names[0], names[1]
+                metrics[f"{metric_key_prefix}_{a}_minus_{b}"] = (metrics.get(f"{metric_key_prefix}_{a}_success_rate",
+                                                                             float("nan"))
+                                                                 - metrics.get(f"{metric_key_prefix}_{b}_success_rate",
+                                                                               float("nan")))
+            metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
+            self.log(metrics)
+        finally:
+            if was_training:
+                self.model.train()
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+
+__all__ = ["MileGPOTrainer", "environment_reward", "TOKEN_NORMALISED_LOSSES"]

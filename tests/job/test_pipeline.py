@@ -1,0 +1,68 @@
+"""The job end to end through the CLI: `milegpo train` (a shortened default run), `milegpo replay` on its
+saved batches, `milegpo eval`."""
+
+import json
+
+import pytest
+import torch
+
+from milegpo.cli import main
+
+SHORT = ["--sft_epochs", "1", "--sft_tasks", "4", "--max_steps", "1", "--groups_per_iteration", "2",
+         "--group_size", "2", "--horizon", "4", "--num_train_tasks", "4", "--num_eval_tasks", "2",
+         "--max_completion_length", "10"]
+
+
+@pytest.mark.slow
+def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsys):
+    torch.set_num_threads(1)
+    out = tmp_path / "run"
+    assert main(["train", "--output_dir", str(out), *SHORT]) == 0
+    text = capsys.readouterr().out
+    for phrase in ("MileGPO run summary", "SFT warm start:", "before RL (after SFT)", "after RL", "id success",
+                   "ood success", "gap", "train success: first iteration", "per iteration (median): rollout"):
+        assert phrase in text, phrase
+    for png in ("training.png", "credit_diagnostics.png", "advantages_by_method.png"):
+        assert (out / "plots" / png).stat().st_size > 1000, png
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["iterations"] == 1 and summary["splits"] == ["id", "ood"]
+    for when in ("before", "after"):
+        assert 0.0 <= summary[when]["id_success_rate"] <= 1.0 and "gap" in summary[when]
+    assert summary["sft_examples"] > 0 and len(summary["history"]) == 1
+    t = summary["time_per_iteration"]
+    assert 0 < t["credit"] < t["rollout"] and 0 < t["generate"] <= t["rollout"]
+    assert len(summary["batches"]) == 1 and (out / "batches" / "iter_0001.npz").exists()
+    assert (out / "final" / "config.json").exists() and (out / "sft" / "tokenizer.json").exists()
+    # the saved policy records its games and prompt: `milegpo eval` of it plays those by default
+    from milegpo.job import TINY_DEFAULTS, parse
+
+    _, ev = parse(["--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev0")],
+                  prog="milegpo eval")
+    assert (ev.prompt_style, ev.env_options, ev.horizon) == (TINY_DEFAULTS["prompt_style"],
+                                                             TINY_DEFAULTS["env_options"], 4)
+    _, ev = parse(["--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev0"),
+                   "--prompt_style", "alfworld"], prog="milegpo eval")
+    assert ev.prompt_style == "alfworld"  # flags still win
+    # go on training the saved policy: the path of a real model (no tiny defaults), on the saved games
+    more = tmp_path / "more"
+    assert main(["train", "--model_name_or_path", str(out / "final"), "--output_dir", str(more), "--sft_epochs", "0",
+                 "--max_steps", "1", "--groups_per_iteration", "2", "--group_size", "2", "--num_train_tasks", "4",
+                 "--num_eval_tasks", "2", "--eval_before", "false", "--learning_rate", "1e-4", "--report_to", "none",
+                 "--save_strategy", "no"]) == 0
+    capsys.readouterr()
+    resumed = json.loads((more / "summary.json").read_text())
+    assert resumed["policy"] == str(out / "final") and resumed["iterations"] == 1
+    assert json.loads((more / "final" / "milegpo_task.json").read_text())["prompt_style"] == "compact"
+
+    # replay a run's folder of per-iteration StepBatches
+    assert main(["replay", str(out / "batches"), "--plots", str(tmp_path / "replay"), "--rows", "0"]) == 0
+    text = capsys.readouterr().out
+    assert "credit diagnostics per iteration" in text and "graphgpo" in text
+    assert (tmp_path / "replay" / "credit_diagnostics.png").exists()
+
+    # evaluate the saved policy
+    assert main(["eval", "--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev"),
+                 "--task_type", "look_at_obj_in_light", "--horizon", "4", "--num_eval_tasks", "2",
+                 "--num_train_tasks", "4", "--groups_per_iteration", "2", "--group_size", "2",
+                 "--max_completion_length", "10", "--report_to", "none", "--use_cpu", "true"]) == 0
+    assert "gap id - ood" in capsys.readouterr().out
