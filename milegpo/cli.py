@@ -182,6 +182,7 @@ def cmd_credit_quality(args: argparse.Namespace) -> int:
     run_credit_quality(args.out, env=args.env, seeds=args.seeds, groups=args.groups, group_size=args.group_size,
                        horizon=args.horizon, epsilon=tuple(args.epsilon), expert=args.expert,
                        invalid_share=args.invalid_share, checkpoint=args.checkpoint, temperature=args.temperature,
+                       checkpoint_seeds=args.checkpoint_seeds,
                        preset=args.preset, backend=args.backend, n_resamples=args.resamples, split=args.split,
                        options=json.loads(args.env_options), state=args.state)
     return 0
@@ -204,6 +205,8 @@ def _add_credit_quality(sub) -> None:
     p.add_argument("--invalid-share", type=float, default=0.1, help="share of the random actions that are invalid")
     p.add_argument("--checkpoint", default=None, help="also play a saved policy (e.g. milegpo_run/final)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the saved policy")
+    p.add_argument("--checkpoint-seeds", type=int, default=None,
+                   help="the saved policy plays only the first N seeds' batches (default: all)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples over groups")
     p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
                    help="state keys of the rows: the observation (the trainer's) or the observation with the "

@@ -312,11 +312,13 @@ def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int, op
 def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), groups: int = 16,
                        group_size: int = 8, horizon: int = 50, epsilon=(0.1, 0.9), expert: str = "oracle",
                        invalid_share: float = 0.1, checkpoint: str | None = None, temperature: float = 1.0,
-                       checkpoint_flags=(), preset: str = "alfworld", backend: str = "auto",
+                       checkpoint_flags=(), checkpoint_seeds: int | None = None, preset: str = "alfworld",
+                       backend: str = "auto",
                        n_resamples: int = 2000, split: str = "train", options: dict | None = None,
                        state: str = "obs", say=print) -> dict:
     """``milegpo credit-quality``: play labelled batches (the mixed expert, and ``checkpoint``'s policy if
-    given) for every seed, measure every method on them, write ``<out_dir>/credit_quality.json`` and
+    given; for the first ``checkpoint_seeds`` seeds, default all: a language model's batch costs minutes on a
+    CPU) for every seed, measure every method on them, write ``<out_dir>/credit_quality.json`` and
     ``credit_quality.png`` (plus one plot per policy source when there are several). state: how the mixed
     expert's rows key their states (``obs``, the trainer's; ``obs+actions``, a diagnostic against aliased
     observations; :data:`milegpo.rollout.labelled.STATE_KEYS`). Returns the report:
@@ -333,10 +335,10 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     config = get_preset(preset)
     t0 = time.perf_counter()
     by_source: dict[str, list] = {}
-    for seed in seeds:
+    for n, seed in enumerate(seeds):
         tasks = quality_tasks(env, split, groups, seed, horizon, options)
         played = [play_mixed_expert(tasks, group_size, seed, tuple(epsilon), expert, invalid_share, state=state)]
-        if checkpoint:
+        if checkpoint and (checkpoint_seeds is None or n < checkpoint_seeds):
             played.append(play_checkpoint(checkpoint, tasks, group_size, seed, temperature, flags=checkpoint_flags))
         for lb in played:
             by_source.setdefault(lb.source, []).append(lb)
@@ -349,6 +351,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     report["settings"] = {"env": env, "split": split, "seeds": list(seeds), "groups": groups,
                           "group_size": group_size, "horizon": horizon, "epsilon": list(epsilon), "expert": expert,
                           "invalid_share": invalid_share, "checkpoint": checkpoint, "temperature": temperature,
+                          "checkpoint_seeds": list(seeds)[:checkpoint_seeds] if checkpoint else [],
                           "preset": preset, "options": options or {}, "resamples": n_resamples, "state": state}
     report["seconds"] = time.perf_counter() - t0
     # NaN (a figure without pairs) as null: JSON has no NaN
