@@ -8,8 +8,9 @@ Every method starts from the same SFT warm-started policy (built once per seed, 
 iterations, and is evaluated on the same ID / OOD tasks. Flags after ``--`` are ``milegpo train`` flags
 (MileGPOConfig fields and the job's: ``--model_name_or_path``, ``--sft_epochs``...), shared by all methods.
 
-Writes ``<out>/results.json`` (one record per method and seed), ``<out>/table.md`` (mean over seeds) and
-``<out>/compare.png`` (ID / OOD success after training, and training success per iteration).
+Writes ``<out>/results.json`` (one record per method and seed), ``<out>/table.md`` (mean over seeds; 95%
+intervals, paired differences and the seeds a 2-point difference needs) and ``<out>/compare.png`` (ID / OOD
+success after training, and training success per iteration).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import math
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 METHODS = [("grpo", "full"), ("gigpo", "full"), ("graphgpo", "full"), ("milegpo", "md"), ("milegpo", "rcs"),
            ("milegpo", "full")]
@@ -109,6 +112,74 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the paper's ranking, best first (its adjacent pairs are compared, and every method with GRPO)
+PAPER_RANKING = ("milegpo-full", "graphgpo", "gigpo", "grpo")
+#: the difference whose detection the power statement sizes (2 points of success)
+POWER_DELTA = 0.02
+
+
+def intervals(records: list[dict]) -> dict:
+    """95% t-intervals over seeds of each method's ID / OOD success after RL, paired differences (seeds pair the
+    methods: one warm start per seed) of the paper's adjacent pairs and of every method with GRPO, and the
+    seeds a paired t-test would need to separate a 2-point difference given each pair's measured seed-to-seed
+    spread (80% power, two-sided 5%)."""
+    from milegpo.seed_stats import mean_ci, paired_test, seeds_for
+
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    a, b = (records[0]["splits"] + ["", ""])[:2]
+    by = {m: {r["seed"]: r for r in records if r["method"] == m} for m in methods}
+    splits = [s for s in (a, b) if s]
+
+    def success(r, split):
+        return r["after"].get(split + "_success_rate")
+
+    out: dict = {"methods": {m: {s: mean_ci([success(r, s) for r in by[m].values()]) for s in splits}
+                             for m in methods}, "paired": {}}
+    pairs = [(x, y) for x, y in zip(PAPER_RANKING, PAPER_RANKING[1:])]
+    pairs += [(m, "grpo") for m in methods if m != "grpo" and (m, "grpo") not in pairs]
+    for x, y in pairs:
+        if x in by and y in by:
+            seeds = sorted(set(by[x]) & set(by[y]))
+            tests = {s: paired_test([success(by[x][k], s) for k in seeds], [success(by[y][k], s) for k in seeds])
+                     for s in splits}
+            for s in splits:
+                tests[s]["seeds_for_2_points"] = seeds_for(POWER_DELTA, tests[s]["sd"])
+            out["paired"][f"{x} - {y}"] = tests
+    sds = [v[a]["sd"] for v in out["paired"].values() if v[a]["sd"] == v[a]["sd"]]
+    out["pooled_sd"] = float(np.sqrt(np.mean(np.square(sds)))) if sds else float("nan")
+    out["seeds_for_2_points"] = seeds_for(POWER_DELTA, out["pooled_sd"])
+    return out
+
+
+def intervals_table(records: list[dict]) -> str:
+    """The markdown of :func:`intervals` (points of success)."""
+    iv = intervals(records)
+    a, b = (records[0]["splits"] + ["", ""])[:2]
+    n = len({r["seed"] for r in records})
+
+    def ci(v):
+        m, lo, hi = v
+        return f"{100 * m:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+    lines = [f"95% t-intervals over the {n} seeds (success after RL, points) and paired differences (seeds pair the "
+             f"methods), with the seeds a paired t-test needs to separate a {100 * POWER_DELTA:.0f}-point difference "
+             "at the measured spread (80% power, two-sided 5%):", "",
+             f"| comparison | {a} success | {b} success | {a} paired p (t / Wilcoxon) | seeds for 2 points ({a}) |",
+             "| --- | --- | --- | --- | --- |"]
+    for m, v in iv["methods"].items():
+        lines.append(f"| {m}: mean | {ci(v[a])} | {ci(v[b]) if b in v else '-'} | - | - |")
+    for name, v in iv["paired"].items():
+        d = v[a]
+        lines.append(f"| {name} | {100 * d['diff']:+.1f} [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}] | "
+                     + (f"{100 * v[b]['diff']:+.1f} [{100 * v[b]['ci'][0]:+.1f}, {100 * v[b]['ci'][1]:+.1f}]"
+                        if b in v else "-")
+                     + f" | {d['t_p']:.2f} / {d['wilcoxon_p']:.2f} | {d['seeds_for_2_points']} |")
+    lines += ["", f"Seed-to-seed spread of the paired {a} differences: {100 * iv['pooled_sd']:.1f} points (root mean "
+              f"square over the pairs); a {100 * POWER_DELTA:.0f}-point difference needs about "
+              f"{iv['seeds_for_2_points']} seeds at this scale."]
+    return "\n".join(lines) + "\n"
+
+
 def plot(records: list[dict], path: Path) -> Path:
     import matplotlib
 
@@ -169,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     methods = [m for m in METHODS if label(*m) in args.methods]
     if args.table_only:
         records = json.loads((out / "results.json").read_text())
-        md = table(records)
+        md = table(records) + "\n" + intervals_table(records)
         old = (out / "table.md").read_text() if (out / "table.md").exists() else ""
         tail = old[old.index("\nCommand:"):] if "\nCommand:" in old else ""
         (out / "table.md").write_text(md + tail)
@@ -192,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                                  [methods] * len(args.seeds)):
                 records += recs  # in seed order
                 (out / "results.json").write_text(json.dumps(records, indent=1))
-    md = table(records)
+    md = table(records) + "\n" + intervals_table(records)
     (out / "table.md").write_text(md + f"\nCommand: `{command}`; total wall time {time.perf_counter() - t0:.0f} s.\n")
     print("\n" + md)
     print(f"wrote {out / 'table.md'}, {out / 'results.json'}, {plot(records, out / 'compare.png')}")

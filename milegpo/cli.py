@@ -11,6 +11,8 @@
                            a table of per-step credit and the credit diagnostics.
 ``milegpo replay``         recompute credit and diagnostics for stored rollouts: one StepBatch (.npz) or a
                            run's ``batches/`` folder (one file per iteration).
+``milegpo credit-quality`` ground-truth credit quality of every method on batches labelled by the world's
+                           planner: ``--out DIR`` writes ``credit_quality.json`` and a plot.
 
 A usage mistake (an unknown flag, a bad value, a model path that is not there) ends in one line on stderr and
 exit status 2 (:class:`milegpo.usage.UsageError`); ``replay`` reports each file it cannot read in one line,
@@ -209,6 +211,48 @@ def cmd_generate_games(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_credit_quality(args: argparse.Namespace) -> int:
+    import json
+
+    from milegpo.credit.quality import run_credit_quality
+
+    run_credit_quality(args.out, env=args.env, seeds=args.seeds, groups=args.groups, group_size=args.group_size,
+                       horizon=args.horizon, epsilon=tuple(args.epsilon), expert=args.expert,
+                       invalid_share=args.invalid_share, checkpoint=args.checkpoint, temperature=args.temperature,
+                       checkpoint_seeds=args.checkpoint_seeds,
+                       preset=args.preset, backend=args.backend, n_resamples=args.resamples, split=args.split,
+                       options=json.loads(args.env_options), state=args.state)
+    return 0
+
+
+def _add_credit_quality(sub) -> None:
+    p = sub.add_parser("credit-quality", help="ground-truth credit quality of every method (same-state AUC, "
+                                              "group AUC, accuracy on GraphGPO's ties) on labelled batches")
+    p.add_argument("--out", default="milegpo_quality", help="folder for credit_quality.json and the plot")
+    p.add_argument("--env", default="household", help="environment kind (its TextEnv must give steps_to_win)")
+    p.add_argument("--split", default="train", choices=["train", "id", "ood"])
+    p.add_argument("--env-options", default="{}", help="task generator settings as JSON ({}: full-size rooms)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="one batch per seed and source")
+    p.add_argument("--groups", type=int, default=16, help="task groups per batch (paper: 16)")
+    p.add_argument("--group-size", type=int, default=8, help="trajectories per group (paper: 8)")
+    p.add_argument("--horizon", type=int, default=50, help="steps per episode (ALFWorld: 50)")
+    p.add_argument("--epsilon", type=float, nargs=2, default=[0.1, 0.9], metavar=("LO", "HI"),
+                   help="random-action rate of the mixed expert, drawn per trajectory from [LO, HI]")
+    p.add_argument("--expert", default="oracle", choices=["oracle", "search", "planner"])
+    p.add_argument("--invalid-share", type=float, default=0.1, help="share of the random actions that are invalid")
+    p.add_argument("--checkpoint", default=None, help="also play a saved policy (e.g. milegpo_run/final)")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the saved policy")
+    p.add_argument("--checkpoint-seeds", type=int, default=None,
+                   help="the saved policy plays only the first N seeds' batches (default: all)")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples over groups")
+    p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
+                   help="state keys of the rows: the observation (the trainer's) or the observation with the "
+                        "admissible actions (a diagnostic against aliased observations)")
+    p.add_argument("--preset", default="alfworld", choices=["alfworld", "webshop"], help="credit preset (table 5)")
+    p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
+    p.set_defaults(func=cmd_credit_quality)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="milegpo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -236,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plots", default="", help="folder for the PNG plots ('' for none)")
     _add_credit_args(p)
     p.set_defaults(func=cmd_replay)
+    _add_credit_quality(sub)
     return parser
 
 

@@ -42,3 +42,20 @@ def test_table_is_the_mean_over_seeds_and_table_only_rewrites_it(tmp_path):
     assert (tmp_path / "compare.png").stat().st_size > 1000
     with pytest.raises(SystemExit):
         mod.main(["--out", str(tmp_path), "--jobs", "0", "--seeds", "0"])
+
+
+def test_intervals_paired_differences_and_the_power_statement():
+    mod = _module()
+    # id success after RL per seed: grpo 0.20, 0.30, 0.40; milegpo-full 0.25, 0.30, 0.50 (paired: +5, 0, +10)
+    records = [_record("grpo", s, v, [0.5]) for s, v in enumerate((0.2, 0.3, 0.4))]
+    records += [_record("milegpo-full", s, v, [0.5]) for s, v in enumerate((0.25, 0.3, 0.5))]
+    iv = mod.intervals(records)
+    mean, lo, hi = iv["methods"]["grpo"]["id"]
+    assert mean == pytest.approx(0.3) and lo < 0.2 and hi > 0.4
+    d = iv["paired"]["milegpo-full - grpo"]["id"]
+    assert d["diff"] == pytest.approx(0.05) and d["sd"] == pytest.approx(0.05) and d["n"] == 3
+    assert d["ci"][0] < 0 < d["ci"][1]
+    # sd 5 points, 2-point difference: a paired t-test at 80% power needs 52 seeds (noncentral t)
+    assert d["seeds_for_2_points"] == 52 and iv["seeds_for_2_points"] == 52
+    text = mod.intervals_table(records)
+    assert "| milegpo-full - grpo | +5.0 [" in text and "needs about 52 seeds" in text

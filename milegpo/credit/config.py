@@ -13,6 +13,8 @@ NORMS = ("mean_std", "mean")
 #: the largest count threshold (``min_node_support``, ``min_trap_visits``): int32's maximum, the width the Triton
 #: kernels take a Python int scalar at; no batch holds more trajectories (a larger threshold overflowed there)
 MAX_COUNT = 2 ** 31 - 1
+#: the CreditConfig switches (every other field is a number, or ``norm``)
+BOOL_FIELDS = ("invalid_penalty_on_step_return",)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,10 @@ class CreditConfig:
     # GiGPO baseline (spec section 9)
     gamma: float = 0.95
     step_weight: float = 1.0
+    #: verl-agent parity (GiGPO): also subtract ``invalid_penalty`` from an invalid row's step return R_t,
+    #: after discounting, as verl-agent's trainer does (``apply_invalid_action_penalty`` on its
+    #: ``step_rewards``, on in its example scripts). Off (the spec): the penalty enters the episode score only.
+    invalid_penalty_on_step_return: bool = False
     #: thresholds "x > 0" and "x >= theta" are taken as x > tol and x >= theta - tol
     #: so that a value that is mathematically on the threshold is not moved across
     #: it by a rounding residue (e.g. a sibling mean of three equal 1/3s).
@@ -72,6 +78,10 @@ class CreditConfig:
             if f.name == "norm":
                 if v not in NORMS:
                     raise ValueError(f"CreditConfig.norm must be one of {NORMS}, got {v!r}")
+                continue
+            if f.name in BOOL_FIELDS:
+                if not isinstance(v, bool):
+                    raise TypeError(f"CreditConfig.{f.name} must be a bool, got {type(v).__name__} {v!r}")
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise TypeError(f"CreditConfig.{f.name} must be a number, got {type(v).__name__} {v!r}")

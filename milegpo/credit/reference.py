@@ -494,6 +494,12 @@ def gigpo_step_returns(trajs: list, rows: list, config: CreditConfig) -> dict:
     return out
 
 
+def penalised_step_returns(returns: dict, rows: list, config: CreditConfig) -> dict:
+    """verl-agent's GiGPO step return (``invalid_penalty_on_step_return``): R_t - invalid_penalty on an
+    invalid row, after discounting (its trainer's ``apply_invalid_action_penalty`` on ``step_rewards``)."""
+    return {i: r - config.invalid_penalty if rows[i]["invalid"] else r for i, r in returns.items()}
+
+
 def milegpo_advantage(a_graph: float, a_res: float, episode_adv: float, config: CreditConfig) -> float:
     """Eq. 22: A_t = w_step * (A^G + eta * A^res) + w_ep * Norm_q(Z)."""
     return config.w_step * (a_graph + config.eta * a_res) + config.w_ep * episode_adv
@@ -565,6 +571,8 @@ def estimate_reference(batch: StepBatch, method: str, config: CreditConfig, vari
         ret: dict = {}
         for trajs in groups.values():
             ret.update(gigpo_step_returns(trajs, rows, config))
+        if config.invalid_penalty_on_step_return:
+            ret = penalised_step_returns(ret, rows, config)
         step_adv = normalize_step(ret, rows, config)
         for i in range(n):
             row_vals["step_return"][i] = ret[i]
@@ -641,5 +649,5 @@ __all__ = [
     "trap_scores", "potential", "uniform_potential", "reliability_potential", "shaping_terms",
     "branch_contrast", "branch_evidence", "local_progress", "progress_evidence", "pcc_scores",
     "shaped_return", "normalize_segment", "normalize_step", "normalize_episode", "episode_scores",
-    "gigpo_step_returns", "milegpo_advantage", "graphgpo_advantage", "decayed", "max_normalize",
+    "gigpo_step_returns", "penalised_step_returns", "milegpo_advantage", "graphgpo_advantage", "decayed", "max_normalize",
 ]

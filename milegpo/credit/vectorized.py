@@ -198,10 +198,13 @@ def episode_terms(rows: GroupOrderedRows, config: CreditConfig) -> dict[str, tor
 def gigpo_step_terms(rows: GroupOrderedRows, episode_adv: torch.Tensor,
                      config: CreditConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """GiGPO (spec section 9): step groups are (group, state); ``step_return`` R_t = sum over k >= t
-    of gamma^(k-t) reward_k, ``step_adv`` Norm_{q,s}(R_t), and the advantage
+    of gamma^(k-t) reward_k (minus ``invalid_penalty`` on an invalid row with
+    ``invalid_penalty_on_step_return``, verl-agent's trainer), ``step_adv`` Norm_{q,s}(R_t), and the advantage
     A = Norm_q(Z) + step_weight * Norm_{q,s}(R_t). Returns (A, {step_return, step_adv}), each (N,) float64."""
     step_groups = dense_ids(rows.group, rows.state, **rows.ops)
     step_return = discounted_returns(rows.reward, rows.traj_end, config.gamma, **rows.ops)
+    if config.invalid_penalty_on_step_return:  # verl-agent parity (reference.penalised_step_returns)
+        step_return = torch.where(rows.invalid, step_return - config.invalid_penalty, step_return)
     step_cap = rows.capacity(step_groups.count, len(rows))
     step_adv = segment_normalize(step_return, step_groups.ids, step_cap, config.norm, config.norm_eps, "zero",
                                  **rows.ops)

@@ -29,7 +29,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from .base import DEFAULT_HORIZON, EnvError, Task, TextEnv
+from .base import DEFAULT_HORIZON, UNWINNABLE, EnvError, Task, TextEnv
 
 CHALLENGES = ("tw-cooking", "tw-coin_collector", "tw-treasure_hunter", "tw-simple")
 #: what textworld_tasks takes (milegpo.envs.task_space): its splits, the evaluation ones, task types (= challenges)
@@ -188,6 +188,17 @@ class TextWorldEnv(TextEnv):
             return None
         cmds = self._state["policy_commands"] or []
         return cmds[0] if cmds else None
+
+    def steps_to_win(self) -> int | None:
+        """TextWorld's own count: the length of its winning policy from the current state (``policy_commands``,
+        which TextWorld re-plans after every step; its quest solver, not proven shortest)."""
+        if self._state is None:
+            return None
+        if self._state["won"]:
+            return 0
+        if self._state["lost"]:
+            return UNWINNABLE
+        return len(self._state["policy_commands"] or [])
 
     def close(self) -> None:
         if self._env is not None:

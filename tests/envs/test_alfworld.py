@@ -95,6 +95,22 @@ def test_invalid_action_horizon_and_handcoded_expert(data):
 
 
 @pytest.mark.slow
+def test_steps_to_win_is_the_length_of_alfworlds_pddl_plan(data):
+    env = AlfworldEnv()
+    task = alfworld_tasks("train", data_dir=data)[0]
+    _, _, info = env.reset(task)
+    start = env.steps_to_win()
+    assert 1 <= start <= len(info["walkthrough"])
+    counts = [start]
+    for action in info["walkthrough"]:  # the generator's walkthrough explores: some steps lower nothing
+        env.step(action)
+        counts.append(env.steps_to_win())
+        if env.done:
+            break
+    assert env.won and counts[-1] == 0 and all(a - b in (0, 1) for a, b in zip(counts, counts[1:]))
+
+
+@pytest.mark.slow
 def test_alfworlds_own_loader_accepts_the_games(data):
     from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
 

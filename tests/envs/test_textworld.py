@@ -65,6 +65,19 @@ def test_expert_and_walkthrough_win(games, challenge):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("challenge", ["tw-cooking", "tw-coin_collector"])
+def test_steps_to_win_counts_textworlds_winning_policy_down(games, challenge):
+    env = TextWorldEnv()
+    assert env.steps_to_win() is None  # before reset
+    env.reset(games[challenge])
+    counts = [env.steps_to_win()]
+    while not env.done:
+        env.step(env.expert_action())
+        counts.append(env.steps_to_win())
+    assert env.won and counts == list(range(counts[0], -1, -1))
+
+
+@pytest.mark.slow
 def test_invalid_action_and_horizon(games):
     env = TextWorldEnv()
     task = dataclasses.replace(games["tw-cooking"], horizon=2)

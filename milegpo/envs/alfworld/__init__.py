@@ -24,7 +24,7 @@ import json
 import os
 from pathlib import Path
 
-from ..base import DEFAULT_HORIZON, EnvError, Task, TextEnv
+from ..base import DEFAULT_HORIZON, UNWINNABLE, EnvError, Task, TextEnv
 from .generator import TASK_TYPES, generate, patch_expert_move_tracking
 
 #: our split names -> ALFWorld's folder names
@@ -173,6 +173,18 @@ class AlfworldEnv(TextEnv):
         if self._taken == self._walkthrough[:k] and k < len(self._walkthrough):
             return self._walkthrough[k]
         return None
+
+    def steps_to_win(self) -> int | None:
+        """ALFWorld's own planner count: the length of the PDDL plan (fast-downward, the machinery of ALFWorld's
+        planner expert and of TextWorld's ``policy_commands``) from the current state; not proven shortest.
+        Asked only here, so that playing pays no planning."""
+        if self._env is None or self._state is None:
+            return None
+        if self._state["won"]:
+            return 0
+        pddl = self._env.unwrapped
+        plan = pddl._pddl_state.replan(pddl._entity_infos)
+        return len(plan) if plan else UNWINNABLE
 
     def close(self) -> None:
         if self._env is not None:

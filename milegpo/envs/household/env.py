@@ -263,6 +263,12 @@ class HouseholdEnv(TextEnv):
             return f"go to {todo[0]}"
         return self._fetch(wanted)  # everything looked at (objects moved since): fall back to the state
 
+    def steps_to_win(self) -> int:
+        """The fewest actions that win from the hidden state (:mod:`milegpo.envs.household.planner`)."""
+        from .planner import steps_to_win
+
+        return steps_to_win(self)
+
     def _put_down(self) -> str:
         s = self.s
         if s.location:

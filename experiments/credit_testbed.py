@@ -1,0 +1,308 @@
+"""A learning testbed with statistical power: does better credit turn into faster learning?
+
+    python experiments/credit_testbed.py --out experiments/results/testbed_household --seeds $(seq 0 19) --jobs 2
+
+The policy is a tabular softmax: one logit per (state, action), the state being what an agent's prompt
+shows (the goal, the observation and the admissible actions), the actions the admissible ones plus one
+invalid action (a command the world does not accept, as a language model's unparseable or inadmissible
+completion). It starts from a prior that favours the world's expert action (``--prior``; the analogue of the
+warm start) and learns by the policy gradient with exactly the trainer's credit: every iteration draws
+``--groups`` distinct training tasks with TRL's ``RepeatSampler`` (the trainer's group sampler), plays
+``--group-size`` episodes of each, builds the :class:`~milegpo.credit.StepBatch`, calls
+:func:`milegpo.credit.estimate` with the trainer's preset and invalid-action penalty, and takes one step
+``logits[s, a] += lr * A * (1[a] - pi(. | s))`` for every row (the gradient of the GRPO loss at ratio 1, one
+token per row, summed: a table shares no parameters between states). A run costs seconds, so 20+ seeds per
+method fit in the CPU budget. The credit's state key is the observation, as in the trainer's rows;
+``--state obs+actions`` keys the observation with the admissible actions instead (a diagnostic: household
+observations do not say what the agent holds, so one observation key can stand for different situations).
+
+Every method of a seed plays the same tasks in the same order from the same prior with the same random
+stream, so seeds pair the methods. Writes ``<out>/results.json`` (one record per method and seed: curves and
+final evaluation), ``<out>/table.md`` (final success with 95% intervals, paired tests) and
+``<out>/curves.png`` (success and score per iteration, mean and 95% interval over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from milegpo.seed_stats import mean_ci, paired_test, seeds_for
+
+#: methods: label -> (credit method, variant)
+METHODS = {"grpo": ("grpo", "full"), "gigpo": ("gigpo", "full"), "graphgpo": ("graphgpo", "full"),
+           "milegpo-md": ("milegpo", "md"), "milegpo-rcs": ("milegpo", "rcs"), "milegpo-full": ("milegpo", "full")}
+#: the paper's ranking, best first: the adjacent pairs are tested
+PAPER_RANKING = ("milegpo-full", "graphgpo", "gigpo", "grpo")
+#: the invalid action of the tabular policy (no world accepts it)
+INVALID_ACTION = "<invalid>"
+
+
+class TabularPolicy:
+    """Softmax over (state, action) logits, created on first visit from the prior.
+
+    state: (goal, observation, admissible actions); actions: the admissible ones and
+    :data:`INVALID_ACTION`. Prior logit: ``prior`` for the expert's action, ``invalid_logit`` for the
+    invalid action, 0 for the others."""
+
+    def __init__(self, prior: float, invalid_logit: float, rng: np.random.Generator):
+        self.prior, self.invalid_logit, self.rng = prior, invalid_logit, rng
+        self.table: dict[tuple, tuple[list[str], np.ndarray]] = {}
+
+    def entry(self, key: tuple, admissible: list, expert: str | None):
+        got = self.table.get(key)
+        if got is None:
+            actions = list(admissible) + [INVALID_ACTION]
+            logits = np.zeros(len(actions))
+            if expert in admissible:
+                logits[admissible.index(expert)] = self.prior
+            logits[-1] = self.invalid_logit
+            got = self.table[key] = (actions, logits)
+        return got
+
+    @staticmethod
+    def probs(logits: np.ndarray) -> np.ndarray:
+        z = np.exp(logits - logits.max())
+        return z / z.sum()
+
+    def chooser(self, env, goal: str, record: list):
+        """A :data:`milegpo.rollout.labelled.Chooser` sampling from the table; appends (key, action index)."""
+        def choose(obs: str, admissible: list, t: int) -> str:
+            key = (goal, obs, tuple(admissible))
+            expert = env.expert_action() if key not in self.table else None
+            actions, logits = self.entry(key, admissible, expert)
+            i = int(self.rng.choice(len(actions), p=self.probs(logits)))
+            record.append((key, i))
+            return actions[i]
+
+        return choose
+
+    def update(self, record: list, advantages: np.ndarray, lr: float) -> None:
+        """One policy-gradient step on the rows' summed loss: logits[s] += lr * sum of A * (1[a] - pi(. | s))
+        over the rows in state s (a table has no shared parameters: a row moves its own state only)."""
+        grads: dict[tuple, np.ndarray] = {}
+        for (key, i), adv in zip(record, advantages):
+            _, logits = self.table[key]
+            g = grads.setdefault(key, np.zeros_like(logits))
+            p = self.probs(logits)
+            g -= adv * p
+            g[i] += adv
+        for key, g in grads.items():
+            self.table[key][1][:] += lr * g
+
+
+def play_groups(tasks, group_size: int, policy: TabularPolicy, envs: dict, state: str = "obs"):
+    """``group_size`` episodes of each task by the policy: (groups of PlayedEpisode, (key, action) per row)."""
+    from milegpo.envs import make_env
+    from milegpo.rollout.labelled import STATE_KEYS, play_episode
+
+    record: list = []
+    groups = []
+    for task in tasks:
+        env = envs.setdefault(task.env, make_env(task.env))
+        goal = env.reset(task)[2].get("goal", "")
+        groups.append([play_episode(env, task, policy.chooser(env, goal, record), state_of=STATE_KEYS[state])
+                       for _ in range(group_size)])
+    return groups, record
+
+
+def episode_stats(groups) -> dict:
+    eps = [ep for g in groups for ep in g]
+    steps = sum(len(ep) for ep in eps)
+    return {"success": float(np.mean([ep.won for ep in eps])), "score": float(np.mean([sum(ep.reward) for ep in eps])),
+            "invalid": sum(sum(ep.invalid) for ep in eps) / max(steps, 1),
+            "length": float(np.mean([len(ep) for ep in eps]))}
+
+
+def run(seed: int, method_label: str, settings: dict) -> dict:
+    """One training run of one method; returns its record (curves, final evaluation, time)."""
+    import torch
+    from trl.trainer.utils import RepeatSampler
+
+    from milegpo.credit import estimate, presets
+    from milegpo.credit.quality import quality_tasks
+    from milegpo.rollout.labelled import step_batch
+
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    s = settings
+    method, variant = METHODS[method_label]
+    config = presets.get_preset(s["preset"]).replace(invalid_penalty=s["invalid_penalty"])
+    tasks = quality_tasks(s["env"], "train", s["tasks"], seed, s["horizon"], s["options"])
+    policy = TabularPolicy(s["prior"], s["invalid_logit"], np.random.default_rng(seed))
+    # the trainer's group sampler: distinct tasks per iteration, a new shuffle every epoch over the tasks
+    sampler = RepeatSampler(range(len(tasks)), mini_repeat_count=1, batch_size=s["groups"], repeat_count=1,
+                            shuffle=True, seed=seed)
+    stream = (i for _ in iter(int, 1) for i in sampler)
+    envs: dict = {}
+    curve = []
+    for _ in range(s["iterations"]):
+        chosen = [tasks[next(stream)] for _ in range(s["groups"])]
+        groups, record = play_groups(chosen, s["group_size"], policy, envs, s["state"])
+        curve.append(episode_stats(groups))
+        result = estimate(step_batch(groups), method, config, variant, backend="torch")
+        policy.update(record, result.advantages.numpy(), s["lr"])
+    final_groups, _ = play_groups(tasks, s["eval_episodes"], policy, envs)
+    final = episode_stats(final_groups)
+    for env in envs.values():
+        env.close()
+    return {"method": method_label, "seed": seed, "curve": curve, "final": final,
+            "states": len(policy.table), "seconds": time.perf_counter() - t0}
+
+
+def analyse(records: list[dict]) -> dict:
+    """Per method: final success / score and mean training success (all iterations) with 95% intervals;
+    paired tests of the paper's adjacent pairs and of every method against GRPO."""
+    methods = [m for m in METHODS if any(r["method"] == m for r in records)]
+    by = {m: {r["seed"]: r for r in records if r["method"] == m} for m in methods}
+    endpoints = {"final_success": lambda r: r["final"]["success"], "final_score": lambda r: r["final"]["score"],
+                 "train_success": lambda r: float(np.mean([c["success"] for c in r["curve"]])),
+                 "final_invalid": lambda r: r["final"]["invalid"]}
+    out: dict = {"methods": {}, "paired": {}}
+    for m in methods:
+        out["methods"][m] = {k: mean_ci([f(r) for r in by[m].values()]) for k, f in endpoints.items()}
+        out["methods"][m]["seeds"] = len(by[m])
+    pairs = [(a, b) for a, b in zip(PAPER_RANKING, PAPER_RANKING[1:])]
+    pairs += [(m, "grpo") for m in methods if m != "grpo" and (m, "grpo") not in pairs]
+    for a, b in pairs:
+        if a in by and b in by:
+            seeds = sorted(set(by[a]) & set(by[b]))
+            tests = {k: paired_test([f(by[a][s]) for s in seeds], [f(by[b][s]) for s in seeds])
+                     for k, f in endpoints.items() if k != "final_invalid"}
+            for v in tests.values():  # seeds a paired t-test needs for 2 points at this spread (80%, 5%)
+                v["seeds_for_2_points"] = seeds_for(0.02, v["sd"])
+            out["paired"][f"{a} - {b}"] = tests
+    return out
+
+
+def table(records: list[dict], settings: dict) -> str:
+    a = analyse(records)
+    seeds = sorted({r["seed"] for r in records})
+
+    def cell(v, scale=100.0):
+        m, lo, hi = v
+        return f"{scale * m:.1f} [{scale * lo:.1f}, {scale * hi:.1f}]"
+
+    s = settings
+    lines = [f"Household testbed: tabular softmax policy, {s['tasks']} training games (every task type, full-size "
+             f"rooms), horizon {s['horizon']}, {s['iterations']} iterations x {s['groups']} groups x {s['group_size']} "
+             f"episodes, prior {s['prior']}, lr {s['lr']}; final evaluation: {s['eval_episodes']} episodes of every "
+             f"training game; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}), mean and 95% t-interval over seeds.", "",
+             "| method | final success % | mean training success % | final score | final invalid % | seeds |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for m, v in a["methods"].items():
+        lines.append(f"| {m} | {cell(v['final_success'])} | {cell(v['train_success'])} | "
+                     f"{cell(v['final_score'], 1.0)} | {cell(v['final_invalid'])} | {v['seeds']} |")
+    lines += ["", "Paired differences over seeds (points; 95% t-interval; paired t-test and Wilcoxon p, two-sided; "
+              "seeds a paired t-test needs to separate 2 points at the measured spread, 80% power):", "",
+              "| pair | final success | p (t / Wilcoxon) | mean training success | p (t / Wilcoxon) | seeds for 2 "
+              "points (final) |", "| --- | --- | --- | --- | --- | --- |"]
+    for name, v in a["paired"].items():
+        f, t = v["final_success"], v["train_success"]
+        lines.append(f"| {name} | {100 * f['diff']:+.1f} [{100 * f['ci'][0]:+.1f}, {100 * f['ci'][1]:+.1f}] | "
+                     f"{f['t_p']:.3f} / {f['wilcoxon_p']:.3f} | {100 * t['diff']:+.1f} [{100 * t['ci'][0]:+.1f}, "
+                     f"{100 * t['ci'][1]:+.1f}] | {t['t_p']:.3f} / {t['wilcoxon_p']:.3f} | "
+                     f"{f['seeds_for_2_points']} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(records: list[dict], path: Path) -> Path:
+    from milegpo.job.plots import _plt, _save
+
+    fig, axes = _plt().subplots(1, 3, figsize=(15, 3.8))
+    for m in [m for m in METHODS if any(r["method"] == m for r in records)]:
+        curves = [r["curve"] for r in records if r["method"] == m]
+        n = min(len(c) for c in curves)
+        for ax, key, scale in zip(axes, ("success", "score", "invalid"), (100, 1, 100)):
+            stats = [mean_ci([scale * c[i][key] for c in curves]) for i in range(n)]
+            xs = np.arange(1, n + 1)
+            ax.plot(xs, [x[0] for x in stats], label=m, lw=1.2)
+            ax.fill_between(xs, [x[1] for x in stats], [x[2] for x in stats], alpha=0.15)
+    for ax, name in zip(axes, ("training success (%)", "training score (mean episode reward)", "invalid actions (%)")):
+        ax.set_xlabel("iteration")
+        ax.set_ylabel(name)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"credit testbed: mean and 95% interval over {len({r['seed'] for r in records})} seeds", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = "python experiments/credit_testbed.py " + " ".join(argv)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="experiments/results/testbed_household")
+    p.add_argument("--seeds", type=int, nargs="+", default=list(range(20)))
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (processes)")
+    p.add_argument("--env", default="household")
+    p.add_argument("--env-options", default="{}", help="task generator settings as JSON ({}: full-size rooms)")
+    p.add_argument("--tasks", type=int, default=32, help="training games per seed")
+    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--groups", type=int, default=8, help="task groups per iteration")
+    p.add_argument("--group-size", type=int, default=8, help="episodes per group")
+    p.add_argument("--horizon", type=int, default=30)
+    p.add_argument("--prior", type=float, default=2.0, help="initial logit of the expert's action")
+    p.add_argument("--invalid-logit", type=float, default=1.0, help="initial logit of the invalid action")
+    p.add_argument("--lr", type=float, default=0.5, help="step size of the policy gradient (per row)")
+    p.add_argument("--eval-episodes", type=int, default=4, help="final evaluation: episodes per training game")
+    p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
+                   help="the credit's state key: the observation (the trainer's rows), or the observation with "
+                        "the admissible actions (a diagnostic: fewer distinct situations share one key)")
+    p.add_argument("--preset", default="alfworld", choices=["alfworld", "webshop"])
+    p.add_argument("--invalid-penalty", type=float, default=0.1, help="the trainer's invalid_action_penalty")
+    p.add_argument("--table-only", action="store_true", help="rewrite table.md / curves.png from results.json")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {"env": args.env, "options": json.loads(args.env_options), "tasks": args.tasks,
+                "iterations": args.iterations, "groups": args.groups, "group_size": args.group_size,
+                "horizon": args.horizon, "prior": args.prior, "invalid_logit": args.invalid_logit, "lr": args.lr,
+                "eval_episodes": args.eval_episodes, "preset": args.preset, "invalid_penalty": args.invalid_penalty,
+                "state": args.state}
+    if args.groups > args.tasks:
+        p.error(f"--groups ({args.groups}) must not exceed --tasks ({args.tasks}): a group per distinct task")
+    if args.table_only:
+        saved = json.loads((out / "results.json").read_text())
+        md = table(saved["records"], saved["settings"])
+        (out / "table.md").write_text(md + saved.get("footer", ""))
+        print(md + f"wrote {out / 'table.md'}, {plot(saved['records'], out / 'curves.png')}")
+        return 0
+    if args.jobs < 1:
+        p.error(f"--jobs must be >= 1, got {args.jobs}")
+    t0 = time.perf_counter()
+    jobs = [(seed, m) for seed in args.seeds for m in args.methods]
+    records = []
+    if args.jobs == 1:
+        for seed, m in jobs:
+            records.append(run(seed, m, settings))
+            print(f"[seed {seed}] {m:<13} final success {records[-1]['final']['success']:.3f} "
+                  f"({records[-1]['seconds']:.1f} s)", flush=True)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            for rec in pool.map(run, [j[0] for j in jobs], [j[1] for j in jobs], [settings] * len(jobs)):
+                records.append(rec)
+                print(f"[seed {rec['seed']}] {rec['method']:<13} final success {rec['final']['success']:.3f} "
+                      f"({rec['seconds']:.1f} s)", flush=True)
+    wall = time.perf_counter() - t0
+    footer = f"\nCommand: `{command}`; {len(jobs)} runs, total wall time {wall:.0f} s.\n"
+    (out / "results.json").write_text(json.dumps({"settings": settings, "records": records, "footer": footer,
+                                                  "analysis": analyse(records)}, indent=1))
+    md = table(records, settings)
+    (out / "table.md").write_text(md + footer)
+    print("\n" + md + footer)
+    print(f"wrote {out / 'table.md'}, {out / 'results.json'}, {plot(records, out / 'curves.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

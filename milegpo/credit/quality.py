@@ -1,0 +1,378 @@
+"""Ground-truth credit quality: how often a credit method ranks a good step above a bad one.
+
+The paper's diagnostics (:func:`milegpo.credit.diagnostics`) count agreement between estimators; these
+measure agreement with the truth. A step's label comes from the world's own knowledge of the hidden state
+(:meth:`milegpo.envs.TextEnv.steps_to_win`, e.g. the household planner): a step is **good** when it is valid
+and lowers the steps-to-win by one (it is on an optimal path), **bad** otherwise (:func:`step_labels`).
+Batches come with labels as a :class:`LabelledBatch` (:mod:`milegpo.rollout.labelled` plays them).
+
+For every method (and variant) on the same batches:
+
+- ``same_state_auc``: over pairs of rows of one (group, state), one good and one bad, the share where the
+  good one has the higher advantage (ties count 1/2): credit where the methods' step terms compete;
+- ``group_auc``: the same over pairs of rows of one task group, any states;
+- ``tied_pair_accuracy``: the same over the same-state pairs whose GraphGPO step credit A^G ties
+  (within :data:`~milegpo.credit.diagnostic_metrics.TIE_TOL`, the tie-correction rate's pairs, spec section 11): the
+  pairs MileGPO's correction is for.
+
+Advantages equal to :data:`ADV_TIE_TOL` are a tie. Each figure is pooled over the pairs of all batches, with
+a 95% percentile bootstrap interval over task groups (groups resampled with replacement, the same
+resamples for every method, so differences between methods get intervals too).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .batch import StepBatch
+from .config import CreditConfig
+from .diagnostic_metrics import TIE_TOL, diagnostics, same_state_pairs
+
+#: advantages closer than this are a tie (half a correctly ordered pair)
+ADV_TIE_TOL = 1e-9
+METRICS = ("same_state_auc", "group_auc", "tied_pair_accuracy")
+#: name -> (method, variant, CreditConfig changes) of every method and variant measured
+METHOD_VARIANTS = {
+    "grpo": ("grpo", "full", {}),
+    "gigpo": ("gigpo", "full", {}),
+    "gigpo-verl": ("gigpo", "full", {"invalid_penalty_on_step_return": True}),
+    "graphgpo": ("graphgpo", "full", {}),
+    "milegpo-md": ("milegpo", "md", {}),
+    "milegpo-rcs": ("milegpo", "rcs", {}),
+    "milegpo-full": ("milegpo", "full", {}),
+}
+#: diagnostics (spec section 11) reported beside the ground-truth figures, averaged over batches
+DIAGNOSTIC_KEYS = ("tie_correction_rate", "tie_pairs", "tie_share", "shared_state_coverage", "candidates",
+                   "pcc_progress_share", "pcc_branch_share")
+
+
+@dataclass
+class LabelledBatch:
+    """A rollout batch with ground-truth step labels.
+
+    batch: the :class:`StepBatch` (N rows); good: (N,) bool, the step is on an optimal path
+    (:func:`step_labels`); steps_before / steps_after: (N,) int64, the world's steps-to-win before and
+    after the row's action; source: which policy played it (``expert-epsilon``, ``checkpoint``...);
+    seed: the seed it was played with."""
+
+    batch: StepBatch
+    good: np.ndarray
+    steps_before: np.ndarray
+    steps_after: np.ndarray
+    source: str = ""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        n = len(self.batch)
+        for name in ("good", "steps_before", "steps_after"):
+            value = np.asarray(getattr(self, name))
+            if value.shape != (n,):
+                raise ValueError(f"LabelledBatch.{name} must have shape ({n},) like the batch, got {value.shape}")
+            setattr(self, name, value)
+        if self.good.dtype != np.bool_:
+            raise ValueError(f"LabelledBatch.good must be bool, got {self.good.dtype}")
+
+
+def step_labels(steps_before: np.ndarray, steps_after: np.ndarray, invalid: np.ndarray) -> np.ndarray:
+    """good = valid and ``steps_after == steps_before - 1`` (the action is on an optimal path).
+
+    steps_before, steps_after: (N,) int64 (``UNWINNABLE`` where no sequence wins: never good);
+    invalid: (N,) bool. Returns (N,) bool."""
+    from ..envs.base import UNWINNABLE
+
+    steps_before, steps_after = np.asarray(steps_before, dtype=np.int64), np.asarray(steps_after, dtype=np.int64)
+    invalid = np.asarray(invalid, dtype=bool)
+    if not steps_before.shape == steps_after.shape == invalid.shape:
+        raise ValueError(f"step_labels: steps_before {steps_before.shape}, steps_after {steps_after.shape} and "
+                         f"invalid {invalid.shape} must have one shape")
+    return ~invalid & (steps_before < UNWINNABLE) & (steps_after == steps_before - 1)
+
+
+def labelled_pairs(first: np.ndarray, second: np.ndarray, good: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of the row pairs (``first[p]``, ``second[p]``), those with one good and one bad row, as
+    (good row, bad row): two (P,) int64 arrays."""
+    mixed = good[first] != good[second]
+    first, second = first[mixed], second[mixed]
+    first_good = good[first]
+    return np.where(first_good, first, second), np.where(first_good, second, first)
+
+
+def ordered_share(advantages: np.ndarray, good_row: np.ndarray, bad_row: np.ndarray) -> np.ndarray:
+    """Per pair 1 where the good row's advantage is higher, 1/2 on a tie (within :data:`ADV_TIE_TOL`), else 0.
+
+    advantages: (N,) float64; good_row, bad_row: (P,) int64. Returns (P,) float64."""
+    diff = advantages[good_row] - advantages[bad_row]
+    return np.where(diff > ADV_TIE_TOL, 1.0, np.where(diff >= -ADV_TIE_TOL, 0.5, 0.0))
+
+
+@dataclass
+class PairSets:
+    """The labelled pairs of one batch: for each metric (good row, bad row, the pair's task group)."""
+
+    pairs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    n_groups: int
+
+
+def pair_sets(labelled: LabelledBatch, a_graph: np.ndarray) -> PairSets:
+    """The pairs of :data:`METRICS` in one batch; a_graph: (N,) float64, GraphGPO's A^G (for the ties)."""
+    cols = labelled.batch.to_numpy()
+    _, group = np.unique(cols["group"], return_inverse=True)
+    group = group.reshape(-1)
+    good = labelled.good
+    same_good, same_bad = labelled_pairs(*same_state_pairs(group, cols["state"]), good)
+    all_good, all_bad = labelled_pairs(*same_state_pairs(group, np.zeros_like(group)), good)
+    tied = np.abs(a_graph[same_good] - a_graph[same_bad]) <= TIE_TOL
+    sets = {"same_state_auc": (same_good, same_bad), "group_auc": (all_good, all_bad),
+            "tied_pair_accuracy": (same_good[tied], same_bad[tied])}
+    return PairSets({k: (g, b, group[g]) for k, (g, b) in sets.items()}, int(group.max()) + 1 if len(group) else 0)
+
+
+def estimate_all(batch: StepBatch, config: CreditConfig, backend: str = "auto", methods=None) -> dict:
+    """``{name: CreditResult}`` of every entry of :data:`METHOD_VARIANTS` (or ``methods``) on ``batch``."""
+    from . import estimate
+
+    out = {}
+    for name in methods or METHOD_VARIANTS:
+        method, variant, changes = METHOD_VARIANTS[name]
+        out[name] = estimate(batch, method, config.replace(**changes) if changes else config, variant, backend)
+    return out
+
+
+def _ratio(num, den):
+    return num / den if den else float("nan")
+
+
+def bootstrap_weights(n_units: int, n_resamples: int, seed: int) -> np.ndarray:
+    """(n_resamples, n_units) float64: how often each unit is drawn in each resample (with replacement)."""
+    rng = np.random.default_rng(seed)
+    weights = np.zeros((n_resamples, n_units))
+    if n_units:
+        draws = rng.integers(0, n_units, size=(n_resamples, n_units))
+        np.add.at(weights, (np.arange(n_resamples)[:, None], draws), 1.0)
+    return weights
+
+
+def percentile_interval(samples: np.ndarray, level: float = 0.95) -> list[float]:
+    """[lo, hi] of the finite ``samples`` (NaN, NaN when there are none)."""
+    finite = samples[np.isfinite(samples)]
+    if finite.size == 0:
+        return [float("nan"), float("nan")]
+    tail = 100 * (1 - level) / 2
+    return [float(np.percentile(finite, tail)), float(np.percentile(finite, 100 - tail))]
+
+
+def credit_quality(batches: list[LabelledBatch], config: CreditConfig, backend: str = "auto",
+                   n_resamples: int = 2000, seed: int = 0, methods=None, reference: str = "graphgpo") -> dict:
+    """Ground-truth credit quality of every method of :data:`METHOD_VARIANTS` (or ``methods``) on
+    ``batches``, each estimated with ``config`` on ``backend``; see :func:`quality_of_advantages`, which
+    this feeds with the advantages, GraphGPO's A^G and the credit diagnostics of every batch."""
+    if not batches:
+        raise ValueError("credit_quality: no batches")
+    names = list(methods or METHOD_VARIANTS)
+    names += [m for m in dict.fromkeys([reference, "graphgpo"]) if m not in names]  # graphgpo: its A^G ties
+    advantages, a_graphs, diags = [], [], []
+    for labelled in batches:
+        results = estimate_all(labelled.batch, config, backend, names)
+        advantages.append({m: r.advantages.cpu().numpy() for m, r in results.items()})
+        a_graphs.append(results["graphgpo"].rows["a_graph"].cpu().numpy())
+        diags.append({m: diagnostics(r) for m, r in results.items()})
+    return quality_of_advantages(batches, advantages, a_graphs, diags, n_resamples, seed, reference)
+
+
+def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], a_graphs: list[np.ndarray],
+                          diagnostics: list[dict] | None = None, n_resamples: int = 2000, seed: int = 0,
+                          reference: str | None = "graphgpo") -> dict:
+    """The figures of :data:`METRICS` for given advantages.
+
+    batches: B labelled batches; advantages: per batch ``{name: (N,) float64}`` (the same names in every
+    batch); a_graphs: per batch GraphGPO's A^G, (N,) float64 (the ties of ``tied_pair_accuracy``);
+    diagnostics: per batch ``{name: milegpo.credit.diagnostics(...)}`` (optional); reference: the method the others
+    are compared with (``minus_<reference>``, paired over the same resamples), None for none.
+
+    Returns ``{"methods": {name: {"same_state_auc", "group_auc", "tied_pair_accuracy", "ci": {metric: [lo,
+    hi]}, "pairs": {metric: count}, "per_batch": {metric: [value per batch]}, "minus_<reference>": {metric:
+    {"value", "ci"}}, "diagnostics": {...}}}, "labels": {...}}``; NaN where a figure has no pairs."""
+    if not (len(batches) == len(advantages) == len(a_graphs)) or not batches:
+        raise ValueError(f"quality_of_advantages: {len(batches)} batches, {len(advantages)} advantage sets and "
+                         f"{len(a_graphs)} A^G arrays: need one of each per batch, at least one")
+    names = list(advantages[0])
+    # per unit (a task group of one batch) and metric: summed pair scores and pair counts, per method
+    score = {m: {k: [] for k in METRICS} for m in names}
+    count = {k: [] for k in METRICS}
+    per_batch = {m: {k: [] for k in METRICS} for m in names}
+    for b, labelled in enumerate(batches):
+        if set(advantages[b]) != set(names):
+            raise ValueError(f"quality_of_advantages: batch {b} has methods {sorted(advantages[b])}, batch 0 {names}")
+        sets = pair_sets(labelled, a_graphs[b])
+        for k, (good_row, bad_row, group) in sets.pairs.items():
+            count[k].append(np.bincount(group, minlength=sets.n_groups))
+        for m in names:
+            adv = np.asarray(advantages[b][m], dtype=np.float64)
+            if adv.shape != labelled.good.shape:
+                raise ValueError(f"quality_of_advantages: advantages of {m!r} in batch {b} have shape {adv.shape}, "
+                                 f"the batch {labelled.good.shape}")
+            for k, (good_row, bad_row, group) in sets.pairs.items():
+                shares = ordered_share(adv, good_row, bad_row)
+                score[m][k].append(np.bincount(group, weights=shares, minlength=sets.n_groups))
+                per_batch[m][k].append(_ratio(float(shares.sum()), len(shares)))
+    counts = {k: np.concatenate(v).astype(np.float64) for k, v in count.items()}
+    scores = {m: {k: np.concatenate(v).astype(np.float64) for k, v in d.items()} for m, d in score.items()}
+    n_units = len(counts[METRICS[0]])
+    weights = bootstrap_weights(n_units, n_resamples, seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = {m: {k: (weights @ scores[m][k]) / (weights @ counts[k]) for k in METRICS} for m in names}
+    out: dict = {"methods": {}}
+    for m in names:
+        entry: dict = {k: _ratio(float(scores[m][k].sum()), float(counts[k].sum())) for k in METRICS}
+        entry["ci"] = {k: percentile_interval(boot[m][k]) for k in METRICS}
+        entry["pairs"] = {k: int(counts[k].sum()) for k in METRICS}
+        entry["per_batch"] = per_batch[m]
+        if reference is not None and m != reference and reference in names:
+            entry[f"minus_{reference}"] = {
+                k: {"value": entry[k] - _ratio(float(scores[reference][k].sum()), float(counts[k].sum())),
+                    "ci": percentile_interval(boot[m][k] - boot[reference][k])} for k in METRICS}
+        if diagnostics is not None:
+            ds = [d[m] for d in diagnostics]
+            entry["diagnostics"] = {key: _nanmean([d.get(key, float("nan")) for d in ds]) for key in DIAGNOSTIC_KEYS
+                                    if any(key in d for d in ds)}
+        out["methods"][m] = entry
+    good = np.concatenate([b.good for b in batches])
+    out["labels"] = {"rows": int(good.size), "good_share": float(good.mean()) if good.size else float("nan"),
+                     "batches": len(batches), "groups": n_units,
+                     "success_rate": _nanmean([_trajectory_success(b.batch) for b in batches]),
+                     "invalid_share": float(np.concatenate([b.batch.invalid.numpy() for b in batches]).mean())}
+    return out
+
+
+def _trajectory_success(batch: StepBatch) -> float:
+    cols = batch.to_numpy()
+    _, first = np.unique(cols["traj"], return_index=True)
+    return float(cols["success"][first].mean()) if first.size else float("nan")
+
+
+def _nanmean(xs) -> float:
+    xs = [float(x) for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def format_quality(report: dict) -> str:
+    """A plain-text table of a :func:`credit_quality` report (values with their 95% intervals)."""
+    def cell(entry, k):
+        v, (lo, hi) = entry[k], entry["ci"][k]
+        return "n/a" if math.isnan(v) else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+
+    lines = [f"{'method':<14}" + "".join(f"{k:>28}" for k in METRICS)]
+    for m, entry in report["methods"].items():
+        lines.append(f"{m:<14}" + "".join(f"{cell(entry, k):>28}" for k in METRICS))
+    first = next(iter(report["methods"].values()))
+    lines.append(f"{'pairs':<14}" + "".join(f"{first['pairs'][k]:>28}" for k in METRICS))
+    return "\n".join(lines)
+
+
+def plot_quality(report: dict, path, title: str = "") -> str:
+    """Bars of the three figures per method with their 95% intervals (0.5: no better than a coin)."""
+    from ..job.plots import _plt, _save
+
+    methods = list(report["methods"])
+    fig, ax = _plt().subplots(figsize=(max(7.0, 1.3 * len(methods)), 3.8))
+    width = 0.8 / len(METRICS)
+    for j, k in enumerate(METRICS):
+        xs = [i + (j - 1) * width for i in range(len(methods))]
+        vals = [report["methods"][m][k] for m in methods]
+        lo = [v - report["methods"][m]["ci"][k][0] for m, v in zip(methods, vals)]
+        hi = [report["methods"][m]["ci"][k][1] - v for m, v in zip(methods, vals)]
+        ax.bar(xs, vals, width, yerr=[lo, hi], capsize=2, label=k.replace("_", " "))
+    ax.axhline(0.5, color="gray", ls="--", lw=1)
+    ax.set_xticks(range(len(methods)), methods, rotation=20)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("good step ranked above bad")
+    ax.legend(fontsize=8)
+    ax.set_title(title or "ground-truth credit quality (95% bootstrap intervals over groups)", fontsize=9)
+    fig.tight_layout()
+    return str(_save(fig, path))
+
+
+# ---------------------------------------------------------------------------------------------- the command
+def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int, options: dict | None = None,
+                  task_types=None) -> list:
+    """The ``groups`` tasks of batch ``seed``: task types in turn (household: all six, so every batch holds
+    every type), game seeds ``100_000 + seed * groups + g`` (away from the training runs' seeds)."""
+    from ..envs.base import TASK_TYPES
+    from ..rollout import make_tasks
+
+    if task_types is None:
+        task_types = TASK_TYPES if env in ("household", "alfworld") else ("",)
+    return [make_tasks(env, split, 1, task_types[(g + seed) % len(task_types)], horizon,
+                       start=100_000 + seed * groups + g, options=options)[0] for g in range(groups)]
+
+
+def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), groups: int = 16,
+                       group_size: int = 8, horizon: int = 50, epsilon=(0.1, 0.9), expert: str = "oracle",
+                       invalid_share: float = 0.1, checkpoint: str | None = None, temperature: float = 1.0,
+                       checkpoint_flags=(), checkpoint_seeds: int | None = None, preset: str = "alfworld",
+                       backend: str = "auto",
+                       n_resamples: int = 2000, split: str = "train", options: dict | None = None,
+                       state: str = "obs", say=print) -> dict:
+    """``milegpo credit-quality``: play labelled batches (the mixed expert, and ``checkpoint``'s policy if
+    given; for the first ``checkpoint_seeds`` seeds, default all: a language model's batch costs minutes on a
+    CPU) for every seed, measure every method on them, write ``<out_dir>/credit_quality.json`` and
+    ``credit_quality.png`` (plus one plot per policy source when there are several). state: how the mixed
+    expert's rows key their states (``obs``, the trainer's; ``obs+actions``, a diagnostic against aliased
+    observations; :data:`milegpo.rollout.labelled.STATE_KEYS`). Returns the report:
+    :func:`credit_quality` of all batches, with ``sources`` (the same per policy source) and ``settings``."""
+    import json
+    import time
+    from pathlib import Path
+
+    from ..rollout.labelled import play_checkpoint, play_mixed_expert
+    from .config import get_preset
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = get_preset(preset)
+    t0 = time.perf_counter()
+    by_source: dict[str, list] = {}
+    for n, seed in enumerate(seeds):
+        tasks = quality_tasks(env, split, groups, seed, horizon, options)
+        played = [play_mixed_expert(tasks, group_size, seed, tuple(epsilon), expert, invalid_share, state=state)]
+        if checkpoint and (checkpoint_seeds is None or n < checkpoint_seeds):
+            played.append(play_checkpoint(checkpoint, tasks, group_size, seed, temperature, flags=checkpoint_flags))
+        for lb in played:
+            by_source.setdefault(lb.source, []).append(lb)
+            say(f"[{lb.source} seed {seed}] {len(lb.batch)} steps, {lb.good.mean():.1%} good, success "
+                f"{_trajectory_success(lb.batch):.1%} ({time.perf_counter() - t0:.0f} s)")
+    everything = [lb for batches in by_source.values() for lb in batches]
+    report = credit_quality(everything, config, backend, n_resamples)
+    report["sources"] = {src: credit_quality(batches, config, backend, n_resamples)
+                         for src, batches in by_source.items()}
+    report["settings"] = {"env": env, "split": split, "seeds": list(seeds), "groups": groups,
+                          "group_size": group_size, "horizon": horizon, "epsilon": list(epsilon), "expert": expert,
+                          "invalid_share": invalid_share, "checkpoint": checkpoint, "temperature": temperature,
+                          "checkpoint_seeds": list(seeds)[:checkpoint_seeds] if checkpoint else [],
+                          "preset": preset, "options": options or {}, "resamples": n_resamples, "state": state}
+    report["seconds"] = time.perf_counter() - t0
+    # NaN (a figure without pairs) as null: JSON has no NaN
+    strict = json.loads(json.dumps(report), parse_constant=lambda constant: None)
+    (out / "credit_quality.json").write_text(json.dumps(strict, indent=1))
+    plot_quality(report, out / "credit_quality.png",
+                 f"ground-truth credit quality, {env}: {len(everything)} batches x {groups} groups x {group_size} "
+                 f"(95% bootstrap intervals over groups)")
+    if len(by_source) > 1:
+        for src, rep in report["sources"].items():
+            plot_quality(rep, out / f"credit_quality_{src}.png", f"ground-truth credit quality, {env}, {src}")
+    for src, rep in report["sources"].items():
+        say(f"\n{src}: {rep['labels']['batches']} batches, {rep['labels']['rows']} steps, "
+            f"{rep['labels']['good_share']:.1%} good, success {rep['labels']['success_rate']:.1%}")
+        say(format_quality(rep))
+    say(f"\nwrote {out / 'credit_quality.json'} ({report['seconds']:.0f} s)")
+    return report
+
+
+
+__all__ = ["ADV_TIE_TOL", "METRICS", "METHOD_VARIANTS", "LabelledBatch", "step_labels", "labelled_pairs",
+           "ordered_share", "PairSets", "pair_sets", "estimate_all", "bootstrap_weights", "percentile_interval",
+           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "quality_tasks",
+           "run_credit_quality"]

@@ -1,0 +1,273 @@
+"""Episodes played in-process, one row per step, with the world's ground-truth step labels on request.
+
+:func:`play_episode` plays one episode of a :class:`~milegpo.envs.TextEnv` with any action chooser (an expert
+with random actions, a tabular policy, a recorded action list) and records the spec's row fields; with
+``label=True`` it also records :meth:`TextEnv.steps_to_win` before and after every action (privileged
+knowledge, asked only here, so training pays nothing for it). :func:`labelled_batch` turns played
+episodes into a :class:`~milegpo.credit.quality.LabelledBatch` (:func:`step_batch`: their rows alone).
+
+Batches of known mixed skill: :func:`play_mixed_expert` (the world's expert, a random action at a rate
+epsilon drawn per trajectory). Batches of a trained policy: :func:`play_checkpoint` plays a saved policy
+(``milegpo train`` saves ``milegpo_run/final``) through the trainer's own episode loop, then
+:func:`replay_labels` replays every trajectory's actions in a fresh environment to label its steps
+(the worlds are deterministic; a replay that reaches another observation is an error naming the step).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..credit import SINK, StepBatch
+from ..envs import NOTHING_HAPPENS, Task, TextEnv, make_env, state_key
+
+#: chooser(observation, admissible actions, step index) -> the action to play
+Chooser = Callable[[str, list, int], str]
+
+
+@dataclass
+class PlayedEpisode:
+    """One trajectory: the task, the per-step fields (spec section 1) and, when labelled, steps-to-win."""
+
+    task: Task
+    state: list = field(default_factory=list)
+    next_state: list = field(default_factory=list)
+    reward: list = field(default_factory=list)
+    invalid: list = field(default_factory=list)
+    action: list = field(default_factory=list)
+    steps_before: list = field(default_factory=list)
+    steps_after: list = field(default_factory=list)
+    won: bool = False
+
+    def __len__(self) -> int:
+        return len(self.state)
+
+
+def observation_and_actions_key(obs: str, admissible: list) -> int:
+    """A state key of the observation together with the admissible actions, which show what the observation
+    may not (household: what the agent holds): a diagnostic against states that the observation alone
+    aliases. The trainer's rows key the observation alone (``info["state_key"]``)."""
+    return state_key(obs + "\n" + "\n".join(admissible))
+
+
+#: how a state key is formed: ``obs`` (the world's ``info["state_key"]``, the trainer's) or ``obs+actions``
+STATE_KEYS: dict[str, Callable[[str, list], int] | None] = {"obs": None,
+                                                           "obs+actions": observation_and_actions_key}
+
+
+def _steps_to_win(env: TextEnv) -> int:
+    value = env.steps_to_win()
+    if value is None:
+        raise ValueError(f"environment kind {env.kind!r} ({type(env).__name__}) gives no steps_to_win: its steps "
+                         "cannot be labelled (TextEnv.steps_to_win returns None)")
+    return int(value)
+
+
+def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
+                 state_of: Callable[[str, list], int] | None = None) -> PlayedEpisode:
+    """Play ``task`` in ``env`` to its end, ``choose(observation, admissible, t)`` picking each action.
+
+    label: also record ``env.steps_to_win()`` before and after each action (0 after a winning one).
+    state_of: the state key of (observation, admissible actions); default the world's
+    ``info["state_key"]`` (the observation's key, as the trainer's rows)."""
+    obs, admissible, info = env.reset(task)
+    ep = PlayedEpisode(task=task)
+    key = int(info["state_key"]) if state_of is None else state_of(obs, admissible)
+    while not env.done:
+        if label:
+            ep.steps_before.append(_steps_to_win(env))
+        action = choose(obs, admissible, len(ep))
+        obs, reward, _, won, info = env.step(action)
+        ep.state.append(key)
+        key = int(info["state_key"]) if state_of is None else state_of(obs, info["admissible_actions"])
+        ep.next_state.append(SINK if won else key)
+        ep.reward.append(float(reward))
+        ep.invalid.append(bool(info["invalid"]))
+        ep.action.append(action)
+        if label:
+            ep.steps_after.append(0 if won else _steps_to_win(env))
+        admissible = info["admissible_actions"]
+        ep.won = bool(won)
+    return ep
+
+
+def step_batch(groups: Sequence[Sequence[PlayedEpisode]], invalid=None) -> StepBatch:
+    """The rows of played episodes as a validated :class:`StepBatch`: group ``g`` is ``groups[g]``,
+    trajectories numbered in order, rows in (group, trajectory, step) order.
+
+    invalid: per-trajectory lists of invalid flags that replace the environment's (a policy's unparseable
+    completion is invalid even where the world accepted the text)."""
+    cols: dict[str, list] = {k: [] for k in ("group", "traj", "t", "state", "next_state", "success", "reward",
+                                             "invalid")}
+    traj = 0
+    for g, episodes in enumerate(groups):
+        for ep in episodes:
+            n = len(ep)
+            cols["group"] += [g] * n
+            cols["traj"] += [traj] * n
+            cols["t"] += list(range(n))
+            cols["success"] += [ep.won] * n
+            for k in ("state", "next_state", "reward"):
+                cols[k] += getattr(ep, k)
+            cols["invalid"] += list(ep.invalid if invalid is None else invalid[traj])
+            traj += 1
+    return StepBatch(**{k: np.array(v, dtype=bool if k in ("success", "invalid") else
+                                    np.float64 if k == "reward" else np.int64) for k, v in cols.items()})
+
+
+def labelled_batch(groups: Sequence[Sequence[PlayedEpisode]], source: str, seed: int, invalid=None):
+    """A :class:`~milegpo.credit.quality.LabelledBatch` of episodes played with ``label=True``
+    (:func:`step_batch` for the rows and ``invalid``)."""
+    from ..credit.quality import LabelledBatch, step_labels
+
+    episodes = [ep for eps in groups for ep in eps]
+    for n, ep in enumerate(episodes):
+        if len(ep.steps_before) != len(ep):
+            raise ValueError(f"labelled_batch: trajectory {n} ({ep.task.task_id}) was played without labels "
+                             "(play_episode(..., label=True))")
+    batch = step_batch(groups, invalid)
+    before = np.array([v for ep in episodes for v in ep.steps_before], dtype=np.int64)
+    after = np.array([v for ep in episodes for v in ep.steps_after], dtype=np.int64)
+    good = step_labels(before, after, batch.invalid.numpy())
+    return LabelledBatch(batch=batch, good=good, steps_before=before, steps_after=after, source=source, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------- policies
+def mixed_expert(env: TextEnv, rng: random.Random, epsilon: float, expert: str = "oracle",
+                 invalid_share: float = 0.1) -> Chooser:
+    """The world's expert with a random action at rate ``epsilon``.
+
+    expert: ``oracle`` (``env.expert_action()``: knows where everything is, as ALFWorld's expert),
+    ``search`` (``env.search_action()``, household: acts on what it has seen) or ``planner`` (an admissible
+    action that lowers ``env.steps_to_win()`` the most: always on an optimal path). A random action is an
+    admissible one drawn uniformly, or, with probability ``invalid_share``, an inadmissible one (an action
+    that was admissible one step earlier and no longer is, as a policy that repeats itself; else
+    "look around")."""
+    if expert not in ("oracle", "search", "planner"):
+        raise ValueError(f"mixed_expert: expert must be 'oracle', 'search' or 'planner', got {expert!r}")
+    if expert == "search" and not hasattr(env, "search_action"):
+        raise ValueError(f"mixed_expert: {type(env).__name__} has no searching expert (search_action)")
+    previous: list[str] = []
+
+    def choose(obs: str, admissible: list, t: int) -> str:
+        nonlocal previous
+        if t == 0:
+            previous = []
+        stale = [a for a in previous if a not in admissible]
+        previous = list(admissible)
+        if rng.random() < epsilon:
+            if rng.random() < invalid_share:
+                return rng.choice(stale) if stale else "look around"
+            return rng.choice(admissible)
+        if expert == "planner":
+            return planner_action(env, admissible)
+        action = env.expert_action() if expert == "oracle" else env.search_action()
+        return action if action is not None else rng.choice(admissible)
+
+    return choose
+
+
+def planner_action(env: TextEnv, admissible: Sequence[str]) -> str:
+    """The first admissible action after which ``env.steps_to_win()`` is lowest (each tried on a copy)."""
+    import copy
+
+    best, best_value = admissible[0], None
+    for action in admissible:
+        trial = copy.deepcopy(env)
+        _, _, _, won, _ = trial.step(action)
+        value = 0 if won else _steps_to_win(trial)
+        if best_value is None or value < best_value:
+            best, best_value = action, value
+    return best
+
+
+def play_mixed_expert(tasks: Sequence[Task], group_size: int, seed: int, epsilon: tuple[float, float] = (0.1, 0.9),
+                      expert: str = "oracle", invalid_share: float = 0.1, source: str = "expert-epsilon",
+                      state: str = "obs"):
+    """``group_size`` labelled episodes of every task by :func:`mixed_expert`, epsilon ~ U(``epsilon``) per
+    trajectory (drawn from ``seed``); ``state``: a key of :data:`STATE_KEYS`. Returns a
+    :class:`~milegpo.credit.quality.LabelledBatch`."""
+    lo, hi = epsilon
+    if not 0.0 <= lo <= hi <= 1.0:
+        raise ValueError(f"play_mixed_expert: epsilon range must satisfy 0 <= lo <= hi <= 1, got {epsilon}")
+    rng = random.Random(seed)
+    envs: dict[str, TextEnv] = {}
+    groups = []
+    for task in tasks:
+        env = envs.setdefault(task.env, make_env(task.env))
+        groups.append([play_episode(env, task, mixed_expert(env, rng, rng.uniform(lo, hi), expert, invalid_share),
+                                    label=True, state_of=STATE_KEYS[state]) for _ in range(group_size)])
+    for env in envs.values():
+        env.close()
+    return labelled_batch(groups, source, seed)
+
+
+def replay_labels(episodes: Sequence, actions: Sequence[Sequence[str]], states: Sequence[Sequence[int]]):
+    """Replay recorded trajectories in fresh environments and label every step.
+
+    episodes: per trajectory its Task (``.task``); actions: the actions sent to the world, per trajectory;
+    states: the recorded state keys (``state`` of every row), checked against the replay. Returns the
+    labelled :class:`PlayedEpisode` per trajectory."""
+    envs: dict[str, TextEnv] = {}
+    out = []
+    for n, (episode, acts, keys) in enumerate(zip(episodes, actions, states)):
+        env = envs.setdefault(episode.task.env, make_env(episode.task.env))
+        played = play_episode(env, episode.task, lambda obs, adm, t, acts=acts: acts[t] if t < len(acts) else
+                              NOTHING_HAPPENS, label=True)
+        if played.state != list(keys):
+            t = next((i for i, (a, b) in enumerate(zip(played.state, keys)) if a != b), min(len(played), len(keys)))
+            raise ValueError(f"replay_labels: trajectory {n} ({episode.task.task_id}) reached another state at step "
+                             f"{t} on replay ({len(played)} steps replayed, {len(keys)} recorded): the world is not "
+                             "deterministic, or the recorded actions are not the ones played")
+        out.append(played)
+    for env in envs.values():
+        env.close()
+    return out
+
+
+def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, seed: int,
+                    temperature: float = 1.0, source: str = "checkpoint", flags: Sequence[str] = ()):
+    """``group_size`` episodes of every task by a saved policy (``milegpo train``'s ``<output_dir>/final``),
+    played by the trainer's own episode loop and generation, then labelled by :func:`replay_labels`.
+
+    The policy keeps its prompt settings (``milegpo_task.json``); the tasks are the ones given. flags: more
+    ``milegpo train`` flags (e.g. ``--max_completion_length 32``). Returns a ``LabelledBatch``."""
+    import json
+    import tempfile
+
+    from ..job import make_trainer, parse, reload_tokenizer
+
+    tasks = list(tasks)
+    if not tasks:
+        raise ValueError("play_checkpoint: no tasks")
+    with tempfile.TemporaryDirectory(prefix="milegpo_quality_") as tmp:
+        _, cfg = parse(["--model_name_or_path", checkpoint, "--output_dir", tmp, "--env", tasks[0].env,
+                        "--horizon", str(max(t.horizon for t in tasks)), "--num_eval_tasks", "0",
+                        "--num_train_tasks", str(len(tasks)), "--groups_per_iteration", str(len(tasks)),
+                        "--group_size", str(group_size), "--env_options", json.dumps({}), "--beta", "0",
+                        "--report_to", "none", "--seed", str(seed), "--disable_tqdm", "true", *flags])
+        import torch
+
+        torch.manual_seed(seed)
+        trainer = make_trainer(checkpoint, reload_tokenizer(checkpoint), cfg)
+        rollout = trainer.play(tasks, group_size, temperature=temperature)
+    by_traj: dict[int, list] = {}
+    for row in rollout.rows:
+        by_traj.setdefault(row.traj, []).append(row)
+    episodes = sorted(rollout.episodes, key=lambda e: e.traj)
+    rows = [sorted(by_traj.get(e.traj, []), key=lambda r: r.t) for e in episodes]
+    played = replay_labels(episodes, [[r.action for r in rs] for rs in rows], [[r.state for r in rs] for rs in rows])
+    groups: dict[int, list] = {}
+    for e, p in zip(episodes, played):
+        groups.setdefault(e.group, []).append(p)
+    ordered = [groups[g] for g in sorted(groups)]
+    invalid = [[r.invalid for r in rs] for rs in rows]
+    return labelled_batch(ordered, source, seed, invalid=invalid)
+
+
+__all__ = ["PlayedEpisode", "Chooser", "STATE_KEYS", "observation_and_actions_key", "play_episode", "step_batch",
+           "labelled_batch", "mixed_expert", "planner_action",
+           "play_mixed_expert", "replay_labels", "play_checkpoint"]

@@ -1,0 +1,175 @@
+"""Ground-truth credit quality (milegpo.credit.quality): the AUCs on hand-made batches with known answers,
+the bootstrap, and the command end to end on small labelled batches."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from milegpo.credit import SINK, StepBatch, presets
+from milegpo.credit.quality import (METRICS, LabelledBatch, credit_quality, percentile_interval,
+                                    quality_of_advantages, step_labels)
+
+
+def hand_batch():
+    """Two groups. Group 0: three trajectories through state 7 (rows 0, 2, 4) and state 8 (rows 1, 3);
+    group 1: two one-step trajectories from state 9. Labels: good rows 0, 3, 5."""
+    rows = [
+        dict(group=0, traj=0, t=0, state=7, next_state=8, success=True, reward=0.0, invalid=False),
+        dict(group=0, traj=0, t=1, state=8, next_state=SINK, success=True, reward=10.0, invalid=False),
+        dict(group=0, traj=1, t=0, state=7, next_state=8, success=False, reward=0.0, invalid=True),
+        dict(group=0, traj=1, t=1, state=8, next_state=5, success=False, reward=0.0, invalid=False),
+        dict(group=0, traj=2, t=0, state=7, next_state=6, success=False, reward=0.0, invalid=False),
+        dict(group=1, traj=3, t=0, state=9, next_state=SINK, success=True, reward=10.0, invalid=False),
+        dict(group=1, traj=4, t=0, state=9, next_state=4, success=False, reward=0.0, invalid=False),
+    ]
+    good = np.array([True, False, False, True, False, True, False])
+    n = len(rows)
+    return LabelledBatch(StepBatch.from_rows(rows), good, np.zeros(n, np.int64), np.zeros(n, np.int64), "hand", 0)
+
+
+def report_for(advantages: dict, a_graph=None, batch=None):
+    batch = batch or hand_batch()
+    a_graph = np.zeros(len(batch.good)) if a_graph is None else a_graph
+    return quality_of_advantages([batch], [advantages], [a_graph], n_resamples=200, reference=None)
+
+
+def test_copying_the_labels_scores_one_a_constant_one_half_the_reverse_zero():
+    good = hand_batch().good.astype(np.float64)
+    rep = report_for({"labels": good, "constant": np.zeros(7), "reverse": -good})["methods"]
+    for k in METRICS:
+        assert rep["labels"][k] == 1.0 and rep["constant"][k] == 0.5 and rep["reverse"][k] == 0.0, k
+        assert rep["labels"]["ci"][k] == [1.0, 1.0] and rep["constant"]["ci"][k] == [0.5, 0.5]
+
+
+def test_pair_counts_and_a_partial_ordering_by_hand():
+    # same-state pairs with one good, one bad: state 7: (0, 2), (0, 4); state 8: (3, 1); state 9: (5, 6) -> 4
+    # group pairs: group 0 has good {0, 3} x bad {1, 2, 4} = 6, group 1 has 1 -> 7
+    adv = np.array([1.0, 0.0, 1.0, 2.0, 0.5, -1.0, 3.0])
+    rep = report_for({"m": adv})["methods"]["m"]
+    assert rep["pairs"]["same_state_auc"] == 4 and rep["pairs"]["group_auc"] == 7
+    # (0, 2) tie 1/2, (0, 4) win, (3, 1) win, (5, 6) loss -> 2.5 / 4
+    assert rep["same_state_auc"] == pytest.approx(2.5 / 4)
+    # group 0: 0 vs 1 win, 0 vs 2 tie, 0 vs 4 win, 3 vs 1, 2, 4 wins -> 5.5 of 6; group 1: loss -> 5.5 / 7
+    assert rep["group_auc"] == pytest.approx(5.5 / 7)
+    assert rep["per_batch"]["same_state_auc"] == [pytest.approx(2.5 / 4)]
+
+
+def test_tied_pairs_are_the_same_state_pairs_graphgpo_ties():
+    # A^G ties rows 0 and 2 (state 7) and rows 5 and 6 (state 9) only
+    a_graph = np.array([0.3, 0.0, 0.3, 1.0, -0.5, 0.7, 0.7 + 1e-9])
+    adv = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 1.0])
+    rep = report_for({"m": adv}, a_graph)["methods"]["m"]
+    assert rep["pairs"]["tied_pair_accuracy"] == 2
+    assert rep["tied_pair_accuracy"] == 1.0  # both tied pairs ordered right by this method
+
+
+def test_a_metric_without_pairs_is_nan_and_the_interval_too():
+    batch = hand_batch()
+    batch.good[:] = True
+    rep = report_for({"m": np.zeros(7)}, batch=batch)["methods"]["m"]
+    assert all(np.isnan(rep[k]) for k in METRICS) and np.isnan(rep["ci"]["group_auc"]).all()
+    assert percentile_interval(np.array([np.nan])) == [pytest.approx(np.nan, nan_ok=True)] * 2
+
+
+def test_bootstrap_interval_covers_the_pooled_value_and_differences_are_paired():
+    rng = np.random.default_rng(0)
+    rows, good = [], []
+    for g in range(12):
+        for k in range(4):
+            for t in range(3):
+                rows.append(dict(group=g, traj=g * 4 + k, t=t, state=t, next_state=t + 1 if t < 2 else 100 + k,
+                                 success=False, reward=0.0, invalid=False))
+                good.append(bool(rng.random() < 0.5))
+    good = np.array(good)
+    n = len(good)
+    lb = LabelledBatch(StepBatch.from_rows(rows), good, np.zeros(n, np.int64), np.zeros(n, np.int64))
+    noisy = good + rng.normal(0, 0.8, n)
+    rep = quality_of_advantages([lb], [{"noisy": noisy, "graphgpo": np.zeros(n)}], [np.zeros(n)], n_resamples=500)
+    m = rep["methods"]["noisy"]
+    for k in ("same_state_auc", "group_auc"):
+        lo, hi = m["ci"][k]
+        assert lo < m[k] < hi and 0.5 < m[k] < 1.0
+        d = m["minus_graphgpo"][k]
+        assert d["value"] == pytest.approx(m[k] - 0.5) and d["ci"][0] < d["value"] < d["ci"][1]
+    assert rep["labels"]["groups"] == 12 and rep["labels"]["rows"] == n
+
+
+def test_step_labels_and_errors():
+    before = np.array([4, 4, 3, 2, 1 << 30])
+    after = np.array([3, 4, 2, 1, (1 << 30) - 1])
+    invalid = np.array([False, False, True, False, False])
+    assert step_labels(before, after, invalid).tolist() == [True, False, False, True, False]
+    with pytest.raises(ValueError, match="one shape"):
+        step_labels(before, after[:2], invalid)
+    with pytest.raises(ValueError, match="LabelledBatch.good must have shape"):
+        LabelledBatch(hand_batch().batch, np.zeros(3, bool), np.zeros(7, np.int64), np.zeros(7, np.int64))
+    with pytest.raises(ValueError, match="one of each per batch"):
+        quality_of_advantages([hand_batch()], [], [])
+
+
+def test_every_method_on_labelled_household_batches():
+    from milegpo.credit.quality import quality_tasks
+    from milegpo.rollout.labelled import play_mixed_expert
+
+    tasks = quality_tasks("household", "train", 3, 0, 20)
+    assert [t.task_type for t in tasks] == ["pick_and_place_simple", "look_at_obj_in_light",
+                                            "pick_clean_then_place_in_recep"]
+    lb = play_mixed_expert(tasks, 4, seed=0, epsilon=(0.2, 0.9))
+    assert lb.source == "expert-epsilon" and 0.0 < lb.good.mean() < 1.0
+    rep = credit_quality([lb], presets.ALFWORLD, backend="torch", n_resamples=100)
+    assert set(rep["methods"]) == {"grpo", "gigpo", "gigpo-verl", "graphgpo", "milegpo-md", "milegpo-rcs",
+                                   "milegpo-full"}
+    for m, entry in rep["methods"].items():
+        for k in METRICS:
+            assert 0.0 <= entry[k] <= 1.0 or np.isnan(entry[k])
+        if m.startswith("milegpo"):
+            assert "tie_correction_rate" in entry["diagnostics"]
+
+
+def test_the_command_writes_the_json_and_the_plot(tmp_path):
+    from milegpo.cli import main
+
+    assert main(["credit-quality", "--out", str(tmp_path), "--seeds", "0", "1", "--groups", "2", "--group-size", "3",
+                 "--horizon", "12", "--resamples", "50", "--backend", "torch"]) == 0
+    rep = json.loads((tmp_path / "credit_quality.json").read_text())
+    full = rep["methods"]["milegpo-full"]
+    assert set(METRICS) <= set(full) and set(full["ci"]) == set(METRICS)
+    assert rep["settings"]["seeds"] == [0, 1] and rep["labels"]["batches"] == 2
+    assert set(rep["sources"]) == {"expert-epsilon"}
+    assert (tmp_path / "credit_quality.png").stat().st_size > 1000
+
+
+def test_replayed_trajectories_get_the_labels_of_the_played_ones():
+    from milegpo.credit.quality import quality_tasks
+    from milegpo.envs import HouseholdEnv
+    from milegpo.rollout.labelled import mixed_expert, play_episode, replay_labels
+
+    env, rng = HouseholdEnv(), random.Random(0)
+    tasks = quality_tasks("household", "train", 2, 1, 15)
+    played = [play_episode(env, t, mixed_expert(env, rng, 0.5), label=True) for t in tasks]
+    again = replay_labels(played, [p.action for p in played], [p.state for p in played])
+    for a, b in zip(played, again):
+        assert (a.steps_before, a.steps_after, a.invalid, a.next_state) == (b.steps_before, b.steps_after, b.invalid,
+                                                                           b.next_state)
+    with pytest.raises(ValueError, match="trajectory 1 .* reached another state at step 0"):
+        replay_labels(played, [p.action for p in played], [played[0].state, [1] + played[1].state[1:]])
+
+
+@pytest.mark.slow
+def test_a_saved_policy_is_played_by_the_trainer_and_labelled_by_replay(tmp_path):
+    from milegpo.credit.quality import quality_tasks
+    from milegpo.rollout.labelled import play_checkpoint
+    from milegpo.job.policy import make_model, make_tokenizer
+
+    tok = make_tokenizer(n_tasks=4)
+    make_model(tok, hidden=32).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    tasks = quality_tasks("household", "train", 2, 0, 4)
+    lb = play_checkpoint(str(tmp_path), tasks, 2, seed=0, flags=["--max_completion_length", "8"])
+    assert lb.source == "checkpoint" and len(lb.batch) == 16  # 2 groups x 2 episodes x horizon 4
+    # an untrained policy writes no <action> block: every step invalid, so bad, and the world did nothing
+    assert lb.batch.invalid.all() and not lb.good.any() and (lb.steps_before == lb.steps_after).all()
