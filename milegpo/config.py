@@ -33,7 +33,8 @@ class MileGPOConfig(GRPOConfig):
 
     Environment and tasks:
         env (`str`, defaults to `"household"`): environment kind (`Task.env`): `household`, `textworld`,
-            `alfworld`; tasks come from `milegpo.envs.<env>_tasks`.
+            `alfworld`, `webshop`; tasks come from `milegpo.envs.<env>_tasks` (`milegpo train` then defaults the
+            kind's own settings, `milegpo.job.ENV_DEFAULTS`).
         train_split (`str`, defaults to `"train"`): split of the training tasks.
         num_train_tasks (`int`, defaults to `1000`): size of the training task set (seeds 0..n-1).
         task_type (`str`, defaults to `""`): restrict tasks to one task type ("" = all).
@@ -50,7 +51,8 @@ class MileGPOConfig(GRPOConfig):
             `num_generations`.
         history_length (`int`, defaults to `2`): (observation, action) pairs shown in the prompt.
         prompt_style (`str`, defaults to `"alfworld"`): the step prompt: `alfworld` (verl-agent's ALFWorld
-            template, the paper's) or `compact` (the same facts without instructions, for tiny policies).
+            template, the paper's), `webshop` (verl-agent's WebShop template) or `compact` (the same facts without
+            instructions, for tiny policies).
         require_think (`bool`, defaults to `False`): a completion without `<think>...</think>` is invalid.
     Credit:
         credit_method (`str`, defaults to `"milegpo"`): `grpo`, `gigpo`, `graphgpo` or `milegpo`.
@@ -73,7 +75,7 @@ class MileGPOConfig(GRPOConfig):
             use TRL's path.
     Evaluation:
         eval_splits (`list[str]`, defaults to `["id", "ood"]`): evaluation splits (ALFWorld valid_seen /
-            valid_unseen); the first two give the reported gap `eval_<a>_minus_<b>`.
+            valid_unseen; WebShop: `test`); the first two give the reported gap `eval_<a>_minus_<b>`.
         num_eval_tasks (`int`, defaults to `64`): tasks per evaluation split.
         eval_group_size (`int`, defaults to `1`): episodes per evaluation task.
         eval_temperature (`float`, defaults to `0.4`): sampling temperature of evaluation episodes.
@@ -81,7 +83,8 @@ class MileGPOConfig(GRPOConfig):
 
     # ---- environment and tasks
     env: str = field(default="household", metadata={"help": "Environment kind (Task.env): household, textworld, "
-                                                              "alfworld; tasks come from milegpo.envs.<env>_tasks."})
+                                                              "alfworld, webshop; tasks come from "
+                                                              "milegpo.envs.<env>_tasks."})
     train_split: str = field(default="train", metadata={"help": "Split of the training tasks."})
     num_train_tasks: int = field(default=1000, metadata={"help": "Number of training tasks (seeds 0..n-1)."})
     task_type: str = field(default="", metadata={"help": "Restrict tasks to one task type ('' = all types)."})
@@ -98,7 +101,8 @@ class MileGPOConfig(GRPOConfig):
     group_size: int = field(default=8, metadata={"help": "Episodes per task group (sets num_generations)."})
     history_length: int = field(default=2, metadata={"help": "(observation, action) pairs shown in the prompt."})
     prompt_style: str = field(default="alfworld", metadata={"help": "Step prompt: 'alfworld' (verl-agent's template, "
-                                                                     "the paper's) or 'compact' (no instructions; for "
+                                                                     "the paper's), 'webshop' (verl-agent's WebShop "
+                                                                     "template) or 'compact' (no instructions; for "
                                                                      "tiny policies trained from scratch)."})
     require_think: bool = field(default=False, metadata={"help": "Count a completion without <think>...</think> "
                                                                   "as an invalid action."})
@@ -121,7 +125,8 @@ class MileGPOConfig(GRPOConfig):
                                         "CUDA, off on CPU."})
     # ---- evaluation
     eval_splits: list[str] = field(default_factory=lambda: ["id", "ood"],
-                                   metadata={"help": "Evaluation splits; the first two give the reported gap."})
+                                   metadata={"help": "Evaluation splits (household: id ood; webshop: test); the "
+                                                     "first two give the reported gap."})
     num_eval_tasks: int = field(default=64, metadata={"help": "Tasks per evaluation split."})
     eval_group_size: int = field(default=1, metadata={"help": "Episodes per evaluation task."})
     eval_temperature: float = field(default=0.4, metadata={"help": "Sampling temperature of evaluation episodes."})

@@ -71,3 +71,31 @@ def test_waves_and_group_ids():
     assert sorted(e.traj for e in out.episodes) == list(range(10))
     assert all(e.task.task_id == tasks[e.group].task_id for e in out.episodes)
     out.step_batch()
+
+
+def test_score_metric_is_the_mean_score_x_100_where_the_world_scores_episodes():
+    import pytest
+
+    from milegpo.envs import Task
+    from milegpo.rollout import final_score
+
+    household = [("t", True, 3, 0, 10.0, None), ("t", False, 5, 1, 0.0, None)]
+    assert "score" not in episode_metrics(household)
+    shop = [("beauty", True, 3, 0, 10.0, 1.0), ("beauty", False, 5, 1, 0.0, 0.5), ("tools", False, 8, 8, 0.0, 0.0)]
+    m = episode_metrics(shop, prefix="episode/")
+    assert m["episode/score"] == pytest.approx(50.0) and m["episode/success_rate"] == pytest.approx(1 / 3)
+    assert "score" not in episode_metrics([s[:5] for s in shop])  # summaries without a score field still read
+    webshop = Task(task_id="webshop/x/test/0", env="webshop", seed=0)
+    assert final_score(webshop, {"score": 0.75}) == 0.75
+    assert final_score(webshop, {"error": "environment error", "truncated": True}) == 0.0  # the pool ended it
+    assert final_score(household_tasks("train", 1)[0], {"score": 3}) is None  # household: no score
+    for bad in ({}, {"score": 1.5}, {"score": "1"}):
+        with pytest.raises(ValueError, match="webshop/x/test/0.*info\\['score'\\] in \\[0, 1\\]"):
+            final_score(webshop, bad)
+
+
+def test_household_episodes_have_no_score():
+    tasks = household_tasks("train", 2, horizon=4)
+    out = EpisodeRunner(horizon=4).run(tasks, 2, expert_generator(tasks, 2))
+    assert all(e.score is None for e in out.episodes)
+    assert "score" not in episode_metrics(out.episode_summaries())

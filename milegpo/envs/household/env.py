@@ -47,6 +47,7 @@ class HouseholdEnv(TextEnv):
     """
 
     kind = "household"
+    experts = {"search": "search_action", "oracle": "expert_action"}
 
     def __init__(self) -> None:
         super().__init__()
@@ -274,7 +275,7 @@ class HouseholdEnv(TextEnv):
         env = HouseholdEnv()
         game_options = tuple((k, v) for k, v in task.options if k != "step_delay_s")
         env.reset(dataclasses.replace(task, horizon=10_000, options=game_options))
-        act = env.expert_action if expert == "oracle" else env.search_action
+        act = env.expert(expert)
         actions = []
         while not env.done:
             a = act()
