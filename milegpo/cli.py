@@ -1,12 +1,13 @@
 """The ``milegpo`` command.
 
-``milegpo train``          the main job: SFT warm start, ID/OOD evaluation, MileGPO iterations, evaluation
-                           again, plots and a summary. Flags: every MileGPOConfig / GRPOConfig field, plus
-                           ``--model_name_or_path`` (default: a tiny Qwen2 built on the spot), ``--sft_epochs``...
-                           (``milegpo train --help``).
-``milegpo eval``           success of a saved policy on the ID / OOD splits, and the gap.
-``milegpo generate-games`` write games: ``alfworld OUT_DIR --train N --id N --ood N`` (ALFWorld game files)
-                           or ``household OUT.jsonl --split S --n N`` (tasks with their expert walkthroughs).
+``milegpo train``          the main job: SFT warm start, evaluation (household: ID/OOD; ``--env webshop``: test,
+                           with WebShop's score), MileGPO iterations, evaluation again, plots and a summary.
+                           Flags: every MileGPOConfig / GRPOConfig field, plus ``--model_name_or_path`` (default:
+                           a tiny Qwen2 built on the spot), ``--sft_epochs``... (``milegpo train --help``).
+``milegpo eval``           success (and WebShop's score) of a saved policy on its evaluation splits, and the gap.
+``milegpo generate-games`` write games: ``alfworld OUT_DIR --train N --id N --ood N`` (ALFWorld game files),
+                           ``household OUT.jsonl --split S --n N`` (tasks with their expert walkthroughs) or
+                           ``webshop DIR --size N --seed S`` (an offline catalog in WebShop's own file formats).
 ``milegpo demo``           credit on a generated rollout batch: every method side by side,
                            a table of per-step credit and the credit diagnostics.
 ``milegpo replay``         recompute credit and diagnostics for stored rollouts: one StepBatch (.npz) or a
@@ -183,6 +184,8 @@ def cmd_generate_games(args: argparse.Namespace) -> int:
         from milegpo.envs.alfworld.__main__ import main as alfworld_main
 
         return alfworld_main([args.out, *args.rest])
+    if args.world == "webshop":
+        return _generate_webshop(args.out, args.rest)
     import json
 
     from tqdm.auto import tqdm
@@ -253,15 +256,41 @@ def _add_credit_quality(sub) -> None:
     p.set_defaults(func=cmd_credit_quality)
 
 
+def _generate_webshop(out: str, rest: list[str]) -> int:
+    """``generate-games webshop DIR``: the offline catalog in WebShop's own files, read back as the env reads it."""
+    from milegpo.envs.webshop import load_shop, write_catalog
+    from milegpo.envs.webshop.catalog import DEFAULT_PRODUCTS, DEFAULT_SEED
+    from milegpo.envs.webshop.data import TEST_GOALS
+
+    p = argparse.ArgumentParser(prog="milegpo generate-games webshop DIR")
+    p.add_argument("--size", type=int, default=DEFAULT_PRODUCTS, help="products in the catalog (>= 10)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="catalog seed (same seed, same files)")
+    opts = p.parse_args(rest)
+    if opts.size < 10:
+        p.error(f"--size must be >= 10, got {opts.size}")
+    folder = write_catalog(out, opts.size, opts.seed)
+    shop = load_shop(folder)
+    test = min(TEST_GOALS, len(shop.goals))
+    files = ", ".join(sorted(f.name for f in folder.glob("*.json")))
+    print(f"wrote a WebShop catalog to {folder}: {len(shop.products)} products in "
+          f"{len({p['category'] for p in shop.products})} categories, {len(shop.goals)} goals ({test} test, "
+          f"{len(shop.goals) - test} train; option test_goals changes the split); files: {files}\n"
+          f"play it: milegpo train --env webshop --env_options '{{\"data_dir\": \"{folder}\"}}' "
+          f"(or WEBSHOP_DATA={folder})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="milegpo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("train", add_help=False,
                    help="SFT warm start + MileGPO training + ID/OOD evaluation + plots (flags: milegpo train --help)")
     sub.add_parser("eval", add_help=False, help="evaluate a saved policy on the ID / OOD splits (milegpo eval --help)")
-    p = sub.add_parser("generate-games", help="write games: alfworld OUT_DIR --train N ... | household OUT.jsonl ...")
-    p.add_argument("world", choices=["alfworld", "household"])
-    p.add_argument("out", help="alfworld: root folder of the game tree; household: a .jsonl file")
+    p = sub.add_parser("generate-games", help="write games: alfworld OUT_DIR --train N ... | household OUT.jsonl ... | "
+                                              "webshop DIR --size N --seed S")
+    p.add_argument("world", choices=["alfworld", "household", "webshop"])
+    p.add_argument("out", help="alfworld: root folder of the game tree; household: a .jsonl file; webshop: the "
+                               "folder of the catalog's WebShop files")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="options of the generator (--help after OUT)")
     p.set_defaults(func=cmd_generate_games)
     p = sub.add_parser("demo", help="credit of every method on a generated rollout batch")

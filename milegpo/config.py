@@ -84,7 +84,8 @@ class MileGPOConfig(GRPOConfig):
 
     Environment and tasks:
         env (`str`, defaults to `"household"`): environment kind (`Task.env`): `household`, `textworld`,
-            `alfworld`, `webshop`; tasks come from `milegpo.envs.<env>_tasks`.
+            `alfworld`, `webshop`; tasks come from `milegpo.envs.<env>_tasks` (`milegpo train` then defaults the
+            kind's own settings, `milegpo.job.ENV_DEFAULTS`).
         train_split (`str`, defaults to `"train"`): split of the training tasks (one of the env's splits:
             `milegpo.envs.task_space(env).splits`).
         num_train_tasks (`int`, defaults to `1000`): size of the training task set (seeds 0..n-1).
@@ -109,7 +110,8 @@ class MileGPOConfig(GRPOConfig):
             `num_generations`.
         history_length (`int`, defaults to `2`): (observation, action) pairs shown in the prompt.
         prompt_style (`str`, defaults to `"alfworld"`): the step prompt: `alfworld` (verl-agent's ALFWorld
-            template, the paper's) or `compact` (the same facts without instructions, for tiny policies).
+            template, the paper's), `webshop` (verl-agent's WebShop template) or `compact` (the same facts without
+            instructions, for tiny policies).
         require_think (`bool`, defaults to `False`): a completion without `<think>...</think>` is invalid.
     Credit:
         credit_method (`str`, defaults to `"milegpo"`): `grpo`, `gigpo`, `graphgpo` or `milegpo`.
@@ -172,7 +174,8 @@ class MileGPOConfig(GRPOConfig):
     group_size: int = field(default=8, metadata={"help": "Episodes per task group (sets num_generations)."})
     history_length: int = field(default=2, metadata={"help": "(observation, action) pairs shown in the prompt."})
     prompt_style: str = field(default="alfworld", metadata={"help": "Step prompt: 'alfworld' (verl-agent's template, "
-                                                                     "the paper's) or 'compact' (no instructions; for "
+                                                                     "the paper's), 'webshop' (verl-agent's WebShop "
+                                                                     "template) or 'compact' (no instructions; for "
                                                                      "tiny policies trained from scratch)."})
     require_think: bool = field(default=False, metadata={"help": "Count a completion without <think>...</think> "
                                                                   "as an invalid action."})

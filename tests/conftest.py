@@ -43,3 +43,14 @@ def _triton_grid_order(request):
     with grid_order(request.config.getoption("--grid-order"), seed), \
             bounds_check(), poison_masked_loads():
         yield
+
+
+@pytest.fixture(scope="session")
+def private_webshop_cache(tmp_path_factory):
+    """Generated WebShop catalogs and indexes go to a folder of this test session, never to ~/.cache, and
+    ``$WEBSHOP_DATA`` is unset (the embedded catalog is played)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MILEGPO_CACHE", str(tmp_path_factory.mktemp("milegpo-cache")))
+    mp.delenv("WEBSHOP_DATA", raising=False)
+    yield
+    mp.undo()

@@ -153,3 +153,29 @@ def test_replay_of_an_empty_batch(tmp_path, capsys):
     StepBatch.from_rows([]).save(run / "iter_0001")
     assert main(["replay", str(run), "--rows", "0"]) == 0
     assert "batch: 0 steps" in capsys.readouterr().out
+
+
+def test_generate_webshop_catalog_is_played_with_data_dir(tmp_path, capsys, private_webshop_cache):
+    from milegpo.envs.webshop import WebShopEnv, generate_catalog, webshop_tasks
+    from milegpo.envs.webshop.data import HUMAN_FILE, REVIEWS_FILE, SMALL_FILES
+
+    folder = tmp_path / "shop"
+    assert main(["generate-games", "webshop", str(folder), "--size", "80", "--seed", "3"]) == 0
+    text = capsys.readouterr().out
+    assert f"wrote a WebShop catalog to {folder}: 80 products" in text and '"data_dir"' in text
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*SMALL_FILES, HUMAN_FILE, REVIEWS_FILE])
+    for name, content in generate_catalog(80, 3).items():  # WebShop's files, as the generator makes them
+        assert json.loads((folder / name).read_text()) == content
+    tasks = webshop_tasks("test", 5, data_dir=folder, test_goals=5)
+    assert all(dict(t.options)["data_dir"] == str(folder.resolve()) for t in tasks)
+    won = 0
+    for task in tasks:
+        env = WebShopEnv()
+        env.reset(task)
+        while not env.done:
+            env.step(env.expert_action())
+        won += env.won
+    assert won >= 3
+    with pytest.raises(SystemExit):
+        main(["generate-games", "webshop", str(tmp_path / "tiny"), "--size", "5"])
+    assert "--size must be >= 10" in capsys.readouterr().err

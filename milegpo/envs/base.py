@@ -19,7 +19,7 @@ import hashlib
 import re
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ..state_keys import SINK, canonical_state, state_key  # re-exported: one definition, torch-free
 
@@ -130,9 +130,9 @@ class TextEnv(ABC):
     ``task`` (the Task as a dict), ``goal`` (the task sentence) and ``game_id`` (a
     fingerprint of the game: equal for every episode of one task group).
 
-    Subclasses implement :meth:`_reset` and :meth:`_step`; optionally :meth:`expert_action` and
-    :meth:`read_action`. A step after ``done`` raises :class:`EnvError`; an action that is not a ``str``
-    (``None``, a list) a ``TypeError``, in every world.
+    Subclasses implement :meth:`_reset` and :meth:`_step`; optionally :meth:`expert_action`,
+    :meth:`read_action` and more experts (:attr:`experts`, :meth:`expert`). A step after ``done`` raises
+    :class:`EnvError`; an action that is not a ``str`` (``None``, a list) a ``TypeError``, in every world.
     """
 
     #: name used in :data:`milegpo.envs.ENV_KINDS`
@@ -141,6 +141,13 @@ class TextEnv(ABC):
     #: ~0.1-0.3 ms), so that ``num_env_workers="auto"`` plays it in an EnvPool's workers; a world whose
     #: steps are cheaper declares False and is stepped in-process (``bench/test_env_pool.py`` measures both)
     step_in_workers: bool = True
+    #: the world's experts, name -> the method that returns its next action (see :meth:`expert`):
+    #: ``"search"`` acts only on what the agent has observed (a policy can learn to imitate it), ``"oracle"``
+    #: may read the hidden state
+    experts: ClassVar[Mapping[str, str]] = {}
+    #: whether ``info["score"]`` holds the episode's score in [0, 1] (WebShop's raw reward; 0 until the end):
+    #: the rollout then reports it as the ``score`` metric (mean x 100) beside the success rate
+    has_score: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.task: Task | None = None
@@ -165,6 +172,15 @@ class TextEnv(ABC):
     def expert_action(self) -> str | None:
         """The next action of the world's expert from the current state, or None if it has none."""
         return None
+
+    def expert(self, name: str = "search") -> Callable[[], str | None]:
+        """The next-action method of this world's expert ``name`` (one of :attr:`experts`); any other name is
+        a ValueError that lists the world's experts."""
+        if name not in self.experts:
+            raise ValueError(f"{type(self).__name__}: expert must be "
+                             f"{' or '.join(repr(n) for n in self.experts) or '(none: this world has no expert)'}, "
+                             f"got {name!r}")
+        return getattr(self, self.experts[name])
 
     def steps_to_win(self) -> int | None:
         """Privileged knowledge for judging credit, never shown to an agent: the fewest actions that win

@@ -131,6 +131,7 @@ class TextWorldEnv(TextEnv):
     or game_file = a ready ``.z8``/``.ulx`` (with its ``.json``)."""
 
     kind = "textworld"
+    experts = {"oracle": "expert_action"}  # the game's own planner (it reads the full state)
 
     def __init__(self) -> None:
         super().__init__()

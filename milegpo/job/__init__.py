@@ -1,6 +1,7 @@
 """The main job behind ``milegpo train`` / ``milegpo eval``: warm start, evaluate, train, evaluate, report.
 
 - :mod:`~milegpo.job.arguments`: the flags (:class:`JobArguments` + every MileGPOConfig field), :func:`parse`,
+  :data:`ENV_DEFAULTS` (each environment kind's defaults, its own and its tiny run's), :data:`TINY_RUN` /
   :data:`TINY_DEFAULTS` (the embedded CPU run's defaults);
 - :mod:`~milegpo.job.policy`: the policy, the given model or a tiny Qwen2 and tokenizer built on the spot
   (:func:`load_policy`), and its SFT warm start (:func:`warm_start`, TRL's ``SFTTrainer`` on expert
@@ -16,13 +17,14 @@
 
 from __future__ import annotations
 
-from .arguments import TASK_FIELDS, TASK_SETTINGS, TINY_DEFAULTS, JobArguments, build_parser, parse
+from .arguments import (ENV_DEFAULTS, TASK_FIELDS, TASK_SETTINGS, TINY_DEFAULTS, TINY_RUN, JobArguments, build_parser,
+                        env_defaults, parse, saved_task_settings)
 from .pipeline import make_trainer, run_eval, run_train
 from .policy import load_policy, reload_tokenizer, sft_tasks, warm_start
 from .report import (advantages_plot, eval_line, eval_summary, format_eval, format_summary, time_split,
                      training_history, write_plots, write_summary)
 
-__all__ = ["JobArguments", "TINY_DEFAULTS", "TASK_SETTINGS", "TASK_FIELDS", "build_parser", "parse", "run_train",
-           "run_eval", "make_trainer", "load_policy", "reload_tokenizer", "sft_tasks", "warm_start", "eval_summary",
+__all__ = ["JobArguments", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults", "saved_task_settings",
+           "TASK_SETTINGS", "TASK_FIELDS", "build_parser", "parse", "run_train", "run_eval", "make_trainer", "load_policy", "reload_tokenizer", "sft_tasks", "warm_start", "eval_summary",
            "training_history", "time_split", "eval_line", "format_eval", "format_summary", "write_summary",
            "write_plots", "advantages_plot"]

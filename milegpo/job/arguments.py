@@ -1,9 +1,12 @@
 """The flags of ``milegpo train`` / ``milegpo eval``: :class:`JobArguments` and every MileGPOConfig field.
 
-:func:`parse` reads them with TRL's ``TrlParser`` (``--config recipe.yaml`` works too). Without
-``--model_name_or_path`` the defaults change to :data:`TINY_DEFAULTS` (a CPU-sized run of a few minutes);
-a policy saved by ``milegpo train`` carries :data:`TASK_SETTINGS` (its games and prompt), which become the
-defaults when it is given. Flags given on the command line always win.
+:func:`parse` reads them with TRL's ``TrlParser`` (``--config recipe.yaml`` works too). The defaults depend on
+the environment kind (``--env``), all in one table, :data:`ENV_DEFAULTS` (WebShop: its credit preset, prompt,
+horizon and ``test`` split); without ``--model_name_or_path`` they change to the embedded tiny run's,
+:data:`TINY_RUN` plus the kind's ``"tiny"`` row (a CPU-sized run of a few minutes; :data:`TINY_DEFAULTS` is the
+household one). A policy saved by ``milegpo train`` carries :data:`TASK_SETTINGS` (its environment, games and
+prompt), which become the defaults when it is given, for its own environment kind only. Flags given on the
+command line always win.
 """
 
 from __future__ import annotations
@@ -14,18 +17,56 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-#: defaults of the embedded run (no --model_name_or_path): the household world's shortest task type in rooms
-#: of 4 receptacles, the compact prompt, a tiny Qwen2 (hidden 128) warm-started for 24 epochs, 4 groups x 4
-#: episodes per iteration; sized to finish in a few minutes on 2 CPU cores (notes/main_job.md: why each).
-TINY_DEFAULTS: dict[str, Any] = dict(
-    env_options={"max_receptacles": 4}, prompt_style="compact", tiny_hidden=128, sft_epochs=24.0,
-    sft_learning_rate=3e-3,
-    output_dir="milegpo_run", task_type="look_at_obj_in_light", horizon=8, num_train_tasks=64,
-    groups_per_iteration=4, group_size=4, max_steps=50, learning_rate=3e-4, max_completion_length=16,
-    per_device_train_batch_size=64, num_eval_tasks=48, eval_group_size=1, temperature=1.0, beta=0.01,
+from ..envs.webshop.env import DEFAULT_WEBSHOP_HORIZON
+
+#: defaults of every embedded run (no --model_name_or_path), whatever the environment: a tiny Qwen2 (hidden 128)
+#: warm-started at lr 3e-3, 4 groups x 4 episodes per iteration, 50 iterations at lr 3e-4, no checkpoints; sized
+#: to finish in a few minutes on 2 CPU cores (notes/main_job.md: why each)
+TINY_RUN: dict[str, Any] = dict(
+    tiny_hidden=128, sft_learning_rate=3e-3, output_dir="milegpo_run", groups_per_iteration=4, group_size=4,
+    max_steps=50, learning_rate=3e-4, per_device_train_batch_size=64, eval_group_size=1, temperature=1.0, beta=0.01,
     logging_steps=1, save_strategy="no", report_to="none", bf16=False, seed=0, dataloader_num_workers=0,
     gradient_checkpointing=False,
 )
+
+#: the defaults of each environment kind that differ from MileGPOConfig's / JobArguments': ``"run"`` for every
+#: run on that kind, ``"tiny"`` on top of those and of :data:`TINY_RUN` for the embedded tiny policy. A kind
+#: missing here has no defaults of its own. Precedence, lowest first: the dataclasses, this table, a saved
+#: policy's :data:`TASK_SETTINGS` (when it was trained on the same kind), ``--config`` YAML, command-line flags.
+ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    # the household world's shortest task type in rooms of 4 receptacles, the compact prompt, 24 warm-start epochs
+    "household": {
+        "run": {},
+        "tiny": dict(env_options={"max_receptacles": 4}, prompt_style="compact", sft_epochs=24.0,
+                     task_type="look_at_obj_in_light", horizon=8, num_train_tasks=64, max_completion_length=16,
+                     num_eval_tasks=48),
+    },
+    # WebShop as verl-agent trains it: its credit preset (paper table 5), its prompt, its test split. The tiny run:
+    # an embedded catalog of 500 products (a 2.3k-word vocabulary; test = its first 100 goals, train = the other
+    # 309), 8 steps (the expert needs 5.6), 4 warm-start epochs on 48 walkthroughs, 10 iterations: its prompts are
+    # ~560 tokens, 4x the household's, so each step costs ~4x (notes/webshop.md: what it learns, and why not more)
+    "webshop": {
+        "run": dict(credit_preset="webshop", prompt_style="webshop", horizon=DEFAULT_WEBSHOP_HORIZON,
+                    eval_splits=["test"]),
+        "tiny": dict(env_options={"catalog_size": 500, "test_goals": 100}, horizon=8, num_train_tasks=64,
+                     sft_tasks=48, sft_epochs=4.0, sft_explore=0.1, max_completion_length=32, num_eval_tasks=48,
+                     max_steps=10),
+    },
+}
+
+#: the household tiny run's defaults (:data:`TINY_RUN` + ``ENV_DEFAULTS["household"]["tiny"]``), the default job's
+TINY_DEFAULTS: dict[str, Any] = {**TINY_RUN, **ENV_DEFAULTS["household"]["tiny"]}
+
+
+def env_defaults(env: str, tiny: bool) -> dict[str, Any]:
+    """The defaults of a run on environment kind ``env`` (:data:`ENV_DEFAULTS`): its ``"run"`` row and, for the
+    embedded tiny policy (``tiny``), :data:`TINY_RUN` and its ``"tiny"`` row on top."""
+    row = ENV_DEFAULTS.get(env, {})
+    out = dict(row.get("run", {}))
+    if tiny:
+        out.update(TINY_RUN)
+        out.update(row.get("tiny", {}))
+    return out
 
 
 @dataclass
@@ -55,9 +96,10 @@ class JobArguments:
 #: the file beside a saved policy that records the games and prompt it was trained with (`milegpo eval` and
 #: `milegpo train --model_name_or_path` of that policy take them as defaults)
 TASK_SETTINGS = "milegpo_task.json"
-#: the MileGPOConfig fields :data:`TASK_SETTINGS` records
+#: the MileGPOConfig fields :data:`TASK_SETTINGS` records (``num_train_tasks``: its training games, seeds 0..n-1,
+#: which a small catalog may not hold a thousand of)
 TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length")
+               "max_completion_length", "num_train_tasks")
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:
@@ -67,6 +109,35 @@ def _flag_value(argv: Sequence[str], flag: str) -> str | None:
         if a.startswith(flag + "="):
             return a.split("=", 1)[1]
     return None
+
+
+def _given(argv: Sequence[str], name: str) -> Any:
+    """The value of ``--name`` on the command line, else in the ``--config`` YAML file, else None."""
+    value = _flag_value(argv, f"--{name}")
+    config = _flag_value(argv, "--config")
+    if value is None and config is not None and Path(config).is_file():
+        import yaml
+
+        loaded = yaml.safe_load(Path(config).read_text())
+        value = loaded.get(name) if isinstance(loaded, dict) else None
+    return value
+
+
+def saved_task_settings(path) -> dict[str, Any]:
+    """The task settings saved beside the policy at ``path`` by ``milegpo train`` (:data:`TASK_SETTINGS`: env,
+    task type, horizon, env options, prompt...), or ``{}`` for a model without them (a Hub id, any other folder,
+    None). A file that is not a JSON object is a ValueError naming it.
+    :meth:`milegpo.config.MileGPOConfig.with_task_settings` applies them."""
+    file = Path(path) / TASK_SETTINGS if path else None
+    if file is None or not file.is_file():
+        return {}
+    try:
+        settings = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{file}: not valid JSON ({e})") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"{file}: expected a JSON object of MileGPOConfig fields, got {type(settings).__name__}")
+    return settings
 
 
 def build_parser(prog: str = "milegpo train"):
@@ -83,13 +154,13 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(prog)
-    defaults: dict[str, Any] = {}
-    model_path = _flag_value(argv, "--model_name_or_path")
-    if model_path is None:
-        defaults.update(TINY_DEFAULTS)
-    elif (Path(model_path) / TASK_SETTINGS).is_file():
+    model_path = _given(argv, "model_name_or_path")
+    saved = saved_task_settings(model_path)
+    env = _flag_value(argv, "--env") or saved.get("env") or "household"
+    defaults = env_defaults(env, tiny=model_path is None)
+    if saved.get("env", "household") == env:
         # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
-        defaults.update(json.loads((Path(model_path) / TASK_SETTINGS).read_text()))
+        defaults.update(saved)
     if not torch.cuda.is_available():  # GRPOConfig defaults to bf16 on an accelerator
         defaults.update(use_cpu=True, bf16=False)
     parser.set_defaults(**defaults)
@@ -98,4 +169,5 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     return parse_flags(parser, argv, prog)
 
 
-__all__ = ["JobArguments", "TINY_DEFAULTS", "TASK_SETTINGS", "TASK_FIELDS", "build_parser", "parse"]
+__all__ = ["JobArguments", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults", "saved_task_settings",
+           "TASK_SETTINGS", "TASK_FIELDS", "build_parser", "parse"]

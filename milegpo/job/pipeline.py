@@ -7,7 +7,8 @@ Pipeline of :func:`run_train`:
    on the spot;
 2. a supervised warm start with TRL's ``SFTTrainer`` on expert walkthroughs of training tasks
    (:func:`~milegpo.job.policy.warm_start`; ``--sft_epochs 0`` skips it), saved to ``<output_dir>/sft``;
-3. evaluation on the ID and OOD splits (success, invalid-action rate, the gap);
+3. evaluation on ``eval_splits`` (household: ID and OOD; WebShop: test): success, invalid-action rate, the gap
+   between the first two splits, and WebShop's score;
 4. MileGPO iterations (:class:`~milegpo.trainer.MileGPOTrainer`); every iteration's StepBatch is saved
    to ``<output_dir>/batches/iter_NNNN.npz`` (``milegpo replay`` reads them back);
 5. evaluation again, ``summary.json``, the plots (PNG) under ``<output_dir>/plots`` and a printed summary
@@ -118,6 +119,8 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
         "history": history, "time_per_iteration": time_split(history), "diagnostics": saver.diagnostics,
         "batches": saver.files, "output_dir": str(out),
     }
+    if history and "score" in history[0]:  # a world that scores episodes (WebShop): its training score too
+        summary.update(train_score_first=history[0]["score"], train_score_last=history[-1]["score"])
     if job.plots:
         summary["plots"] = [str(p) for p in write_plots(out / "plots", history, saver.diagnostics, before, after,
                                                         splits, saver.files, cfg)]

@@ -1,8 +1,9 @@
 """PNG plots a user would rather look at than read (matplotlib, headless): the job's
 (:func:`milegpo.job.report.write_plots`) and ``milegpo demo`` / ``milegpo replay``'s.
 
-- :func:`plot_training` : success rate and invalid-action rate per iteration (and the
-  ID / OOD evaluation success where logged), from a list of per-iteration metric dicts.
+- :func:`plot_training` : success rate (and score, where the world scores episodes) and invalid-action
+  rate per iteration (and each evaluation split's success where logged), from a list of per-iteration
+  metric dicts.
 - :func:`plot_credit_diagnostics` : tie-correction rate, candidate-support partition
   and PCC evidence per iteration (keys of :func:`milegpo.credit.diagnostics`).
 - :func:`plot_advantages` : advantage distributions by method for one rollout batch.
@@ -60,15 +61,21 @@ def _with_trend(ax, xs, ys, color, label, marker="o"):
 
 
 def plot_training(history: Sequence[Mapping], path, title: str = "MileGPO training") -> Path:
-    """history: one dict per iteration with some of ``success_rate``, ``invalid_rate``,
-    ``eval_id_success``, ``eval_ood_success``, ``episode_length``, ``iteration``."""
+    """history: one dict per iteration with some of ``success_rate``, ``score`` (0-100, drawn / 100),
+    ``invalid_rate``, ``eval_<split>_success`` (e.g. ``eval_id_success``, ``eval_ood_success``,
+    ``eval_test_success``), ``episode_length``, ``iteration``."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     xs, ys = _series(history, "success_rate")
     if xs:
         _with_trend(axes[0], xs, ys, "tab:blue", "train success")
-    for key, label, color in (("eval_id_success", "eval ID success", "tab:orange"),
-                              ("eval_ood_success", "eval OOD success", "tab:green")):
+    xs, ys = _series(history, "score")
+    if xs:
+        _with_trend(axes[0], xs, [y / 100 for y in ys], "tab:purple", "train score / 100", marker="^")
+    evals = list(dict.fromkeys(k for h in history for k in h if k.startswith("eval_") and k.endswith("_success")))
+    for key, color in zip(evals, ("tab:orange", "tab:green", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")):
+        split = key[len("eval_"):-len("_success")]
+        label = f"eval {split.upper() if split in ('id', 'ood') else split} success"
         xs, ys = _series(history, key)
         if xs:
             axes[0].plot(xs, ys, marker="o", color=color, label=label)

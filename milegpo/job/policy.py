@@ -1,13 +1,19 @@
 """The policy of a run: the given model or a tiny one built on the spot, and its SFT warm start.
 
 :func:`load_policy` returns the model of ``--model_name_or_path`` or, when none is given, the embedded
-default; nothing is downloaded: :func:`make_tokenizer` trains a WordLevel tokenizer on texts of the
-household world (every admissible-action phrase that names no object is one token, so a tiny model learns
-to copy an action from the prompt) and :func:`make_model` builds a 2-layer Qwen2 from a config.
+default; nothing is downloaded: :func:`make_tokenizer` trains a WordLevel tokenizer on texts of the run's
+world (:data:`TOKENIZER_TEXTS`: the expert's walkthrough prompts, every word the world can show, and the
+admissible actions that become one token each, so a tiny model learns to copy an action from the prompt)
+and :func:`make_model` builds a 2-layer Qwen2 from a config.
 :func:`warm_start` (the job's step) runs :func:`sft_warm_start`, TRL's ``SFTTrainer`` on expert
 walkthroughs (prompt -> ``<think>...</think> <action>a</action>``), so the policy emits valid actions and
 wins some games before reinforcement learning starts, and saves the policy where the trainer loads it;
 :func:`reload_tokenizer` loads a saved tokenizer back faithfully.
+
+Every environment plays the same way here: its expert is :meth:`milegpo.envs.TextEnv.expert` (``"search"``:
+acts on what it has observed, e.g. the household world's :meth:`~milegpo.envs.HouseholdEnv.search_action` or
+WebShop's :class:`~milegpo.envs.webshop.ShoppingExpert`; ``"oracle"``: reads the hidden state), and the only
+per-world code is :data:`TOKENIZER_TEXTS` (what words the world has, which actions are phrases).
 
 The warm start works for any causal LM with a chat template (a real model included): the dataset is
 conversational prompt-completion, so ``SFTTrainer`` applies the model's own chat template and trains
@@ -21,14 +27,14 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from ..envs import HouseholdEnv, Task, household_tasks
+from ..envs import NOTHING_HAPPENS, Task, household_tasks, make_env
 from ..envs.household import household_words
 from ..rollout import make_tasks, render_prompt
-from .arguments import TASK_SETTINGS, JobArguments
+from .arguments import JobArguments, saved_task_settings  # re-exported: milegpo.job.policy.saved_task_settings
 
 SPECIAL = ["<pad>", "<unk>", "<|endoftext|>", "<|user|>", "<|assistant|>"]
 TAGS = ["<think>", "</think>", "<action>", "</action>"]
@@ -58,19 +64,19 @@ def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float 
     """(prompt text, expert completion text) for every step of an episode of each task; the prompt is the
     rollout's (:func:`milegpo.rollout.render_prompt` of ``prompt_style``).
 
-    expert: ``search`` (acts on what it has observed: :meth:`HouseholdEnv.search_action`) or ``oracle``
-    (knows where every object is: :meth:`HouseholdEnv.expert_action`; a policy that imitates it learns
-    choices its prompt gives no reason for).
+    expert: the world's expert of that name (:meth:`milegpo.envs.TextEnv.expert`): ``search`` acts on what it
+    has observed (the household world's :meth:`~milegpo.envs.HouseholdEnv.search_action`, WebShop's shopping
+    expert) or ``oracle`` (knows the hidden state, e.g. where every household object is: a policy that imitates
+    it learns choices its prompt gives no reason for).
     explore: probability of playing a random admissible action instead of the expert's (the expert's
     action is still the label): the policy also sees off-walkthrough states and how to recover from them.
-    Episodes end at a win or after ``task.horizon + 10`` steps."""
-    if expert not in ("search", "oracle"):
-        raise ValueError(f"expert must be 'search' or 'oracle', got {expert!r}")
+    Episodes end at a win, a loss (WebShop: a purchase that is not the goal), or after ``task.horizon + 10``
+    steps."""
     rng = random.Random(seed)
     pairs = []
     for task in tasks:
-        env = HouseholdEnv()
-        act = env.search_action if expert == "search" else env.expert_action
+        env = make_env(task.env)
+        act = env.expert(expert)
         obs, adm, info = env.reset(dataclasses.replace(task, horizon=task.horizon + 10))
         hist: list[tuple[str, str]] = []
         while not env.done:
@@ -84,6 +90,35 @@ def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float 
     return pairs
 
 
+def met_actions(tasks: Sequence[Task]) -> set[str]:
+    """Every admissible action that any expert of the world (:attr:`milegpo.envs.TextEnv.experts`) meets while
+    playing each of ``tasks`` to its end."""
+    out: set[str] = set()
+    for task in tasks:
+        for expert in make_env(task.env).experts:
+            env = make_env(task.env)
+            act = env.expert(expert)
+            _, adm, _ = env.reset(task)
+            out.update(adm)
+            while not env.done:
+                _, _, _, _, info = env.step(act())
+                out.update(info["admissible_actions"])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- tokenizer texts
+@dataclasses.dataclass
+class TokenizerTexts:
+    """What a tiny tokenizer of one world is trained on: ``corpus`` (texts whose words become tokens),
+    ``phrases`` (admissible actions and other texts that become one token each), ``lowercase`` (normalise case
+    first) and ``lone_punctuation`` (every punctuation mark its own token, else a run of them is one)."""
+
+    corpus: list[str]
+    phrases: set[str]
+    lowercase: bool = False
+    lone_punctuation: bool = False
+
+
 #: verbs whose admissible phrases become one token each: they name a receptacle (or the lamp), and the same
 #: few phrases recur in every room. Phrases that name an object ("take apple 2 from countertop 1") stay words:
 #: there are too many object x receptacle pairs for each to be learned as a token in a short warm start (64
@@ -91,46 +126,88 @@ def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float 
 PHRASE_VERBS = ("go", "open", "close", "use", "examine", "inventory", "look")
 
 
-def _action_phrases(tasks: Sequence[Task]) -> set[str]:
-    """The admissible actions either expert meets on ``tasks`` whose verb is one of :data:`PHRASE_VERBS`."""
-    out: set[str] = set()
-    for task in tasks:
-        for expert in ("oracle", "search"):
-            env = HouseholdEnv()
-            act = env.expert_action if expert == "oracle" else env.search_action
-            _, adm, _ = env.reset(task)
-            out.update(adm)
-            while not env.done:
-                _, _, _, _, info = env.step(act())
-                out.update(info["admissible_actions"])
-    return {p for p in out if p.split(" ", 1)[0] in PHRASE_VERBS}
-
-
-def make_tokenizer(n_tasks: int = 40, chat: bool = True, max_receptacles: int = 0):
-    """A WordLevel tokenizer trained on household texts of every split, with the admissible-action phrases
-    of the easy tasks that name no object as one token each (``go to sofa 1``; see :data:`PHRASE_VERBS`),
-    left padding, ``<|endoftext|>`` as EOS, the chat template above;
-    ``max_receptacles``: also the phrases of the easy tasks in rooms that small."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    corpus, phrases = [], set()
+def household_texts(n_tasks: int, options: Mapping[str, Any]) -> TokenizerTexts:
+    """The household world's: walkthrough prompts and first observations of ``n_tasks`` games of every split,
+    every object / receptacle name; phrases: the admissible actions of the easy tasks (also in rooms of
+    ``options["max_receptacles"]``) whose verb is one of :data:`PHRASE_VERBS`."""
+    max_receptacles = int(options.get("max_receptacles", 0))
+    corpus, met = [], set()
     for split in ("train", "id", "ood"):
         tasks = household_tasks(split, n_tasks, horizon=50)
         corpus += [p + " " + c for p, c in expert_pairs(tasks)]
-        corpus += [HouseholdEnv().reset(t)[0] + " Nothing happens." for t in tasks]
-        phrases |= _action_phrases(easy_tasks(split, n_tasks, horizon=50))
+        corpus += [make_env("household").reset(t)[0] + " " + NOTHING_HAPPENS for t in tasks]
+        met |= met_actions(easy_tasks(split, n_tasks, horizon=50))
         if max_receptacles:
-            phrases |= _action_phrases(easy_tasks(split, n_tasks, horizon=50, max_receptacles=max_receptacles))
+            met |= met_actions(easy_tasks(split, n_tasks, horizon=50, max_receptacles=max_receptacles))
     corpus.append(render_prompt("goal", "now", ["a"], [("before", "act")], 1, 1, style="compact"))  # its words
     corpus.append(" ".join(household_words()))  # every object / receptacle type, whatever the games drawn
+    return TokenizerTexts(corpus, {p for p in met if p.split(" ", 1)[0] in PHRASE_VERBS})
+
+
+def webshop_texts(n_tasks: int, options: Mapping[str, Any]) -> TokenizerTexts:
+    """WebShop's (the catalog of ``options``): walkthrough prompts of (up to) ``n_tasks`` goals of each split in every
+    prompt style, and every page a product has (its results entry, item page and sub-pages, as the env renders
+    them) and every goal's instruction, lower-cased, each punctuation mark a token; phrases: the separator
+    ``[SEP]``, the buttons and every option value of the catalog (``click[buy now]``, ``click[navy blue]``); a
+    product's ``click[<asin>]`` stays four tokens (``click``, ``[``, the ASIN, the token of the ASIN on the
+    results page too, ``]``)."""
+    from ..envs.webshop.env import WORLD_OPTIONS, get_world, world_options
+    from ..envs.webshop.pages import BACK_TO_SEARCH, END_BUTTON, NEXT_PAGE, PREV_PAGE, SEP, SUB_PAGES, Session, render
+
+    world = get_world(world_options(**{k: v for k, v in options.items() if k in WORLD_OPTIONS}))
+    corpus = []
+    for split in ("train", "test"):
+        tasks = make_tasks("webshop", split, None, horizon=50, options=dict(options))[:n_tasks]  # a split may be small
+        corpus += [p + " " + c for style in ("webshop", "compact", "alfworld")
+                   for p, c in expert_pairs(tasks, prompt_style=style)]
+    by_asin, values = world.shop.by_asin, set()
+    for product in world.shop.products:
+        values.update(v for vs in product["options"].values() for v in vs)
+        corpus.append(product["asin"])
+        for page, sub_page in (("item", ""), *(("sub", sub) for sub in SUB_PAGES)):
+            session = Session(page=page, asin=product["asin"], sub_page=sub_page)
+            corpus.append(render(session, "", by_asin, show_attrs=True).observation)
+    corpus += [goal["instruction_text"] for goal in world.shop.goals]
+    phrases = {SEP.strip().lower()} | {f"click[{t.lower()}]" for t in
+                                       {BACK_TO_SEARCH, END_BUTTON, NEXT_PAGE, PREV_PAGE, *SUB_PAGES} | values}
+    return TokenizerTexts(corpus, phrases, lowercase=True, lone_punctuation=True)
+
+
+#: env kind -> the texts of its world a tiny tokenizer is trained on (``fn(n_tasks, env_options)``)
+TOKENIZER_TEXTS: dict[str, Callable[[int, Mapping[str, Any]], TokenizerTexts]] = {
+    "household": household_texts, "webshop": webshop_texts}
+
+
+def make_tokenizer(n_tasks: int = 40, chat: bool = True, max_receptacles: int = 0, env: str = "household",
+                   options: Mapping[str, Any] | None = None):
+    """A WordLevel tokenizer trained on the texts of world ``env`` (:data:`TOKENIZER_TEXTS`, from ``n_tasks``
+    tasks per split and the env options ``options``), with its action phrases as one token each (household:
+    ``go to sofa 1``, see :data:`PHRASE_VERBS`; WebShop: ``click[buy now]``), left padding, ``<|endoftext|>`` as
+    EOS, the chat template above; decoding writes ``name[argument]`` without spaces at the brackets, as the
+    world reads an action. ``max_receptacles`` (household): also the phrases of the easy tasks in rooms that
+    small (the option of that name does the same)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if env not in TOKENIZER_TEXTS:
+        raise ValueError(f"no tiny tokenizer for environment kind {env!r} (known: {sorted(TOKENIZER_TEXTS)}); "
+                         f"give --model_name_or_path")
+    opts = dict(options or {})
+    if max_receptacles:
+        opts["max_receptacles"] = max_receptacles
+    texts = TOKENIZER_TEXTS[env](n_tasks, opts)
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # join tokens with spaces
-    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=SPECIAL + TAGS, min_frequency=1))
+    if texts.lowercase:
+        tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+                         if texts.lone_punctuation else pre_tokenizers.Whitespace())
+    # join tokens with spaces, then close the brackets of an action: "click [ b0x ]" -> "click[b0x]"
+    tok.decoder = decoders.Sequence([decoders.WordPiece(prefix="##", cleanup=False), decoders.Fuse(),
+                                     decoders.Replace(Regex(r"\s*\[\s*"), "["), decoders.Replace(Regex(r"\s*\]"), "]")])
+    tok.train_from_iterator(texts.corpus, trainers.WordLevelTrainer(special_tokens=SPECIAL + TAGS, min_frequency=1))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>",
                                    eos_token="<|endoftext|>", padding_side="left", truncation_side="left")
-    fast.add_tokens(TAGS + sorted(phrases))
+    fast.add_tokens(TAGS + sorted(texts.phrases))
     if chat:
         fast.chat_template = CHAT_TEMPLATE
     return fast
@@ -212,8 +289,7 @@ def load_policy(job: JobArguments, cfg) -> tuple[Any, Any, bool]:
         tok = reload_tokenizer(job.model_name_or_path)  # a saved tiny policy's tokenizer too
         model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, **(cfg.model_init_kwargs or {}))
         return model, tok, False
-    household_options = (cfg.env_options or {}) if cfg.env == "household" else {}
-    tok = make_tokenizer(max_receptacles=int(household_options.get("max_receptacles", 0)))
+    tok = make_tokenizer(env=cfg.env, options=cfg.env_options)
     return make_model(tok, hidden=job.tiny_hidden, layers=job.tiny_layers, seed=cfg.seed), tok, True
 
 
@@ -262,23 +338,7 @@ def reload_tokenizer(path: str):
     return tok
 
 
-def saved_task_settings(path) -> dict[str, Any]:
-    """The task settings saved beside the policy at ``path`` by ``milegpo train``
-    (:data:`~milegpo.job.arguments.TASK_SETTINGS`: env, task type, horizon, env options, prompt...), or ``{}``
-    for a model without them (a Hub id, any other folder). A file that is not a JSON object is a ValueError
-    naming it. :meth:`milegpo.config.MileGPOConfig.with_task_settings` applies them."""
-    file = Path(path) / TASK_SETTINGS
-    if not file.is_file():
-        return {}
-    try:
-        settings = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{file}: not valid JSON ({e})") from None
-    if not isinstance(settings, dict):
-        raise ValueError(f"{file}: expected a JSON object of MileGPOConfig fields, got {type(settings).__name__}")
-    return settings
-
-
-__all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "easy_tasks",
-           "completion_text", "CHAT_TEMPLATE", "EASY_TASK_TYPE", "load_policy", "sft_tasks", "warm_start",
-           "reload_tokenizer", "saved_task_settings"]
+__all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "met_actions", "easy_tasks",
+           "completion_text", "CHAT_TEMPLATE", "EASY_TASK_TYPE", "TOKENIZER_TEXTS", "TokenizerTexts", "household_texts",
+           "webshop_texts", "PHRASE_VERBS", "load_policy", "sft_tasks", "warm_start", "reload_tokenizer",
+           "saved_task_settings"]

@@ -19,11 +19,12 @@ from typing import Any, Mapping, Sequence
 
 # ---------------------------------------------------------------------------------------------- numbers
 def eval_summary(metrics: dict[str, float], splits: Sequence[str]) -> dict[str, float]:
-    """``{split}_success_rate``, ``_invalid_action_rate``, ``_episode_length`` per split, and the ``gap``
-    (first split minus second), out of the trainer's ``evaluate()`` metrics."""
+    """``{split}_success_rate``, ``_invalid_action_rate``, ``_episode_length`` (and ``_score`` where the world
+    scores episodes) per split, and the ``gap`` (first split minus second), out of the trainer's ``evaluate()``
+    metrics."""
     out = {}
     for s in splits:
-        for k in ("success_rate", "invalid_action_rate", "episode_length"):
+        for k in ("success_rate", "invalid_action_rate", "episode_length", "score"):
             if f"eval_{s}_{k}" in metrics:
                 out[f"{s}_{k}"] = float(metrics[f"eval_{s}_{k}"])
     if len(splits) >= 2:
@@ -32,7 +33,8 @@ def eval_summary(metrics: dict[str, float], splits: Sequence[str]) -> dict[str, 
 
 
 def training_history(log_history: list[dict]) -> list[dict]:
-    """Per-iteration rows for :func:`milegpo.job.plots.plot_training` from the trainer's log history."""
+    """Per-iteration rows for :func:`milegpo.job.plots.plot_training` from the trainer's log history
+    (``score``: only where the world scores episodes)."""
     rows = []
     for h in log_history:
         if "episode/success_rate" not in h:
@@ -41,7 +43,8 @@ def training_history(log_history: list[dict]) -> list[dict]:
                      "invalid_rate": h.get("episode/invalid_action_rate"),
                      "episode_length": h.get("episode/episode_length"), "loss": h.get("loss"),
                      "rows": h.get("rows/iteration"), "adv_abs_mean": h.get("advantages/abs_mean"),
-                     **{f"{k}_s": h.get(f"time/{k}_s") for k in ("rollout", "generate", "env", "credit")}})
+                     **{f"{k}_s": h.get(f"time/{k}_s") for k in ("rollout", "generate", "env", "credit")},
+                     **({"score": h["episode/score"]} if "episode/score" in h else {})})
     return rows
 
 
@@ -64,10 +67,16 @@ def _pct(x) -> str:
     return "  n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:5.1f}%"
 
 
+def _scored(splits: Sequence[str], *summaries: Mapping) -> bool:
+    """Whether any of the :func:`eval_summary` dicts has a score (the world scores episodes: WebShop)."""
+    return any(f"{s}_score" in d for d in summaries for s in splits)
+
+
 def eval_line(d: dict, splits) -> str:
-    """One line of an :func:`eval_summary`: success and invalid-action rate per split, and the gap."""
-    parts = [f"{s} success {_pct(d.get(s + '_success_rate')).strip()} (invalid actions "
-             f"{_pct(d.get(s + '_invalid_action_rate')).strip()})" for s in splits]
+    """One line of an :func:`eval_summary`: success (and score) and invalid-action rate per split, and the gap."""
+    parts = [f"{s} success {_pct(d.get(s + '_success_rate')).strip()}"
+             + (f", score {d[s + '_score']:.1f}" if s + "_score" in d else "")
+             + f" (invalid actions {_pct(d.get(s + '_invalid_action_rate')).strip()})" for s in splits]
     if "gap" in d and not math.isnan(d["gap"]):
         parts.append(f"gap {100 * d['gap']:+.1f} points")
     return ", ".join(parts)
@@ -76,10 +85,13 @@ def eval_line(d: dict, splits) -> str:
 def format_eval(res: dict[str, float], eval_tasks: Mapping[str, Sequence]) -> str:
     """``milegpo eval``'s table: tasks, success, invalid-action rate and episode length per split, and the gap."""
     splits = list(eval_tasks)
-    lines = [f"\n{'split':<8} {'tasks':>6} {'success':>9} {'invalid':>9} {'length':>7}"]
+    scored = _scored(splits, res)
+    lines = [f"\n{'split':<8} {'tasks':>6} {'success':>9}" + (f" {'score':>7}" if scored else "")
+             + f" {'invalid':>9} {'length':>7}"]
     for s in splits:
-        lines.append(f"{s:<8} {len(eval_tasks[s]):>6} {_pct(res.get(s + '_success_rate')):>9} "
-                     f"{_pct(res.get(s + '_invalid_action_rate')):>9} "
+        lines.append(f"{s:<8} {len(eval_tasks[s]):>6} {_pct(res.get(s + '_success_rate')):>9}"
+                     + (f" {res.get(s + '_score', float('nan')):>7.1f}" if scored else "")
+                     + f" {_pct(res.get(s + '_invalid_action_rate')):>9} "
                      f"{res.get(s + '_episode_length', float('nan')):>7.2f}")
     if "gap" in res:
         lines.append(f"gap {splits[0]} - {splits[1]}: {100 * res['gap']:+.1f} points")
@@ -98,16 +110,22 @@ def format_summary(s: dict[str, Any]) -> str:
                      f"{s['sft_loss']:.3f} ({s['sft_s']:.0f} s)")
     splits = s["splits"]
     if splits:
+        scored = [sp for sp in splits if _scored([sp], s["before"], s["after"])]
         lines.append(f"{'':<22}" + "".join(f"{sp + ' success':>14}" for sp in splits)
+                     + "".join(f"{sp + ' score':>14}" for sp in scored)
                      + "".join(f"{sp + ' invalid':>14}" for sp in splits) + (f"{'gap':>11}" if len(splits) > 1 else ""))
         for name, d in (("before RL (after SFT)", s["before"]), ("after RL", s["after"])):
             if not d:
                 continue
             gap = f"{100 * d['gap']:>+7.1f} pts" if "gap" in d and not math.isnan(d["gap"]) else ""
             lines.append(f"{name:<22}" + "".join(f"{_pct(d.get(sp + '_success_rate')):>14}" for sp in splits)
+                         + "".join(f"{d.get(sp + '_score', float('nan')):>14.1f}" for sp in scored)
                          + "".join(f"{_pct(d.get(sp + '_invalid_action_rate')):>14}" for sp in splits) + gap)
+    train_score = (f"; train score: first {s['train_score_first']:.1f}, last {s['train_score_last']:.1f}"
+                   if "train_score_first" in s else "")
     lines.append(f"train success: first iteration {_pct(s['train_success_first']).strip()}, last "
-                 f"{_pct(s['train_success_last']).strip()}; training {s['train_s']:.0f} s, total {s['total_s']:.0f} s")
+                 f"{_pct(s['train_success_last']).strip()}{train_score}; training {s['train_s']:.0f} s, "
+                 f"total {s['total_s']:.0f} s")
     t = s.get("time_per_iteration")
     if t:
         lines.append(f"per iteration (median): rollout {t['rollout']:.2f} s (generation {t['generate']:.2f} s, "
@@ -144,17 +162,11 @@ def write_plots(directory: Path, history, diags, before, after, splits, batch_fi
     from .plots import plot_credit_diagnostics, plot_training
 
     rows = [dict(h) for h in history]
-    if len(splits) >= 2:
-        a, b = splits[0], splits[1]
-        if before:
-            rows.insert(0, {"iteration": 0, f"eval_{a}_success": before.get(f"{a}_success_rate"),
-                            f"eval_{b}_success": before.get(f"{b}_success_rate"),
-                            "eval_id_success": before.get(f"{a}_success_rate"),
-                            "eval_ood_success": before.get(f"{b}_success_rate")})
-        if after and rows:
-            last = rows[-1]
-            last["eval_id_success"] = after.get(f"{a}_success_rate")
-            last["eval_ood_success"] = after.get(f"{b}_success_rate")
+    shown = list(splits[:2])
+    if before and shown:
+        rows.insert(0, {"iteration": 0, **{f"eval_{sp}_success": before.get(f"{sp}_success_rate") for sp in shown}})
+    if after and rows:
+        rows[-1].update({f"eval_{sp}_success": after.get(f"{sp}_success_rate") for sp in shown})
     paths = [plot_training(rows, directory / "training.png",
                            title=f"{cfg.credit_method} training: {cfg.groups_per_iteration} groups x {cfg.group_size}"
                                  f" episodes per iteration (eval {' / '.join(splits[:2])} at start and end)")]

@@ -6,10 +6,10 @@ episode loop (``loop.py``) and the task sets of a run (``tasks.py``).
 >>> rollout.step_batch()   # the credit module's StepBatch, one row per step
 """
 
-from .loop import Episode, EpisodeRunner, GenerateFn, Rollout, StepRow, episode_metrics
+from .loop import Episode, EpisodeRunner, GenerateFn, Rollout, StepRow, episode_metrics, final_score
 from .parse import ParsedAction, parse_action
 from .prompt import TEMPLATE, as_model_input, render_prompt
 from .tasks import make_tasks
 
-__all__ = ["Episode", "EpisodeRunner", "GenerateFn", "Rollout", "StepRow", "episode_metrics", "ParsedAction",
-           "parse_action", "TEMPLATE", "as_model_input", "render_prompt", "make_tasks"]
+__all__ = ["Episode", "EpisodeRunner", "GenerateFn", "Rollout", "StepRow", "episode_metrics", "final_score",
+           "ParsedAction", "parse_action", "TEMPLATE", "as_model_input", "render_prompt", "make_tasks"]

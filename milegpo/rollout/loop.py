@@ -49,7 +49,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from ..credit import SINK, StepBatch
-from ..envs import Task
+from ..envs import Task, env_class
 from ..envs.pool import make_pool
 from ..state_sketches import StateSimilarity, StateSketch
 from .parse import parse_action
@@ -90,6 +90,7 @@ class Episode:
     reward: float = 0.0
     truncated: bool = False
     error: str = ""
+    score: float | None = None  # the world's score in [0, 1] at the end (``TextEnv.has_score``), else None
 
 
 @dataclass
@@ -127,13 +128,16 @@ class Rollout:
             "invalid": np.array([x.invalid for x in r], dtype=bool),
         }
 
-    def episode_summaries(self) -> list[tuple[str, bool, int, int, float]]:
-        """(task_type, won, length, invalid_steps, reward) per episode: small, for gathering across ranks."""
-        return [(e.task.task_type, e.won, e.length, e.invalid_steps, e.reward) for e in self.episodes]
+    def episode_summaries(self) -> list[tuple[str, bool, int, int, float, float | None]]:
+        """(task_type, won, length, invalid_steps, reward, score) per episode: small, for gathering across ranks
+        (score: None in a world without one)."""
+        return [(e.task.task_type, e.won, e.length, e.invalid_steps, e.reward, e.score) for e in self.episodes]
 
 
-def episode_metrics(summaries: Sequence[tuple[str, bool, int, int, float]], prefix: str = "") -> dict[str, float]:
-    """Success rate (overall and per task type), mean length, invalid-action rate, mean return."""
+def episode_metrics(summaries: Sequence[tuple], prefix: str = "") -> dict[str, float]:
+    """Success rate (overall and per task type), mean length, invalid-action rate, mean return, and where the
+    world scores episodes (WebShop) ``score``: the mean score x 100, over the episodes that have one (the
+    paper's WebShop score). Summaries as :meth:`Rollout.episode_summaries` gives them."""
     if not summaries:
         return {}
     won = np.array([s[1] for s in summaries], dtype=float)
@@ -146,6 +150,9 @@ def episode_metrics(summaries: Sequence[tuple[str, bool, int, int, float]], pref
         f"{prefix}return": float(np.mean([s[4] for s in summaries])),
         f"{prefix}episodes": float(len(summaries)),
     }
+    scores = [s[5] for s in summaries if len(s) > 5 and s[5] is not None]
+    if scores:
+        out[f"{prefix}score"] = 100.0 * float(np.mean(scores))
     by_type: dict[str, list[float]] = {}
     for s in summaries:
         if s[0]:
@@ -153,6 +160,22 @@ def episode_metrics(summaries: Sequence[tuple[str, bool, int, int, float]], pref
     for tt, v in sorted(by_type.items()):
         out[f"{prefix}success/{tt}"] = float(np.mean(v))
     return out
+
+
+def final_score(task: Task, info: dict) -> float | None:
+    """The score of an episode of ``task`` from its last step's ``info``: ``info["score"]`` in a world that
+    scores episodes (:attr:`TextEnv.has_score`), else None. An episode the pool ended on an environment failure
+    (``info["error"]``) bought nothing: 0.0. A scored world's missing or out-of-range score is an error naming
+    the task."""
+    if not env_class(task.env).has_score:
+        return None
+    if info.get("error"):
+        return 0.0
+    score = info.get("score")
+    if not isinstance(score, (int, float)) or not 0.0 <= float(score) <= 1.0:
+        raise ValueError(f"task {task.task_id!r}: a {task.env} episode must end with info['score'] in [0, 1], "
+                         f"got {score!r}")
+    return float(score)
 
 
 def _local_only(flag: bool) -> bool:
@@ -364,9 +387,10 @@ class EpisodeRunner:
                 st["live"] = False
                 ep.won, ep.truncated = bool(won), bool(info.get("truncated", False))
                 ep.error = str(info.get("error", ""))
+                ep.score = final_score(ep.task, info)
                 for r in st["rows"]:
                     r.success = ep.won
                 out.rows.extend(st["rows"])
 
 
-__all__ = ["EpisodeRunner", "Rollout", "StepRow", "Episode", "GenerateFn", "episode_metrics"]
+__all__ = ["EpisodeRunner", "Rollout", "StepRow", "Episode", "GenerateFn", "episode_metrics", "final_score"]

@@ -530,8 +530,9 @@ class MileGPOTrainer(GRPOTrainer):
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
         """Play ``eval_group_size`` episodes of every evaluation task at ``eval_temperature`` and log
-        ``<prefix>_<split>_success_rate`` (and per task type, length, invalid rate) plus the gap between the
-        first two splits (``<prefix>_<a>_minus_<b>``, the paper's ID-OOD gap).
+        ``<prefix>_<split>_success_rate`` (and per task type, length, invalid rate, and ``_score``, the mean
+        score x 100, where the world scores episodes: WebShop) plus the gap between the first two splits
+        (``<prefix>_<a>_minus_<b>``, the paper's ID-OOD gap).
 
         eval_dataset: None (the trainer's ``eval_tasks``), ``{split: [Task]}`` or ``[Task]``."""
         if eval_dataset is None:

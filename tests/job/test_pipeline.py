@@ -66,3 +66,47 @@ def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsy
                  "--num_train_tasks", "4", "--groups_per_iteration", "2", "--group_size", "2",
                  "--max_completion_length", "10", "--report_to", "none", "--use_cpu", "true"]) == 0
     assert "gap id - ood" in capsys.readouterr().out
+
+
+WEBSHOP_SHORT = ["--env", "webshop", "--env_options", '{"catalog_size": 300, "test_goals": 40}', "--sft_epochs", "1",
+                 "--sft_tasks", "4", "--max_steps", "2", "--groups_per_iteration", "2", "--group_size", "2",
+                 "--horizon", "4", "--num_train_tasks", "4", "--num_eval_tasks", "2", "--max_completion_length", "12",
+                 "--tiny_hidden", "32"]
+
+
+@pytest.mark.slow
+def test_train_short_webshop_run_reports_score_and_diagnostics(tmp_path, capsys, private_webshop_cache):
+    """`milegpo train --env webshop`: the household job's summary, plots and batches, WebShop's split and score."""
+    from milegpo.credit import StepBatch
+
+    torch.set_num_threads(1)
+    out = tmp_path / "shop"
+    assert main(["train", "--output_dir", str(out), *WEBSHOP_SHORT]) == 0
+    text = capsys.readouterr().out
+    for phrase in ("env webshop", "credit milegpo/full", "SFT warm start:", "before RL (after SFT)", "after RL",
+                   "test success", "test score", "test invalid", "train score: first", "per iteration (median)"):
+        assert phrase in text, phrase
+    assert "ood" not in text and "gap" not in text
+    for png in ("training.png", "credit_diagnostics.png", "advantages_by_method.png"):
+        assert (out / "plots" / png).stat().st_size > 1000, png
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["env"] == "webshop" and summary["splits"] == ["test"] and summary["horizon"] == 4
+    for when in ("before", "after"):
+        assert 0.0 <= summary[when]["test_success_rate"] <= 1.0 and 0.0 <= summary[when]["test_score"] <= 100.0
+    assert len(summary["history"]) == 2 and all(0.0 <= h["score"] <= 100.0 for h in summary["history"])
+    # the credit diagnostics were computed on the WebShop batches that were saved
+    assert len(summary["diagnostics"]) == 2 and len(summary["batches"]) == 2
+    for d, path in zip(summary["diagnostics"], summary["batches"]):
+        assert d["rows"] == len(StepBatch.load(path)) > 0
+    settings = json.loads((out / "final" / "milegpo_task.json").read_text())
+    assert settings["env"] == "webshop" and settings["env_options"] == {"catalog_size": 300, "test_goals": 40}
+    assert settings["prompt_style"] == "webshop" and settings["num_train_tasks"] == 4
+    assert main(["replay", str(out / "batches"), "--preset", "webshop", "--rows", "0"]) == 0
+    assert "preset webshop" in capsys.readouterr().out
+    # `milegpo eval` of the saved policy: its catalog, prompt and horizon, WebShop's test split and score
+    assert main(["eval", "--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev"),
+                 "--num_eval_tasks", "2", "--groups_per_iteration", "2", "--group_size", "2",
+                 "--report_to", "none"]) == 0
+    table = capsys.readouterr().out.strip().splitlines()
+    assert table[0].split() == ["split", "tasks", "success", "score", "invalid", "length"]
+    assert table[1].split()[:2] == ["test", "2"] and len(table) == 2

@@ -37,3 +37,58 @@ def test_tiny_model_starts_action_phrases_from_their_words():
     assert expert_pairs(tasks, expert="oracle") != expert_pairs(tasks)
     with pytest.raises(ValueError, match="expert must be 'search' or 'oracle'"):
         expert_pairs(tasks, expert="cheat")
+
+
+WEBSHOP_SMALL = {"catalog_size": 300, "test_goals": 40}
+
+
+def test_warm_start_data_come_from_any_worlds_expert(private_webshop_cache):
+    """One interface: the household world's searching expert and WebShop's shopping expert are both
+    ``env.expert("search")``; a world without the asked expert names those it has."""
+    from milegpo.envs import make_env
+    from milegpo.job.policy import completion_text, expert_pairs, met_actions
+    from milegpo.rollout import make_tasks
+
+    tasks = make_tasks("webshop", "train", 2, horizon=10, options=WEBSHOP_SMALL)
+    pairs = expert_pairs(tasks, prompt_style="webshop")
+    env = make_env("webshop")
+    env.reset(tasks[0])
+    labels = []
+    while not env.done:
+        labels.append(env.expert_action())
+        env.step(labels[-1])
+    assert env.won and [c for _, c in pairs[:len(labels)]] == [completion_text(a) for a in labels]
+    assert pairs[0][0].startswith("\nYou are an expert autonomous agent operating in the WebShop")
+    assert "click[buy now]" in met_actions(tasks)
+    with pytest.raises(ValueError, match="WebShopEnv: expert must be 'search', got 'oracle'"):
+        expert_pairs(tasks, expert="oracle")
+
+
+def test_webshop_tiny_tokenizer(tmp_path, private_webshop_cache):
+    from milegpo.envs.webshop import get_world
+    from milegpo.envs.webshop.search import analyze
+    from milegpo.job.policy import expert_pairs, make_tokenizer, reload_tokenizer
+    from milegpo.rollout import make_tasks, parse_action
+
+    make_tokenizer(n_tasks=4, env="webshop", options=WEBSHOP_SMALL).save_pretrained(tmp_path)
+    tok = reload_tokenizer(str(tmp_path))
+    tasks = make_tasks("webshop", "test", 3, horizon=10, options=WEBSHOP_SMALL)
+    searches = 0
+    for prompt, completion in expert_pairs(tasks, explore=0.5, prompt_style="webshop"):
+        assert tok.unk_token_id not in tok(prompt)["input_ids"]  # every word a page shows is a token
+        action = parse_action(completion, ["search[<your query>]"]).action
+        decoded = parse_action(tok.decode(tok(completion)["input_ids"], skip_special_tokens=True),
+                               ["search[<your query>]"]).action
+        if action.startswith("search["):  # "men's" comes back as "men ' s": the same search terms
+            searches += 1
+            assert decoded.startswith("search[") and analyze([decoded[7:-1]]) == analyze([action[7:-1]])
+        else:
+            assert decoded == action  # "click[b0x]", "click[buy now]" as written
+    assert searches >= 3
+    for phrase in ("click[buy now]", "click[< prev]", "[sep]"):
+        assert tok.convert_tokens_to_ids(phrase) != tok.unk_token_id
+    asin = get_world(tasks[0].options).shop.products[0]["asin"]
+    listed, clicked = tok(f"'{asin}' [SEP]")["input_ids"][1], tok(f"click[{asin.lower()}]")["input_ids"][2]
+    assert listed == clicked != tok.unk_token_id  # the ASIN on the results page is the token the click copies
+    with pytest.raises(ValueError, match="no tiny tokenizer for environment kind 'textworld'"):
+        make_tokenizer(env="textworld")

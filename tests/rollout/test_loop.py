@@ -115,3 +115,32 @@ def test_the_loop_sketches_every_state_once_when_similarity_is_on():
                                                                 similarity.sketch(obs).bands)
     merged = merge_similar_states(on.step_batch(), SketchTable.from_sketches(on.sketches), similarity)
     assert len(merged) == len(on.rows)
+
+
+def test_score_metric_is_the_mean_score_x_100_where_the_world_scores_episodes():
+    import pytest
+
+    from milegpo.envs import Task
+    from milegpo.rollout import final_score
+
+    household = [("t", True, 3, 0, 10.0, None), ("t", False, 5, 1, 0.0, None)]
+    assert "score" not in episode_metrics(household)
+    shop = [("beauty", True, 3, 0, 10.0, 1.0), ("beauty", False, 5, 1, 0.0, 0.5), ("tools", False, 8, 8, 0.0, 0.0)]
+    m = episode_metrics(shop, prefix="episode/")
+    assert m["episode/score"] == pytest.approx(50.0) and m["episode/success_rate"] == pytest.approx(1 / 3)
+    assert "score" not in episode_metrics([s[:5] for s in shop])  # summaries without a score field still read
+    webshop = Task(task_id="webshop/x/test/0", env="webshop", seed=0)
+    assert final_score(webshop, {"score": 0.75}) == 0.75
+    assert final_score(webshop, {"error": "environment error", "truncated": True}) == 0.0  # the pool ended it
+    assert final_score(household_tasks("train", 1)[0], {"score": 3}) is None  # household: no score
+    for bad in ({}, {"score": 1.5}, {"score": "1"}):
+        with pytest.raises(ValueError, match="webshop/x/test/0.*info\\['score'\\] in \\[0, 1\\]"):
+            final_score(webshop, bad)
+
+
+def test_household_episodes_have_no_score():
+    tasks = household_tasks("train", 2, horizon=4)
+    runner = EpisodeRunner(SequentialPool(4), horizon=4)
+    out = runner.run(tasks, 2, expert_generator(runner, tasks, 2))
+    assert all(e.score is None for e in out.episodes)
+    assert "score" not in episode_metrics(out.episode_summaries())

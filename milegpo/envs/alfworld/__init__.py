@@ -90,6 +90,7 @@ class AlfworldEnv(TextEnv):
     """One ALFWorld game at a time (Task.game_file = a ``game.tw-pddl``). Reloads only when the game changes."""
 
     kind = "alfworld"
+    experts = {"oracle": "expert_action"}  # the game's own planner (it reads the full state)
 
     def __init__(self) -> None:
         super().__init__()

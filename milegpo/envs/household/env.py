@@ -50,6 +50,7 @@ class HouseholdEnv(TextEnv):
     #: a step costs ~35 us of CPU, a round trip to a pool worker more (~80 us in the caller alone; measured by
     #: bench/test_env_pool.py::test_step_vs_round_trip): num_env_workers="auto" steps this world in-process
     step_in_workers = False
+    experts = {"search": "search_action", "oracle": "expert_action"}
 
     def __init__(self) -> None:
         super().__init__()
@@ -283,7 +284,7 @@ class HouseholdEnv(TextEnv):
         env = HouseholdEnv()
         game_options = tuple((k, v) for k, v in task.options if k != "step_delay_s")
         env.reset(dataclasses.replace(task, horizon=10_000, options=game_options))
-        act = env.expert_action if expert == "oracle" else env.search_action
+        act = env.expert(expert)
         actions = []
         while not env.done:
             a = act()

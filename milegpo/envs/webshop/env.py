@@ -174,6 +174,8 @@ class WebShopEnv(TextEnv):
     """WebShop's text interface over one catalog per task (see the module docstring)."""
 
     kind = "webshop"
+    experts = {"search": "expert_action"}  # the ShoppingExpert reads only the pages it was shown
+    has_score = True
 
     def __init__(self) -> None:
         super().__init__()

@@ -13,13 +13,8 @@ SMALL = {"catalog_size": 300, "catalog_seed": 0, "test_goals": 40}
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _private_cache(tmp_path_factory):
-    """Generated catalogs and indexes go to a folder of this test session, never to ~/.cache."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MILEGPO_CACHE", str(tmp_path_factory.mktemp("milegpo-cache")))
-    mp.delenv("WEBSHOP_DATA", raising=False)
-    yield
-    mp.undo()
+def _private_cache(private_webshop_cache):
+    """Every test here plays in a private cache (tests/conftest.py's ``private_webshop_cache``)."""
 
 
 @pytest.fixture

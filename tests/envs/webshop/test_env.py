@@ -320,6 +320,38 @@ def test_episode_runner_plays_webshop(small_tasks):
     rollout.step_batch()
 
 
+def test_episode_runner_reports_webshops_score(small_tasks):
+    """Each episode's score is the env's raw score at its end; ``score`` = their mean x 100 (the paper's)."""
+    from milegpo.rollout import episode_metrics
+
+    tasks = small_tasks["test"][:6]
+    scripts, scores = [], []
+    for i, task in enumerate(tasks):  # the expert, or the expert's first product bought without its options
+        env = WebShopEnv()
+        env.reset(task)
+        while not env.done:
+            info = env.step(env.expert_action() if i % 2 == 0 or env.session.page != "item" else "click[buy now]")[4]
+        scripts.append([a for _, _, a in env.trace])
+        scores.append(info["score"])
+    assert 0.0 < min(scores) < 1.0 == max(scores)  # partial scores too
+    steps = [0] * len(tasks)
+
+    def generate(prompts):  # replays each episode's script; the live episodes come in slot order
+        live = [t for t in range(len(tasks)) if steps[t] < len(scripts[t])]
+        assert len(live) == len(prompts)
+        texts = []
+        for t in live:
+            texts.append(f"<think>x</think><action>{scripts[t][steps[t]]}</action>")
+            steps[t] += 1
+        return [[1]] * len(prompts), [[2]] * len(prompts), None, texts
+
+    rollout = EpisodeRunner(SequentialPool(6), horizon=20, prompt_style="webshop", parts=1).run(tasks, 1, generate)
+    assert [e.score for e in rollout.episodes] == scores
+    m = episode_metrics(rollout.episode_summaries())
+    assert m["score"] == pytest.approx(100 * sum(scores) / len(scores))
+    assert m["success_rate"] == pytest.approx(sum(s == 1.0 for s in scores) / len(scores))
+
+
 def test_bad_goal_index_is_an_error(env, small_tasks):
     with pytest.raises(EnvError, match="goal index 100000 is out of range"):
         env.reset(dataclasses.replace(small_tasks["test"][0], seed=100000))

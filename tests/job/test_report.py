@@ -1,0 +1,45 @@
+"""What a run reports (milegpo.job.report): WebShop's score beside the success rate, none for the household world."""
+
+import math
+
+from milegpo.job.report import eval_line, eval_summary, format_eval, format_summary, training_history
+
+
+def _summary(splits, before, after, history):
+    return {"policy": "tiny", "env": "x", "task_type": "", "credit_method": "milegpo", "credit_variant": "full",
+            "iterations": 1, "groups_per_iteration": 2, "group_size": 2, "horizon": 8, "splits": splits,
+            "before": before, "after": after, "train_s": 1.0, "total_s": 2.0,
+            "train_success_first": history[0]["success_rate"], "train_success_last": history[-1]["success_rate"],
+            "output_dir": "run", **({"train_score_first": history[0]["score"], "train_score_last": history[-1]["score"]}
+                                    if "score" in history[0] else {})}
+
+
+def test_webshop_score_is_reported_beside_success():
+    metrics = {"eval_test_success_rate": 0.25, "eval_test_score": 61.5, "eval_test_invalid_action_rate": 0.1,
+               "eval_test_episode_length": 6.0, "eval_runtime": 3.0}
+    d = eval_summary(metrics, ["test"])
+    assert d == {"test_success_rate": 0.25, "test_score": 61.5, "test_invalid_action_rate": 0.1,
+                 "test_episode_length": 6.0}
+    assert eval_line(d, ["test"]) == "test success 25.0%, score 61.5 (invalid actions 10.0%)"
+    table = format_eval(d, {"test": [object()] * 4})
+    assert "score" in table.splitlines()[1] and "61.5" in table
+    history = training_history([{"step": 1, "episode/success_rate": 0.5, "episode/score": 70.0},
+                                {"step": 2, "episode/success_rate": 0.75, "episode/score": 80.0}])
+    assert [h["score"] for h in history] == [70.0, 80.0]
+    text = format_summary(_summary(["test"], d, {**d, "test_score": 66.0}, history))
+    header, before, after = text.splitlines()[5:8]
+    assert header.split() == ["test", "success", "test", "score", "test", "invalid"]
+    assert before.split()[-3:] == ["25.0%", "61.5", "10.0%"] and after.split()[-2] == "66.0"
+    assert "train score: first 70.0, last 80.0" in text
+
+
+def test_household_reports_no_score_at_all():
+    metrics = {"eval_id_success_rate": 0.5, "eval_ood_success_rate": 0.25, "eval_id_minus_ood": 0.25,
+               "eval_id_invalid_action_rate": 0.2, "eval_ood_invalid_action_rate": 0.3}
+    d = eval_summary(metrics, ["id", "ood"])
+    assert not any("score" in k for k in d) and math.isclose(d["gap"], 0.25)
+    history = training_history([{"step": 1, "episode/success_rate": 0.5}])
+    assert "score" not in history[0]
+    text = format_summary(_summary(["id", "ood"], d, d, history))
+    text += eval_line(d, ["id", "ood"]) + format_eval(d, {"id": [1], "ood": [1]})
+    assert "score" not in text and "n/a" not in text
