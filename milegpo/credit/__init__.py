@@ -15,7 +15,7 @@ from __future__ import annotations
 from . import presets
 from .batch import FIELDS, SINK, BatchError, StepBatch
 from .config import METHODS, VARIANTS, CreditConfig, check_method
-from .diagnostic_metrics import diagnostics
+from .diagnostic_metrics import diagnostic_parts, diagnostics, diagnostics_from_parts, merge_diagnostic_parts
 from .result import CreditResult
 
 BACKENDS = ("auto", "reference", "torch", "triton")
@@ -69,5 +69,6 @@ def estimate(
 
 __all__ = [
     "BACKENDS", "FIELDS", "METHODS", "SINK", "VARIANTS", "BatchError", "CreditConfig", "CreditResult",
-    "StepBatch", "diagnostics", "estimate", "presets",
+    "StepBatch", "diagnostic_parts", "diagnostics", "diagnostics_from_parts", "estimate", "merge_diagnostic_parts",
+    "presets",
 ]
