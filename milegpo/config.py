@@ -137,8 +137,8 @@ class MileGPOConfig(GRPOConfig):
             `milegpo_kernels.fused_policy_loss` (per-token log-probs gathered inside the loss from the last
             hidden states and the LM head, no (B, T, V) logits). Default: on with CUDA, off on CPU. The loss
             types `grpo`, `bnpo`, `dr_grpo`, `dapo` with token-level importance sampling are fused; other
-            settings (sequence-level IS, off-policy or entropy masks, an entropy bonus, vLLM IS correction)
-            use TRL's path.
+            settings (sequence-level IS, off-policy or entropy masks, an entropy bonus, vLLM IS correction,
+            DeepSpeed ZeRO-3 or FSDP, whose LM head weight is a shard outside the forward) use TRL's path.
     Evaluation:
         eval_splits (`list[str]`, *optional*): evaluation splits; the first two give the reported gap
             `eval_<a>_minus_<b>`. Default: the env's own (`milegpo.envs.task_space(env).eval_splits`): `["id", "ood"]`

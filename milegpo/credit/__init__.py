@@ -15,7 +15,7 @@ from __future__ import annotations
 from . import presets
 from .batch import FIELDS, REWARD_LIMIT, SINK, BatchError, BatchTypeError, StepBatch
 from .config import METHODS, VARIANTS, CreditConfig, check_method
-from .diagnostic_metrics import diagnostics
+from .diagnostic_metrics import diagnostic_parts, diagnostics, diagnostics_from_parts, merge_diagnostic_parts
 from .result import CreditResult
 from .similarity import SketchTable, merge_similar_states
 from ..state_sketches import StateSimilarity
@@ -71,6 +71,6 @@ def estimate(
 
 __all__ = [
     "BACKENDS", "FIELDS", "METHODS", "REWARD_LIMIT", "SINK", "VARIANTS", "BatchError", "BatchTypeError",
-    "CreditConfig", "CreditResult", "SketchTable", "StateSimilarity", "StepBatch", "diagnostics", "estimate",
-    "merge_similar_states", "presets",
+    "CreditConfig", "CreditResult", "SketchTable", "StateSimilarity", "StepBatch", "diagnostic_parts", "diagnostics",
+    "diagnostics_from_parts", "estimate", "merge_diagnostic_parts", "merge_similar_states", "presets",
 ]

@@ -31,10 +31,12 @@ from .report import eval_line, eval_summary, format_eval, format_summary, time_s
 
 
 def _batch_saver(directory: Path | None):
-    """A TrainerCallback that saves every iteration's StepBatch and keeps per-iteration credit diagnostics."""
-    from transformers import TrainerCallback
+    """A TrainerCallback that saves every iteration's StepBatch and keeps per-iteration credit diagnostics.
 
-    from ..credit import diagnostics
+    Under several processes each holds only its own rows (the trainer computes credit per process); on
+    the iterations it saves, every process calls ``trainer.gather_iteration_batch()`` (a collective) and
+    process 0 writes the whole batch; the diagnostics are the trainer's, merged over processes."""
+    from transformers import TrainerCallback
 
     class BatchSaver(TrainerCallback):
         def __init__(self):
@@ -48,13 +50,16 @@ def _batch_saver(directory: Path | None):
             if it is None or it is self.seen:
                 return
             self.seen = it
-            d = {k: v for k, v in diagnostics(it["result"]).items() if isinstance(v, (int, float))}
+            d = {k: v for k, v in it["diagnostics"].items() if isinstance(v, (int, float))}
             d["iteration"] = state.global_step
             self.diagnostics.append(d)
-            if directory is not None and state.is_world_process_zero:
+            if directory is None:
+                return
+            batch = self.trainer.gather_iteration_batch()  # every process: a collective
+            if state.is_world_process_zero:
                 directory.mkdir(parents=True, exist_ok=True)
                 path = directory / f"iter_{state.global_step:04d}.npz"
-                it["batch"].save(path)
+                batch.save(path)
                 self.files.append(str(path))
 
     return BatchSaver()

@@ -4,6 +4,8 @@ with MileGPO credit) and what it needs.
 - :mod:`.milegpo_trainer`: the trainer (its docstring: how an iteration runs, which hooks it overrides);
 - :mod:`.trl_mirror`: the pieces of GRPOTrainer's private logic the trainer reproduces, pinned to the
   TRL version they were compared against;
+- :mod:`.engines`: what DDP, FSDP2 and DeepSpeed ZeRO-2/3 need of the chunked micro-steps, and the
+  combinations refused at start;
 - :mod:`.vllm_sync`: the colocated vLLM weight sync through vLLM's in-place reload (vLLM on CPU).
 """
 

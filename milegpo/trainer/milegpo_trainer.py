@@ -6,9 +6,12 @@ One training iteration (docs/architecture.md, "How data flows"):
 2. :class:`~milegpo.rollout.EpisodeRunner` plays ``group_size`` episodes of each, one batched
    generation per step through TRL's own backend (``_generate_single_turn``: vLLM colocate /
    server when ``use_vllm``, transformers ``generate`` otherwise); every step is one row;
-3. the rows of all processes are gathered into one :class:`~milegpo.credit.StepBatch` and
-   :func:`milegpo.credit.estimate` gives one advantage per row (each process keeps its own rows;
-   the result is the one a single process would compute);
+3. each process runs :func:`milegpo.credit.estimate` on its own rows only (a
+   :class:`~milegpo.credit.StepBatch` of its groups, group / trajectory ids offset by rank): credit is
+   group-local and every group is on one process, so each row gets the advantage one process
+   estimating the whole batch would give it (``tests/credit/test_group_locality.py``); the credit
+   diagnostics are merged from every process's counts (:func:`~milegpo.credit.merge_diagnostic_parts`),
+   so the logged ``credit/*`` numbers are the whole batch's; no rows travel between processes;
 4. the rows are split into ``steps_per_generation`` micro-steps and each micro-step into chunks of
    at most ``per_device_train_batch_size`` rows; every process runs the same number of chunks of the
    same number of rows (a process with fewer rows tops its chunks up with zero-weight padding rows),
@@ -24,7 +27,8 @@ what that method does (context-parallel buffers, ``torch_empty_cache_steps``, th
 the multi-GPU mean, the loss scaling rule ``loss_is_scaled_for_ga`` (True: TRL's loss scales itself),
 DeepSpeed's ``scale_wrt_gas=False``, ``accelerator.backward``). The chunks before a micro-step's last
 run under ``accelerator.no_sync`` with accelerate's ``sync_gradients`` off (no gradient all-reduce,
-no DeepSpeed boundary); the last chunk runs in the loop's own context. Narrower hooks cannot do this:
+no DeepSpeed boundary or engine step; :mod:`milegpo.trainer.engines`: DDP, FSDP2, ZeRO-2/3); the last
+chunk runs in the loop's own context. Narrower hooks cannot do this:
 ``compute_loss`` returns one loss for one backward, and ``_prepare_inputs`` one batch. GRPOTrainer's
 two counters (the micro-step count that decides when to play, and ``step_time``) are kept by
 :func:`~milegpo.trainer.trl_mirror.micro_step_bookkeeping`.
@@ -57,17 +61,20 @@ import torch
 import trl
 from accelerate.utils import gather_object
 from datasets import Dataset
+from transformers.integrations.fsdp import is_fsdp_managed_module
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler, pad
 
 from ..config import MileGPOConfig
-from ..credit import CreditResult, SketchTable, StepBatch, diagnostics, estimate, merge_similar_states
+from ..credit import (CreditResult, SketchTable, StepBatch, diagnostic_parts, diagnostics_from_parts, estimate,
+                      merge_diagnostic_parts, merge_similar_states)
 from ..envs import Task
 from ..envs.pool import make_pool
 from ..rollout import EpisodeRunner, Rollout, episode_metrics, make_tasks
 from .trl_mirror import TOKEN_NORMALISED_LOSSES
 
-# the module, so that each use reads trl_mirror.<piece> (``from . import trl_mirror`` would import the package)
+# the modules, so that each use reads trl_mirror.<piece> (``from . import trl_mirror`` would import the package)
+import milegpo.trainer.engines as engines  # isort: skip
 import milegpo.trainer.trl_mirror as trl_mirror  # isort: skip
 
 
@@ -80,7 +87,7 @@ def environment_reward(completions, **kwargs):
 
 
 def credit_device(setting: str, accelerator_device, backend: str) -> torch.device:
-    """Where :meth:`MileGPOTrainer._gather_credit` computes credit (``MileGPOConfig.credit_device``)."""
+    """Where :meth:`MileGPOTrainer._local_credit` computes credit (``MileGPOConfig.credit_device``)."""
     if setting != "auto":
         return torch.device(setting)
     accelerator_device = torch.device(accelerator_device)
@@ -107,9 +114,14 @@ class MileGPOTrainer(GRPOTrainer):
             :class:`SequentialPool`); it must hold ``groups_per_process * group_size`` slots.
         callbacks, optimizers, peft_config: as GRPOTrainer.
 
-    After each iteration ``self.last_iteration`` holds ``batch`` (the gathered StepBatch of all
-    processes), ``result`` (its CreditResult), ``local`` (slice of this process's rows in ``batch``)
-    and ``rollout`` (this process's :class:`~milegpo.rollout.Rollout`).
+    After each iteration ``self.last_iteration`` holds this process's part of it: ``batch`` (the StepBatch
+    of its rows, group / trajectory ids those of the whole iteration), ``result`` (its CreditResult: the
+    whole batch's credit on these rows), ``rollout`` (its :class:`~milegpo.rollout.Rollout`), ``local``
+    (the slice of these rows in the whole batch, the processes' rows in rank order) and, for the whole
+    iteration, ``diagnostics`` (``milegpo.credit.diagnostics`` of the whole batch, merged from every
+    process's counts). With one process ``batch`` is the whole batch. :meth:`gather_iteration_batch`
+    gathers the whole StepBatch (a collective: every process calls it; the job does on the iterations it
+    saves).
     """
 
     _tag_names = ["trl", "grpo", "milegpo"]
@@ -147,6 +159,7 @@ class MileGPOTrainer(GRPOTrainer):
         super().__init__(model=model, reward_funcs=environment_reward, args=args, train_dataset=train_dataset,
                          eval_dataset=eval_dataset, processing_class=processing_class, callbacks=callbacks,
                          optimizers=optimizers, peft_config=peft_config)
+        engines.check_engine(self)  # DDP / FSDP2 / DeepSpeed ZeRO-2/3: what they need (milegpo/trainer/engines.py)
         self.credit_cfg = args.credit_config()
         self.vllm_weight_sync = None
         if self.use_vllm:  # vLLM on CPU repacks its weights: sync them through its in-place reload
@@ -237,26 +250,48 @@ class MileGPOTrainer(GRPOTrainer):
             return self.runner.run(tasks, group_size, self._generate_batch, self._sync_any)
 
     # ------------------------------------------------------------------ credit
-    def _gather_credit(self, rollout: Rollout) -> tuple[StepBatch, CreditResult, slice]:
-        """Gather every process's rows, estimate credit on the whole batch, return this process's slice."""
-        rank, world = self.accelerator.process_index, self.accelerator.num_processes
-        groups = self.args.groups_per_process
+    def _local_credit(self, rollout: Rollout) -> tuple[StepBatch, CreditResult]:
+        """This process's rows as a StepBatch and their credit, estimated here on these rows only.
+
+        The group / trajectory ids are offset by rank, so they are the ids of the whole iteration (groups
+        of rank r are ``r * groups_per_process + i``). Every task group is on one process and credit is
+        group-local (normalisations per group and per (group, state), one graph per group, every
+        max-normalisation inside the group; ``tests/credit/test_group_locality.py``), so these are the
+        advantages an estimate of the whole batch gives these rows, bit for bit on the torch and reference
+        backends."""
+        rank, groups = self.accelerator.process_index, self.args.groups_per_process
         local = rollout.step_arrays(group_offset=rank * groups, traj_offset=rank * groups * self.args.group_size)
-        parts = gather_object([local]) if world > 1 else [local]
-        start = sum(len(p["group"]) for p in parts[:rank])
-        batch = StepBatch(**{k: np.concatenate([p[k] for p in parts]) for k in local})  # validated on the host
+        batch = StepBatch(**local)  # validated on the host
         device = credit_device(self.args.credit_device, self.accelerator.device, self.args.credit_backend)
         # on a GPU the batch travels with its row order: the pipeline runs there without a row sort
         credit_batch = batch if device.type == "cpu" else batch.to(device)
         if self.args.state_similarity is not None:  # near-duplicate observations of a group become one state
-            sketches = {k: v for d in (gather_object([rollout.sketches]) if world > 1 else [rollout.sketches])
-                        for k, v in d.items()}
-            credit_batch = merge_similar_states(credit_batch, SketchTable.from_sketches(sketches),
-                                                self.runner.state_similarity)
+            credit_batch = merge_similar_states(credit_batch, SketchTable.from_sketches(rollout.sketches),
+                                                self.runner.state_similarity)  # group-local, like the credit
             batch = credit_batch.to("cpu")  # the states credit saw (saved for replay)
         result = estimate(credit_batch, self.args.credit_method, self.credit_cfg, self.args.credit_variant,
                           self.args.credit_backend)
-        return batch, result, slice(start, start + len(local["group"]))
+        return batch, result
+
+    def _iteration_summaries(self, rollout: Rollout, result: CreditResult):
+        """Every process's episode summaries (rank order) and the credit diagnostics' parts merged over
+        every process (:func:`~milegpo.credit.merge_diagnostic_parts`): one gather of small objects."""
+        mine = (rollout.episode_summaries(), diagnostic_parts(result))
+        every = gather_object([mine]) if self.accelerator.num_processes > 1 else [mine]
+        summaries = [s for episodes, _ in every for s in episodes]
+        return summaries, merge_diagnostic_parts([parts for _, parts in every])
+
+    def gather_iteration_batch(self) -> StepBatch:
+        """The whole last iteration's StepBatch: every process's rows in rank order (this process's are
+        ``last_iteration["local"]``). A collective under several processes: every process must call it at
+        the same point (the job's batch saver does, on the iterations it saves); training never needs it."""
+        if self.last_iteration is None:
+            raise RuntimeError("gather_iteration_batch: no iteration has been played yet")
+        batch = self.last_iteration["batch"]
+        if self.accelerator.num_processes == 1:
+            return batch
+        parts = gather_object([batch.to_numpy()])
+        return StepBatch(**{k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
 
     # ------------------------------------------------------------------ one iteration
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -267,14 +302,17 @@ class MileGPOTrainer(GRPOTrainer):
         tasks = [self.train_tasks[int(x["task_index"])] for x in inputs]
         rollout = self.play(tasks, self.args.group_size)
         t1 = time.perf_counter()
-        batch, result, local = self._gather_credit(rollout)
-        adv = result.advantages.detach().cpu().to(torch.float64)[local]
+        batch, result = self._local_credit(rollout)
+        adv = result.advantages.detach().cpu().to(torch.float64)
         t2 = time.perf_counter()
-        self.last_iteration = {"batch": batch, "result": result, "local": local, "rollout": rollout}
 
         rows = rollout.rows
         n_rows = len(rows)
         world_rows = self.accelerator.gather(torch.tensor([n_rows], device=device)).cpu()
+        start = int(world_rows[:self.accelerator.process_index].sum())
+        summaries, credit_parts = self._iteration_summaries(rollout, result)
+        self.last_iteration = {"batch": batch, "result": result, "local": slice(start, start + n_rows),
+                               "rollout": rollout, "diagnostics": diagnostics_from_parts(credit_parts)}
         spg = self.args.steps_per_generation
         per_chunk = self.args.per_device_train_batch_size
         n_chunks = max(1, math.ceil(int(world_rows.max()) / spg / per_chunk))
@@ -295,7 +333,7 @@ class MileGPOTrainer(GRPOTrainer):
                                                 pad_to))
             micro_steps.append(chunks)
 
-        self._log_iteration(mode, rollout, result, world_rows, t1 - t0, t2 - t1)
+        self._log_iteration(mode, rollout, summaries, credit_parts, world_rows, t1 - t0, t2 - t1)
         return {"micro_steps": micro_steps}
 
     def _build_chunk(self, rows, adv: torch.Tensor, idx: list[int], num_items, slice_rows: int,
@@ -362,23 +400,23 @@ class MileGPOTrainer(GRPOTrainer):
                     self.accelerator.gather(gap.reshape(1)).nanmean().item())
         return chunk
 
-    def _log_iteration(self, mode, rollout: Rollout, result: CreditResult, world_rows, rollout_s: float,
-                       credit_s: float) -> None:
+    def _log_iteration(self, mode, rollout: Rollout, summaries, credit_parts: dict[str, float], world_rows,
+                       rollout_s: float, credit_s: float) -> None:
+        """The iteration's metrics, each over the whole iteration (every process): episodes, rows, the
+        advantages and the credit diagnostics (from ``credit_parts``, merged over processes), lengths, times
+        (the slowest process's)."""
         m = self._metrics[mode]
-        summaries = rollout.episode_summaries()
-        if self.accelerator.num_processes > 1:
-            summaries = gather_object(summaries)
         for k, v in episode_metrics(summaries, prefix="episode/").items():
             m[k].append(v)
         m["rows/iteration"].append(float(world_rows.sum()))
         m["rows/per_process_max"].append(float(world_rows.max()))
         m["rows/per_process_min"].append(float(world_rows.min()))
-        a = result.advantages.detach().cpu().double()
-        m["advantages/mean"].append(float(a.mean()) if len(a) else 0.0)
-        m["advantages/std"].append(float(a.std()) if len(a) > 1 else 0.0)
-        m["advantages/abs_mean"].append(float(a.abs().mean()) if len(a) else 0.0)
-        m["advantages/zero_share"].append(float((a == 0).double().mean()) if len(a) else 0.0)
-        for k, v in diagnostics(result).items():
+        n = credit_parts["rows"]
+        m["advantages/mean"].append(credit_parts["adv_sum"] / n if n else 0.0)
+        m["advantages/std"].append(math.sqrt(credit_parts["adv_m2"] / (n - 1)) if n > 1 else 0.0)  # unbiased
+        m["advantages/abs_mean"].append(credit_parts["adv_abs_sum"] / n if n else 0.0)
+        m["advantages/zero_share"].append(credit_parts["adv_zeros"] / n if n else 0.0)
+        for k, v in diagnostics_from_parts(credit_parts).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 m[f"credit/{k}"].append(float(v))
         lengths = torch.tensor([float(len(r.completion_ids)) for r in rollout.rows] or [0.0])
@@ -427,14 +465,19 @@ class MileGPOTrainer(GRPOTrainer):
 
     @contextlib.contextmanager
     def _no_gradient_sync(self, model):
-        """A chunk before the last of its micro-step: the model's gradient all-reduce deferred
-        (``accelerator.no_sync``: DDP / FSDP) and accelerate's ``sync_gradients`` off, so that the
-        backward is not an accumulation boundary (DeepSpeed neither reduces nor steps on it)."""
+        """A chunk before the last of its micro-step: the model's gradient reduction deferred
+        (``accelerator.no_sync``: DDP / FSDP; transformers' own deferral for a model it sharded at load time,
+        as its loop does) and accelerate's ``sync_gradients`` off, so that the backward is not an
+        accumulation boundary (DeepSpeed does not step on it). :mod:`milegpo.trainer.engines`: per engine."""
         state = self.accelerator.gradient_state
         synced = state.sync_gradients
         state._set_sync_gradients(False)
+        if getattr(self, "is_distributed_loading_by_transformers", False) and is_fsdp_managed_module(self.model):
+            deferred = self._defer_fsdp_gradient_reduction()  # Trainer's: accelerate did not wrap this model
+        else:
+            deferred = self.accelerator.no_sync(model)
         try:
-            with self.accelerator.no_sync(model):
+            with deferred:
                 yield
         finally:
             state._set_sync_gradients(synced)
@@ -478,6 +521,9 @@ class MileGPOTrainer(GRPOTrainer):
             unsupported.append("an entropy bonus")
         if "importance_sampling_ratio" in inputs:
             unsupported.append("vLLM importance-sampling correction")
+        sharding = engines.weight_sharding(self)
+        if sharding is not None:
+            unsupported.append(f"{sharding} (the LM head's weight is a shard outside the forward)")
         if unsupported:
             if self.args.use_fused_loss:
                 raise ValueError(f"use_fused_loss=True does not support {', '.join(unsupported)}; "

@@ -55,6 +55,7 @@ def test_fused_loss_refuses_settings_it_does_not_fuse(tmp_path):
     stub = Stub()
     stub.args, stub.loss_type, stub.importance_sampling_level = args, "cispo", "token"
     stub.off_policy_mask_threshold, stub.top_entropy_quantile, stub._entropy_bonus_enabled = None, 1.0, False
+    stub._dist = type("D", (), {"is_zero3": False, "is_fsdp": False})()  # TRL's DistributedBackend: no sharding
     with pytest.raises(ValueError, match="use_fused_loss=True does not support loss_type=cispo"):
         MileGPOTrainer._fused_loss_on(stub, {})
     args.use_fused_loss = None  # automatic: off on CPU, silently

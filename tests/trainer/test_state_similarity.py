@@ -31,29 +31,29 @@ def test_bad_state_similarity_is_refused(flags, match):
         parse(*flags)
 
 
-def _gather(args, rollout):
-    """MileGPOTrainer._gather_credit on one CPU process, without a model."""
+def _local(args, rollout):
+    """MileGPOTrainer._local_credit on one CPU process, without a model."""
     trainer = SimpleNamespace(accelerator=SimpleNamespace(process_index=0, num_processes=1, device=torch.device("cpu")),
                               args=args, credit_cfg=args.credit_config(),
                               runner=SimpleNamespace(state_similarity=args.state_similarity_params()))
-    return MileGPOTrainer._gather_credit(trainer, rollout)
+    return MileGPOTrainer._local_credit(trainer, rollout)
 
 
 @pytest.mark.parametrize("method", ["gigpo", "milegpo"])
 def test_the_trainer_merges_the_batch_only_when_on(method):
-    """On: credit is computed on the merge of the gathered batch (the batch it returns, and saves, is the
-    merged one); off: on the gathered batch as before, bit for bit."""
+    """On: credit is computed on the merge of the process's batch (the batch it returns, and saves, is the
+    merged one); off: on that batch as before, bit for bit."""
     tasks = household_tasks("train", 2, horizon=8)
     similarity = StateSimilarity(0.6)
     runner = EpisodeRunner(SequentialPool(8), horizon=8, state_similarity=similarity)
     rollout = runner.run(tasks, 4, expert_generator(runner, tasks, 4, seed=2))
     flags = ["--credit_method", method, "--groups_per_iteration", "2", "--group_size", "4", "--num_train_tasks", "2"]
-    batch, result, local = _gather(parse(*flags), rollout)
+    batch, result = _local(parse(*flags), rollout)
     exact = rollout.step_batch()
-    assert torch.equal(batch.state, exact.state) and local == slice(0, len(exact))
+    assert torch.equal(batch.state, exact.state)
     assert torch.equal(result.advantages, estimate(exact, method, parse(*flags).credit_config()).advantages)
     args = parse(*flags, "--state_similarity", "0.6")
-    batch, result, _ = _gather(args, rollout)
+    batch, result = _local(args, rollout)
     merged = merge_similar_states(exact, SketchTable.from_sketches(rollout.sketches), similarity)
     assert torch.equal(batch.state, merged.state) and torch.equal(batch.next_state, merged.next_state)
     assert len(set(merged.state.tolist())) < len(set(exact.state.tolist()))  # the household world has near-duplicates

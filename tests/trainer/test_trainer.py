@@ -116,24 +116,90 @@ def test_checkpoint_and_resume(tmp_path, warm_checkpoint):
     assert [h["step"] for h in trainer.state.log_history if "loss" in h] == [1, 2, 3]
 
 
-@pytest.mark.slow
-def test_torchrun_two_processes_unequal_rows(tmp_path):
+def torchrun(out, n_processes: int, model: str, *script_args: str) -> list[dict]:
+    """torchrun_script.py under ``torchrun --nproc_per_node n_processes`` (gloo, CPU) with the policy at
+    ``model``; each process's JSON record, in rank order."""
     script = os.path.join(os.path.dirname(__file__), "torchrun_script.py")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MILEGPO_OUT": str(tmp_path)}
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MILEGPO_OUT": str(out), "MILEGPO_MODEL": model}
     with socket.socket() as s:  # a free port: other test runs may share the machine
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}", script]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={n_processes}", f"--master_port={port}",
+           script, *script_args]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    res = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(2)]
+    return [json.load(open(out / f"rank{r}.json")) for r in range(n_processes)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_processes", [2, 3])
+def test_torchrun_each_process_credits_only_its_own_groups(tmp_path, warm_checkpoint, n_processes):
+    """2 and 3 gloo processes, 2 groups x 2 episodes each, tasks of horizon 1 / 5 / 3 per process: every
+    process estimates credit once per iteration, on its own rows only (process 0: 2 x 2 one-step episodes = 4
+    rows whatever the number of processes), trains on the advantages a one-process estimate of the whole
+    batch gives its rows, logs the whole batch's credit diagnostics and advantage statistics, and runs as
+    many forward/backward chunks as the others."""
+    res = torchrun(tmp_path, n_processes, warm_checkpoint, "credit")
     assert all(r["global_step"] == 2 for r in res)
     for it in range(2):
-        rows = [r["rows"][it] for r in res]
-        assert rows[0] != rows[1], "the test needs unequal row counts per process"
-        assert res[0]["batch_rows"][it] == res[1]["batch_rows"][it] == sum(rows)
-    assert res[0]["loss_calls"] == res[1]["loss_calls"]  # the same number of forward/backward chunks
-    assert all(r["advantages_match"] for r in res)
+        parts = [r["iterations"][it] for r in res]
+        rows = [p["local_rows"] for p in parts]
+        assert len(set(rows)) > 1, "the test needs unequal row counts per process"
+        starts = np.cumsum([0, *rows])
+        for rank, part in enumerate(parts):
+            assert part["whole_rows"] == sum(rows)
+            assert part["local"] == [int(starts[rank]), int(starts[rank + 1])]  # rank order in the whole batch
+            assert part["credit_rows"] == [part["local_rows"]]  # one estimate, of this process's rows only
+            assert part["advantages_match"]
+        assert parts[0]["credit_rows"] == [2 * 2 * 1]  # does not grow with the number of processes
+    assert len({r["loss_calls"] for r in res}) == 1  # the same number of forward/backward chunks
+    for r in res:
+        assert r["logged_iterations"] == 2 and r["metric_mismatches"] == []
+        assert {"credit/tie_share", "credit/traps", "credit/adv_std", "advantages/std"} <= set(r["credit_keys"])
+    assert res[0]["nonzero_advantages"] > 0, "all advantages were zero: the comparison would be empty"
+
+
+@pytest.fixture(scope="module")
+def ddp_one_chunk(tmp_path_factory, warm_checkpoint):
+    """The reference update: 2 DDP processes, one optimizer step of 2 micro-steps of one chunk each."""
+    out = tmp_path_factory.mktemp("ddp_one_chunk")
+    return torchrun(out, 2, warm_checkpoint, "engine", "ddp", "256"), saved_weights(out / "final")
+
+
+def saved_weights(path) -> dict[str, torch.Tensor]:
+    return {k: v.detach() for k, v in AutoModelForCausalLM.from_pretrained(path).named_parameters()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine, distributed_type", [("fsdp2", "FSDP"), ("zero2", "DEEPSPEED"),
+                                                      ("zero3", "DEEPSPEED")])
+def test_engine_chunked_micro_steps_give_the_one_chunk_ddp_update(tmp_path, warm_checkpoint, ddp_one_chunk, engine,
+                                                                    distributed_type):
+    """FSDP2 and DeepSpeed ZeRO-2 / ZeRO-3 through accelerate, 2 gloo processes on CPU: one optimizer step
+    (SGD) of 2 accumulated micro-steps of chunks of 3 rows syncs gradients on the last backward only, takes
+    one optimizer step, and gives the weights of DDP with one chunk per micro-step (the same episodes: the
+    same seed and weights). ZeRO-3 generates with gathered weights, FSDP2 with synced processes; the
+    reference KL (beta 0.01) runs through each engine's reference model."""
+    if engine.startswith("zero"):
+        pytest.importorskip("deepspeed", reason="DeepSpeed is the optional extra milegpo[deepspeed]")
+    reference, reference_weights = ddp_one_chunk
+    res = torchrun(tmp_path, 2, warm_checkpoint, "engine", engine, "3")
+    for ref, run in zip(reference, res):
+        assert ref["backward_sync"] == [False, True] and ref["optimizer_steps"] == 1
+        assert run["distributed_type"] == f"DistributedType.{distributed_type}"
+        (chunks,) = run["chunks"]
+        assert len(chunks) == 2 and min(chunks) > 1, "the test needs several chunks per micro-step"
+        assert run["backward_sync"] == [False] * (sum(chunks) - 1) + [True]
+        assert run["optimizer_steps"] == 1 and run["global_step"] == 1
+        assert run["synced_generation"] == (engine == "fsdp2")  # transformers' generate syncs FSDP2 processes
+        assert run["batch"] == ref["batch"], "the same seed and weights should play the same episodes"
+    weights = saved_weights(tmp_path / "final")  # trainer.save_model: the weights gathered from the shards
+    assert set(weights) == set(reference_weights)
+    for name, value in reference_weights.items():
+        torch.testing.assert_close(weights[name], value, rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
+    start = saved_weights(warm_checkpoint)
+    assert any(not torch.equal(start[k], v) for k, v in reference_weights.items())  # the step moved the weights
 
 
 @pytest.mark.slow
