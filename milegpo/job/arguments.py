@@ -156,7 +156,7 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     parser = build_parser(prog)
     model_path = _given(argv, "model_name_or_path")
     saved = saved_task_settings(model_path)
-    env = _flag_value(argv, "--env") or saved.get("env") or "household"
+    env = _given(argv, "env") or saved.get("env") or "household"
     defaults = env_defaults(env, tiny=model_path is None)
     if saved.get("env", "household") == env:
         # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
