@@ -339,9 +339,6 @@ class MileGPOConfig(GRPOConfig):
                 raise _refused(name, getattr(self, name), "must be >= 0")
         if not self.eval_temperature > 0:
             raise _refused("eval_temperature", self.eval_temperature, "must be > 0 (a sampling temperature)")
-        if self.num_train_tasks < self.groups_per_iteration:
-            raise _refused("num_train_tasks", self.num_train_tasks, f"must be >= groups_per_iteration "
-                                                                    f"({self.groups_per_iteration})")
 
     def with_task_settings(self, settings: Mapping[str, Any]) -> "MileGPOConfig":
         """A copy of this config that plays the games a saved policy was trained on, as ``milegpo eval`` and

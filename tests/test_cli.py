@@ -56,6 +56,8 @@ def _one_line_error(capsys, argv, code=2):
     (["train", "--max_steps", "many"], r"^milegpo train: error: argument --max_steps/--max-steps: invalid int value: "
                                        r"'many'$"),
     (["train", "--group_size", "1"], r"MileGPOConfig.group_size=1: must be >= 2"),
+    (["train", "--num_train_tasks", "2"], r"^milegpo train: error: MileGPOConfig.num_train_tasks=2: must be >= "
+                                          r"groups_per_iteration \(4\) to fill an iteration$"),
     (["train", "--config", "/no/such/recipe.yaml"], r"^milegpo train: error: /no/such/recipe.yaml: No such file"),
     (["train", "stray"], r"^milegpo train: error: unexpected argument\(s\) stray"),
     (["replay", "b.npz", "--rowz", "3"], r"^milegpo replay: error: unknown flag --rowz; did you mean --rows\?"),

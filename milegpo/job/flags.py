@@ -77,6 +77,9 @@ def parse_flags(parser, argv: Sequence[str], prog: str):
         check_model_path(job.model_name_or_path)
     except UsageError as e:
         raise UsageError(f"{prog}: error: {e}") from None
+    if prog == "milegpo train" and cfg.max_steps and cfg.num_train_tasks < cfg.groups_per_iteration:
+        raise UsageError(f"{prog}: error: MileGPOConfig.num_train_tasks={cfg.num_train_tasks}: must be >= "
+                         f"groups_per_iteration ({cfg.groups_per_iteration}) to fill an iteration")
     # a saved policy's task settings were the defaults of these flags: the trainer keeps what the flags decided
     cfg.task_settings_applied = job.model_name_or_path is not None
     return job, cfg

@@ -2,6 +2,7 @@
 saved batches, `milegpo eval`."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -86,7 +87,7 @@ def test_train_short_webshop_run_reports_score_and_diagnostics(tmp_path, capsys,
     for phrase in ("env webshop", "credit milegpo/full", "SFT warm start:", "before RL (after SFT)", "after RL",
                    "test success", "test score", "test invalid", "train score: first", "per iteration (median)"):
         assert phrase in text, phrase
-    assert "ood" not in text and "gap" not in text
+    assert not re.search(r"\bood\b|\bgap\b", text)  # one split: no OOD column, no gap ("food" may be a product)
     for png in ("training.png", "credit_diagnostics.png", "advantages_by_method.png"):
         assert (out / "plots" / png).stat().st_size > 1000, png
     summary = json.loads((out / "summary.json").read_text())

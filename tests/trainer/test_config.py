@@ -74,7 +74,6 @@ def test_every_field_is_a_documented_flag():
     (["--env", "textworld", "--task_type", "pick_and_place_simple"], r"task_type='pick_and_place_simple': not a task "
                                                                      r"type of env 'textworld'; '' \(all\) or one of "
                                                                      r"tw-cooking"),
-    (["--num_train_tasks", "3"], r"MileGPOConfig.num_train_tasks=3: must be >= groups_per_iteration \(16\)$"),
     (["--group_size", "1"], r"MileGPOConfig.group_size=1: must be >= 2: credit compares the episodes of a group"),
     (["--group_size", "0"], r"MileGPOConfig.group_size=0: must be >= 2"),
     (["--max_steps", "0"], r"MileGPOConfig.max_steps=0: must be >= 1$"),
@@ -179,3 +178,14 @@ def test_credit_device():
     assert credit_device("auto", torch.device("cpu"), "auto") == torch.device("cpu")
     assert credit_device("cpu", torch.device("cuda", 0), "auto") == torch.device("cpu")
     assert credit_device("cuda:2", torch.device("cpu"), "auto") == torch.device("cuda", 2)
+
+
+def test_too_few_training_tasks_for_an_iteration_are_refused_when_training_starts():
+    """Evaluation builds no iterations, so the config takes any num_train_tasks; the training dataloader refuses."""
+    from types import SimpleNamespace
+
+    from milegpo import MileGPOTrainer
+
+    trainer = SimpleNamespace(train_dataset=[0, 1], args=SimpleNamespace(groups_per_iteration=4))
+    with pytest.raises(ValueError, match="2 training tasks cannot fill an iteration of groups_per_iteration=4"):
+        MileGPOTrainer.get_train_dataloader(trainer)
