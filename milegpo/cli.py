@@ -224,7 +224,8 @@ def cmd_credit_quality(args: argparse.Namespace) -> int:
                        invalid_share=args.invalid_share, checkpoint=args.checkpoint, temperature=args.temperature,
                        checkpoint_seeds=args.checkpoint_seeds,
                        preset=args.preset, backend=args.backend, n_resamples=args.resamples, split=args.split,
-                       options=json.loads(args.env_options), state=args.state)
+                       options=json.loads(args.env_options), state=args.state,
+                       state_similarity=args.state_similarity, similarity_shingle=args.similarity_shingle)
     return 0
 
 
@@ -251,6 +252,10 @@ def _add_credit_quality(sub) -> None:
     p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
                    help="state keys of the rows: the observation (the trainer's) or the observation with the "
                         "admissible actions (a diagnostic against aliased observations)")
+    p.add_argument("--state-similarity", type=float, nargs="+", default=[], metavar="T",
+                   help="also measure every method with near-duplicate states merged at each threshold T "
+                        "(token-shingle Jaccard >= T inside a task group, as MileGPOConfig.state_similarity)")
+    p.add_argument("--similarity-shingle", type=int, default=2, help="tokens per shingle of --state-similarity")
     p.add_argument("--preset", default="alfworld", choices=["alfworld", "webshop"], help="credit preset (table 5)")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
     p.set_defaults(func=cmd_credit_quality)

@@ -41,21 +41,33 @@ class PlayedEpisode:
     steps_before: list = field(default_factory=list)
     steps_after: list = field(default_factory=list)
     won: bool = False
+    #: key -> the text the key was made from (the observation, or the observation with the admissible
+    #: actions), every key of ``state`` / ``next_state`` but the sink: what near-duplicate merging sketches
+    texts: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.state)
+
+
+def observation_and_actions_text(obs: str, admissible: list) -> str:
+    """The observation followed by the admissible actions, one a line (what
+    :func:`observation_and_actions_key` keys)."""
+    return obs + "\n" + "\n".join(admissible)
 
 
 def observation_and_actions_key(obs: str, admissible: list) -> int:
     """A state key of the observation together with the admissible actions, which show what the observation
     may not (household: what the agent holds): a diagnostic against states that the observation alone
     aliases. The trainer's rows key the observation alone (``info["state_key"]``)."""
-    return state_key(obs + "\n" + "\n".join(admissible))
+    return state_key(observation_and_actions_text(obs, admissible))
 
 
 #: how a state key is formed: ``obs`` (the world's ``info["state_key"]``, the trainer's) or ``obs+actions``
 STATE_KEYS: dict[str, Callable[[str, list], int] | None] = {"obs": None,
                                                            "obs+actions": observation_and_actions_key}
+#: the text each of :data:`STATE_KEYS` is made from (None: the observation)
+STATE_TEXTS: dict[str, Callable[[str, list], str] | None] = {"obs": None,
+                                                            "obs+actions": observation_and_actions_text}
 
 
 def _steps_to_win(env: TextEnv) -> int:
@@ -67,15 +79,18 @@ def _steps_to_win(env: TextEnv) -> int:
 
 
 def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
-                 state_of: Callable[[str, list], int] | None = None) -> PlayedEpisode:
+                 state_of: Callable[[str, list], int] | None = None,
+                 text_of: Callable[[str, list], str] | None = None) -> PlayedEpisode:
     """Play ``task`` in ``env`` to its end, ``choose(observation, admissible, t)`` picking each action.
 
     label: also record ``env.steps_to_win()`` before and after each action (0 after a winning one).
     state_of: the state key of (observation, admissible actions); default the world's
-    ``info["state_key"]`` (the observation's key, as the trainer's rows)."""
+    ``info["state_key"]`` (the observation's key, as the trainer's rows). text_of: the text that key is
+    made from, recorded in ``texts`` (default the observation)."""
     obs, admissible, info = env.reset(task)
     ep = PlayedEpisode(task=task)
     key = int(info["state_key"]) if state_of is None else state_of(obs, admissible)
+    ep.texts[key] = obs if text_of is None else text_of(obs, admissible)
     while not env.done:
         if label:
             ep.steps_before.append(_steps_to_win(env))
@@ -84,6 +99,8 @@ def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
         ep.state.append(key)
         key = int(info["state_key"]) if state_of is None else state_of(obs, info["admissible_actions"])
         ep.next_state.append(SINK if won else key)
+        if not won:
+            ep.texts[key] = obs if text_of is None else text_of(obs, info["admissible_actions"])
         ep.reward.append(float(reward))
         ep.invalid.append(bool(info["invalid"]))
         ep.action.append(action)
@@ -132,7 +149,9 @@ def labelled_batch(groups: Sequence[Sequence[PlayedEpisode]], source: str, seed:
     before = np.array([v for ep in episodes for v in ep.steps_before], dtype=np.int64)
     after = np.array([v for ep in episodes for v in ep.steps_after], dtype=np.int64)
     good = step_labels(before, after, batch.invalid.numpy())
-    return LabelledBatch(batch=batch, good=good, steps_before=before, steps_after=after, source=source, seed=seed)
+    texts = {k: v for ep in episodes for k, v in ep.texts.items()}
+    return LabelledBatch(batch=batch, good=good, steps_before=before, steps_after=after, source=source, seed=seed,
+                         texts=texts)
 
 
 # ---------------------------------------------------------------------------------------------- policies
@@ -199,7 +218,8 @@ def play_mixed_expert(tasks: Sequence[Task], group_size: int, seed: int, epsilon
     for task in tasks:
         env = envs.setdefault(task.env, make_env(task.env))
         groups.append([play_episode(env, task, mixed_expert(env, rng, rng.uniform(lo, hi), expert, invalid_share),
-                                    label=True, state_of=STATE_KEYS[state]) for _ in range(group_size)])
+                                    label=True, state_of=STATE_KEYS[state], text_of=STATE_TEXTS[state])
+                       for _ in range(group_size)])
     for env in envs.values():
         env.close()
     return labelled_batch(groups, source, seed)
@@ -268,6 +288,7 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
     return labelled_batch(ordered, source, seed, invalid=invalid)
 
 
-__all__ = ["PlayedEpisode", "Chooser", "STATE_KEYS", "observation_and_actions_key", "play_episode", "step_batch",
+__all__ = ["PlayedEpisode", "Chooser", "STATE_KEYS", "STATE_TEXTS", "observation_and_actions_key",
+           "observation_and_actions_text", "play_episode", "step_batch",
            "labelled_batch", "mixed_expert", "planner_action",
            "play_mixed_expert", "replay_labels", "play_checkpoint"]

@@ -143,6 +143,51 @@ def test_the_command_writes_the_json_and_the_plot(tmp_path):
     assert (tmp_path / "credit_quality.png").stat().st_size > 1000
 
 
+def test_near_duplicate_states_of_a_labelled_batch_merge_and_keep_rows_and_labels():
+    from milegpo.credit.quality import distinct_states, with_similar_states
+    from milegpo.state_sketches import StateSimilarity
+
+    lb = hand_batch()
+    with pytest.raises(ValueError, match="'hand' seed 0 has no observation texts"):
+        with_similar_states(lb, StateSimilarity(0.7))
+    # 6 differs from 7 in one number (bigram Jaccard 0.84); 9 and 4 (another group) the same; the rest apart
+    room = "you are in the kitchen . on the counter 1 you see a mug {} , a plate 2 and a fork 3 ."
+    lb.texts = {7: room.format(1), 6: room.format(5), 8: "you are in the garden .", 5: "the door is locked .",
+                9: room.format(1), 4: room.format(5)}
+    merged = with_similar_states(lb, StateSimilarity(0.7))
+    assert merged.batch.state.tolist() == [6, 8, 6, 8, 6, 4, 4]
+    assert merged.batch.next_state.tolist() == [8, SINK, 8, 5, 6, SINK, 4]
+    assert (merged.good == lb.good).all() and merged.batch.reward.tolist() == lb.batch.reward.tolist()
+    # rows' states: (0, 7), (0, 8), (1, 9) -> (0, 6), (0, 8), (1, 4): 6 and 4 take 7's and 9's place
+    assert distinct_states([lb]) == distinct_states([merged]) == 3 and distinct_states([lb, merged]) == 6
+    assert with_similar_states(lb, StateSimilarity(0.9)).batch.state.tolist() == lb.batch.state.tolist()
+
+
+def test_the_command_scores_every_method_with_exact_and_with_merged_states(tmp_path):
+    from milegpo.cli import main
+
+    with pytest.raises(ValueError, match="threshold must be in"):
+        main(["credit-quality", "--out", str(tmp_path), "--state-similarity", "1.5"])
+    assert not (tmp_path / "credit_quality.json").exists()
+    assert main(["credit-quality", "--out", str(tmp_path), "--seeds", "0", "--groups", "3", "--group-size", "4",
+                 "--horizon", "15", "--resamples", "50", "--backend", "torch", "--state-similarity", "1.0",
+                 "0.6"]) == 0
+    rep = json.loads((tmp_path / "credit_quality.json").read_text())
+    assert rep["settings"]["state_similarity"] == [1.0, 0.6] and set(rep["state_similarity"]) == {"1.0", "0.6"}
+    same, loose = rep["state_similarity"]["1.0"], rep["state_similarity"]["0.6"]
+    # Jaccard 1 merges only texts of one shingle set: nearly the exact keys; 0.6 merges more
+    assert rep["states"] >= same["states"] > loose["states"]
+    assert loose["methods"]["milegpo-full"]["diagnostics"]["shared_state_coverage"] >= \
+        rep["methods"]["milegpo-full"]["diagnostics"]["shared_state_coverage"]
+    for m, paired in loose["against_exact"].items():
+        assert paired["group_auc"]["exact"] == pytest.approx(rep["methods"][m]["group_auc"])
+        assert paired["group_auc"]["merged"] == pytest.approx(loose["methods"][m]["group_auc"])  # the same pairs
+        assert paired["group_auc"]["value"] == pytest.approx(paired["group_auc"]["merged"] - paired["group_auc"]["exact"])
+    # GRPO ignores states: merging changes nothing of it
+    assert loose["against_exact"]["grpo"]["group_auc"]["value"] == 0.0
+    assert loose["methods"]["grpo"]["group_auc"] == rep["methods"]["grpo"]["group_auc"]
+
+
 def test_replayed_trajectories_get_the_labels_of_the_played_ones():
     from milegpo.credit.quality import quality_tasks
     from milegpo.envs import HouseholdEnv
