@@ -296,23 +296,33 @@ def plot_quality(report: dict, path, title: str = "") -> str:
 
 
 # ---------------------------------------------------------------------------------------------- the command
-def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int, options: dict | None = None,
+#: the first game seed / goal index of the quality batches: generated worlds far from the training runs' seeds;
+#: WebShop has a fixed goal list (the embedded catalog's train split: 1,921 goals, training runs take them from
+#: 0 on), so its batches take the train goals from 1,000 on
+QUALITY_START = {"webshop": 1_000}
+QUALITY_START_DEFAULT = 100_000
+
+
+def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int | None, options: dict | None = None,
                   task_types=None) -> list:
     """The ``groups`` tasks of batch ``seed``: task types in turn (household: all six, so every batch holds
-    every type), game seeds ``100_000 + seed * groups + g`` (away from the training runs' seeds)."""
+    every type), game seeds / goals ``start + seed * groups + g`` with ``start`` from :data:`QUALITY_START`
+    (away from the training runs' seeds). horizon: None for the world's own (household 50, WebShop 30)."""
     from ..envs.base import TASK_TYPES
     from ..rollout import make_tasks
 
     if task_types is None:
         task_types = TASK_TYPES if env in ("household", "alfworld") else ("",)
+    start = QUALITY_START.get(env, QUALITY_START_DEFAULT) + seed * groups
     return [make_tasks(env, split, 1, task_types[(g + seed) % len(task_types)], horizon,
-                       start=100_000 + seed * groups + g, options=options)[0] for g in range(groups)]
+                       start=start + g, options=options)[0] for g in range(groups)]
 
 
 def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), groups: int = 16,
-                       group_size: int = 8, horizon: int = 50, epsilon=(0.1, 0.9), expert: str = "oracle",
+                       group_size: int = 8, horizon: int | None = None, epsilon=(0.1, 0.9),
+                       expert: str | None = None,
                        invalid_share: float = 0.1, checkpoint: str | None = None, temperature: float = 1.0,
-                       checkpoint_flags=(), checkpoint_seeds: int | None = None, preset: str = "alfworld",
+                       checkpoint_flags=(), checkpoint_seeds: int | None = None, preset: str | None = None,
                        backend: str = "auto",
                        n_resamples: int = 2000, split: str = "train", options: dict | None = None,
                        state: str = "obs", say=print) -> dict:
@@ -321,15 +331,19 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     CPU) for every seed, measure every method on them, write ``<out_dir>/credit_quality.json`` and
     ``credit_quality.png`` (plus one plot per policy source when there are several). state: how the mixed
     expert's rows key their states (``obs``, the trainer's; ``obs+actions``, a diagnostic against aliased
-    observations; :data:`milegpo.rollout.labelled.STATE_KEYS`). Returns the report:
+    observations; :data:`milegpo.rollout.labelled.STATE_KEYS`). horizon None: the world's own (household 50 as
+    ALFWorld, WebShop 30); expert None: :func:`milegpo.rollout.labelled.default_expert`; preset None: ``webshop``
+    for WebShop, else ``alfworld``. Returns the report:
     :func:`credit_quality` of all batches, with ``sources`` (the same per policy source) and ``settings``."""
     import json
     import time
     from pathlib import Path
 
-    from ..rollout.labelled import play_checkpoint, play_mixed_expert
+    from ..rollout.labelled import default_expert, play_checkpoint, play_mixed_expert
     from .config import get_preset
 
+    expert = expert or default_expert(env)
+    preset = preset or ("webshop" if env == "webshop" else "alfworld")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = get_preset(preset)
@@ -349,7 +363,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     report["sources"] = {src: credit_quality(batches, config, backend, n_resamples)
                          for src, batches in by_source.items()}
     report["settings"] = {"env": env, "split": split, "seeds": list(seeds), "groups": groups,
-                          "group_size": group_size, "horizon": horizon, "epsilon": list(epsilon), "expert": expert,
+                          "group_size": group_size, "horizon": horizon or tasks[0].horizon, "epsilon": list(epsilon), "expert": expert,
                           "invalid_share": invalid_share, "checkpoint": checkpoint, "temperature": temperature,
                           "checkpoint_seeds": list(seeds)[:checkpoint_seeds] if checkpoint else [],
                           "preset": preset, "options": options or {}, "resamples": n_resamples, "state": state}
@@ -374,5 +388,5 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
 
 __all__ = ["ADV_TIE_TOL", "METRICS", "METHOD_VARIANTS", "LabelledBatch", "step_labels", "labelled_pairs",
            "ordered_share", "PairSets", "pair_sets", "estimate_all", "bootstrap_weights", "percentile_interval",
-           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "quality_tasks",
+           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "QUALITY_START", "quality_tasks",
            "run_credit_quality"]
