@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from milegpo.credit.quality import METHOD_VARIANTS, run_credit_quality  # noqa: E402
 
-PRESETS = {"household": "alfworld", "webshop": "webshop"}
 DIAGNOSTICS = ("shared_state_coverage", "tie_share", "tie_correction_rate")
 
 
@@ -105,7 +104,7 @@ def main(argv=None) -> int:
     p.add_argument("--shingle", type=int, default=2)
     p.add_argument("--groups", type=int, default=16)
     p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--horizon", type=int, default=50)
+    p.add_argument("--horizon", type=int, default=None, help="default the world's (household 50, webshop 30)")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     p.add_argument("--resamples", type=int, default=2000)
     p.add_argument("--backend", default="torch")
@@ -118,7 +117,7 @@ def main(argv=None) -> int:
         path = out / env / "credit_quality.json"
         if not a.table_only:
             run_credit_quality(out / env, env=env, seeds=a.seeds, groups=a.groups, group_size=a.group_size,
-                               horizon=a.horizon, preset=PRESETS.get(env, "alfworld"), backend=a.backend, n_resamples=a.resamples,
+                               horizon=a.horizon, backend=a.backend, n_resamples=a.resamples,
                                state_similarity=a.thresholds, similarity_shingle=a.shingle)
         if not path.exists():
             raise FileNotFoundError(f"{path}: no credit-quality report for {env} (run without --table-only)")

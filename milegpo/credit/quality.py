@@ -345,23 +345,33 @@ def plot_quality(report: dict, path, title: str = "") -> str:
 
 
 # ---------------------------------------------------------------------------------------------- the command
-def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int, options: dict | None = None,
+#: the first game seed / goal index of the quality batches: generated worlds far from the training runs' seeds;
+#: WebShop has a fixed goal list (the embedded catalog's train split: 1,921 goals, training runs take them from
+#: 0 on), so its batches take the train goals from 1,000 on
+QUALITY_START = {"webshop": 1_000}
+QUALITY_START_DEFAULT = 100_000
+
+
+def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int | None, options: dict | None = None,
                   task_types=None) -> list:
     """The ``groups`` tasks of batch ``seed``: task types in turn (household: all six, so every batch holds
-    every type), game seeds ``100_000 + seed * groups + g`` (away from the training runs' seeds)."""
+    every type), game seeds / goals ``start + seed * groups + g`` with ``start`` from :data:`QUALITY_START`
+    (away from the training runs' seeds). horizon: None for the world's own (household 50, WebShop 30)."""
     from ..envs.base import TASK_TYPES
     from ..rollout import make_tasks
 
     if task_types is None:
         task_types = TASK_TYPES if env in ("household", "alfworld") else ("",)
+    start = QUALITY_START.get(env, QUALITY_START_DEFAULT) + seed * groups
     return [make_tasks(env, split, 1, task_types[(g + seed) % len(task_types)], horizon,
-                       start=100_000 + seed * groups + g, options=options)[0] for g in range(groups)]
+                       start=start + g, options=options)[0] for g in range(groups)]
 
 
 def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), groups: int = 16,
-                       group_size: int = 8, horizon: int = 50, epsilon=(0.1, 0.9), expert: str = "oracle",
+                       group_size: int = 8, horizon: int | None = None, epsilon=(0.1, 0.9),
+                       expert: str | None = None,
                        invalid_share: float = 0.1, checkpoint: str | None = None, temperature: float = 1.0,
-                       checkpoint_flags=(), checkpoint_seeds: int | None = None, preset: str = "alfworld",
+                       checkpoint_flags=(), checkpoint_seeds: int | None = None, preset: str | None = None,
                        backend: str = "auto",
                        n_resamples: int = 2000, split: str = "train", options: dict | None = None,
                        state: str = "obs", state_similarity=(), similarity_shingle: int = 2, say=print) -> dict:
@@ -370,7 +380,9 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     CPU) for every seed, measure every method on them, write ``<out_dir>/credit_quality.json`` and
     ``credit_quality.png`` (plus one plot per policy source when there are several). state: how the mixed
     expert's rows key their states (``obs``, the trainer's; ``obs+actions``, a diagnostic against aliased
-    observations; :data:`milegpo.rollout.labelled.STATE_KEYS`). state_similarity: thresholds at which the
+    observations; :data:`milegpo.rollout.labelled.STATE_KEYS`). horizon None: the world's own (household 50 as
+    ALFWorld, WebShop 30); expert None: :func:`milegpo.rollout.labelled.default_expert`; preset None: ``webshop``
+    for WebShop, else ``alfworld``. state_similarity: thresholds at which the
     same batches are measured again with near-duplicate states merged (:func:`with_similar_states`,
     shingles of ``similarity_shingle`` tokens), reported under ``state_similarity`` (threshold -> the
     report of all batches, with ``states``: distinct (group, state) pairs, and ``against_exact``:
@@ -381,10 +393,12 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     import time
     from pathlib import Path
 
-    from ..rollout.labelled import play_checkpoint, play_mixed_expert
+    from ..rollout.labelled import default_expert, play_checkpoint, play_mixed_expert
     from ..state_sketches import StateSimilarity
     from .config import get_preset
 
+    expert = expert or default_expert(env)
+    preset = preset or ("webshop" if env == "webshop" else "alfworld")
     # the thresholds checked before anything is played
     similarities = [StateSimilarity(float(t), shingle_width=similarity_shingle) for t in state_similarity]
     out = Path(out_dir)
@@ -419,7 +433,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
             say(f"[similarity {threshold}] {rep['states']} states (exact {report['states']}) "
                 f"({time.perf_counter() - t0:.0f} s)")
     report["settings"] = {"env": env, "split": split, "seeds": list(seeds), "groups": groups,
-                          "group_size": group_size, "horizon": horizon, "epsilon": list(epsilon), "expert": expert,
+                          "group_size": group_size, "horizon": horizon or tasks[0].horizon, "epsilon": list(epsilon), "expert": expert,
                           "invalid_share": invalid_share, "checkpoint": checkpoint, "temperature": temperature,
                           "checkpoint_seeds": list(seeds)[:checkpoint_seeds] if checkpoint else [],
                           "preset": preset, "options": options or {}, "resamples": n_resamples, "state": state,
@@ -451,5 +465,5 @@ __all__ = ["ADV_TIE_TOL", "METRICS", "METHOD_VARIANTS", "LabelledBatch", "step_l
            "ordered_share", "PairSets", "pair_sets", "estimate_all", "method_advantages", "against_exact",
            "with_similar_states", "distinct_states",
            "bootstrap_weights", "percentile_interval",
-           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "quality_tasks",
+           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "QUALITY_START", "quality_tasks",
            "run_credit_quality"]

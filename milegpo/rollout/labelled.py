@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..credit import SINK, StepBatch
-from ..envs import NOTHING_HAPPENS, Task, TextEnv, make_env, state_key
+from ..envs import NOTHING_HAPPENS, Task, TextEnv, env_class, make_env, state_key
 
 #: chooser(observation, admissible actions, step index) -> the action to play
 Chooser = Callable[[str, list, int], str]
@@ -159,34 +159,40 @@ def mixed_expert(env: TextEnv, rng: random.Random, epsilon: float, expert: str =
                  invalid_share: float = 0.1) -> Chooser:
     """The world's expert with a random action at rate ``epsilon``.
 
-    expert: ``oracle`` (``env.expert_action()``: knows where everything is, as ALFWorld's expert),
-    ``search`` (``env.search_action()``, household: acts on what it has seen) or ``planner`` (an admissible
-    action that lowers ``env.steps_to_win()`` the most: always on an optimal path). A random action is an
-    admissible one drawn uniformly, or, with probability ``invalid_share``, an inadmissible one (an action
-    that was admissible one step earlier and no longer is, as a policy that repeats itself; else
-    "look around")."""
-    if expert not in ("oracle", "search", "planner"):
-        raise ValueError(f"mixed_expert: expert must be 'oracle', 'search' or 'planner', got {expert!r}")
-    if expert == "search" and not hasattr(env, "search_action"):
-        raise ValueError(f"mixed_expert: {type(env).__name__} has no searching expert (search_action)")
+    expert: one of the world's :attr:`~milegpo.envs.TextEnv.experts` (household: ``oracle``, knows where
+    everything is, as ALFWorld's expert, or ``search``, acts on what it has seen; WebShop: ``search``, the
+    shopping expert that reads only the pages it was shown), or ``planner`` (an admissible action that lowers
+    ``env.steps_to_win()`` the most: always on an optimal path). A random action is one of the admissible ones
+    drawn uniformly (as :meth:`~milegpo.envs.TextEnv.playable_actions` gives them: WebShop's search box is the
+    expert's query), or, with probability ``invalid_share``, an inadmissible one (an action that was admissible
+    one step earlier and no longer is, as a policy that repeats itself; else "look around")."""
+    act = None if expert == "planner" else env.expert(expert)  # any other name: a ValueError naming the experts
     previous: list[str] = []
 
     def choose(obs: str, admissible: list, t: int) -> str:
         nonlocal previous
         if t == 0:
             previous = []
-        stale = [a for a in previous if a not in admissible]
-        previous = list(admissible)
+        playable = env.playable_actions(admissible)
+        stale = [a for a in previous if a not in playable]
+        previous = playable
         if rng.random() < epsilon:
             if rng.random() < invalid_share:
                 return rng.choice(stale) if stale else "look around"
-            return rng.choice(admissible)
-        if expert == "planner":
-            return planner_action(env, admissible)
-        action = env.expert_action() if expert == "oracle" else env.search_action()
-        return action if action is not None else rng.choice(admissible)
+            return rng.choice(playable)
+        if act is None:
+            return planner_action(env, playable)
+        action = act()
+        return action if action is not None else rng.choice(playable)
 
     return choose
+
+
+def default_expert(env_kind: str) -> str:
+    """The expert the mixed expert follows by default: the world's ``oracle`` where it has one (household,
+    as ALFWorld's expert), else its ``search`` expert (WebShop's shopping expert)."""
+    experts = env_class(env_kind).experts
+    return "oracle" if "oracle" in experts else "search"
 
 
 def planner_action(env: TextEnv, admissible: Sequence[str]) -> str:
@@ -290,5 +296,5 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
 
 __all__ = ["PlayedEpisode", "Chooser", "STATE_KEYS", "STATE_TEXTS", "observation_and_actions_key",
            "observation_and_actions_text", "play_episode", "step_batch",
-           "labelled_batch", "mixed_expert", "planner_action",
+           "labelled_batch", "mixed_expert", "default_expert", "planner_action",
            "play_mixed_expert", "replay_labels", "play_checkpoint"]

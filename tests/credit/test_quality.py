@@ -163,11 +163,11 @@ def test_near_duplicate_states_of_a_labelled_batch_merge_and_keep_rows_and_label
     assert with_similar_states(lb, StateSimilarity(0.9)).batch.state.tolist() == lb.batch.state.tolist()
 
 
-def test_the_command_scores_every_method_with_exact_and_with_merged_states(tmp_path):
+def test_the_command_scores_every_method_with_exact_and_with_merged_states(tmp_path, capsys):
     from milegpo.cli import main
 
-    with pytest.raises(ValueError, match="threshold must be in"):
-        main(["credit-quality", "--out", str(tmp_path), "--state-similarity", "1.5"])
+    assert main(["credit-quality", "--out", str(tmp_path), "--state-similarity", "1.5"]) == 2
+    assert "threshold must be in (0, 1], got 1.5" in capsys.readouterr().err
     assert not (tmp_path / "credit_quality.json").exists()
     assert main(["credit-quality", "--out", str(tmp_path), "--seeds", "0", "--groups", "3", "--group-size", "4",
                  "--horizon", "15", "--resamples", "50", "--backend", "torch", "--state-similarity", "1.0",
