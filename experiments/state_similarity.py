@@ -5,10 +5,12 @@ For each environment this runs ``milegpo credit-quality --state-similarity T ...
 (:func:`milegpo.credit.quality.run_credit_quality`: mixed-expert batches labelled by the world's planner,
 every method scored on the same batches with exact keys and with the merge at each threshold), writes its
 ``credit_quality.json`` into ``<out>/<env>/`` and gathers the figures into ``<out>/table.md`` and
-``<out>/table.json``: distinct states, shared-state coverage and tie share (the spec's section-11
+``<out>/table.json``: distinct states, the share of same-state pairs at different true distances from a
+win, shared-state coverage and tie share (the spec's section-11
 diagnostics of MileGPO full), the tie-correction rate, the same-state and group AUC of every method with
 95% bootstrap intervals over task groups, and each method's group AUC and same-state AUC on the exact
-keys' pairs with merged states minus exact keys, paired on the same pairs and resamples (:func:`milegpo.credit.quality.against_exact`).
+keys' pairs with merged states minus exact keys, paired on the same pairs and resamples
+(:func:`milegpo.credit.quality.against_exact`).
 
     python experiments/state_similarity.py --thresholds 0.9 0.8 0.7 --out experiments/results/state_similarity
     python experiments/state_similarity.py --out experiments/results/state_similarity --table-only
@@ -50,7 +52,7 @@ def tables(reports: dict) -> tuple[str, dict]:
     methods = list(METHOD_VARIANTS)
     summary: dict = {}
     diag = ["| env | keys | states | shared-state coverage | tie share | tie-correction rate | labelled same-state "
-            "pairs |", "|---" * 7 + "|"]
+            "pairs | aliased same-state pairs |", "|---" * 8 + "|"]
     same = ["| env | keys | " + " | ".join(methods) + " |", "|---" * (2 + len(methods)) + "|"]
     group = list(same)
     paired = {k: list(same) for k in ("group_auc", "same_state_auc")}
@@ -60,7 +62,8 @@ def tables(reports: dict) -> tuple[str, dict]:
         for name, rep in settings_of(report):
             full = rep["methods"]["milegpo-full"]
             d = full["diagnostics"]
-            row = {"states": rep["states"], **{k: d.get(k) for k in DIAGNOSTICS},
+            row = {"states": rep["states"], "aliased_share": rep.get("aliased_share"),
+                   **{k: d.get(k) for k in DIAGNOSTICS},
                    "same_state_pairs": full["pairs"]["same_state_auc"],
                    "methods": {m: {k: {"value": rep["methods"][m][k], "ci": rep["methods"][m]["ci"][k]}
                                    for k in ("same_state_auc", "group_auc", "tied_pair_accuracy")} for m in methods}}
@@ -68,7 +71,8 @@ def tables(reports: dict) -> tuple[str, dict]:
                 row["against_exact"] = rep["against_exact"]
             summary[env]["keys"][name] = row
             diag.append(f"| {env} | {name} | {rep['states']} | " + " | ".join(
-                "n/a" if row[k] is None else f"{row[k]:.3f}" for k in DIAGNOSTICS) + f" | {row['same_state_pairs']} |")
+                "n/a" if row[k] is None else f"{row[k]:.3f}" for k in DIAGNOSTICS) + f" | {row['same_state_pairs']} | "
+                + ("n/a" if row["aliased_share"] is None else f"{row['aliased_share']:.3f}") + " |")
             for lines, k in ((same, "same_state_auc"), (group, "group_auc")):
                 lines.append(f"| {env} | {name} | " + " | ".join(
                     _cell(rep["methods"][m][k], rep["methods"][m]["ci"][k]) for m in methods) + " |")
@@ -87,7 +91,8 @@ def tables(reports: dict) -> tuple[str, dict]:
     text = "\n".join([
         "Ground-truth credit quality with exact state keys and with near-duplicate states merged "
         "(`experiments/state_similarity.py`; per environment `<env>/credit_quality.json`).", "", *header, "",
-        "Diagnostics (MileGPO full, mean over batches):", "", *diag, "",
+        "Diagnostics (MileGPO full, mean over batches; aliased: the share of all same-state row pairs whose rows "
+        "are at different steps-to-win, `milegpo.credit.quality.aliased_share`):", "", *diag, "",
         "Same-state AUC (pairs of rows in one merged state: the pair set changes with the keys):", "", *same, "",
         "Group AUC (the same pairs for every setting):", "", *group, "",
         "Group AUC with merged states minus exact keys, paired (same pairs, same resamples):", "",

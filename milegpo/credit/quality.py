@@ -164,6 +164,18 @@ def distinct_states(batches: list[LabelledBatch]) -> int:
                for lb in batches)
 
 
+def aliased_share(batches: list[LabelledBatch]) -> float:
+    """Of the same-state row pairs of ``batches`` (any labels), the share whose rows are at different
+    steps-to-win before their action: one state key for situations of different true distance from a win
+    (NaN without pairs)."""
+    aliased = pairs = 0
+    for lb in batches:
+        first, second = same_state_pairs(lb.batch.group.numpy(), lb.batch.state.numpy())
+        aliased += int((lb.steps_before[first] != lb.steps_before[second]).sum())
+        pairs += len(first)
+    return _ratio(aliased, pairs)
+
+
 def _ratio(num, den):
     return num / den if den else float("nan")
 
@@ -385,10 +397,10 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     for WebShop, else ``alfworld``. state_similarity: thresholds at which the
     same batches are measured again with near-duplicate states merged (:func:`with_similar_states`,
     shingles of ``similarity_shingle`` tokens), reported under ``state_similarity`` (threshold -> the
-    report of all batches, with ``states``: distinct (group, state) pairs, and ``against_exact``:
-    :func:`against_exact`). Returns the report:
-    :func:`credit_quality` of all batches, with ``states``, ``sources`` (the same per policy source) and
-    ``settings``."""
+    report of all batches, with ``states``: distinct (group, state) pairs, ``aliased_share``
+    (:func:`aliased_share`) and ``against_exact``: :func:`against_exact`). Returns the report:
+    :func:`credit_quality` of all batches, with ``states``, ``aliased_share``, ``sources`` (the same per policy
+    source) and ``settings``."""
     import json
     import time
     from pathlib import Path
@@ -418,7 +430,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     everything = [lb for batches in by_source.values() for lb in batches]
     exact = method_advantages(everything, config, backend)
     report = quality_of_advantages(everything, *exact, n_resamples)
-    report["states"] = distinct_states(everything)
+    report["states"], report["aliased_share"] = distinct_states(everything), aliased_share(everything)
     report["sources"] = {src: credit_quality(batches, config, backend, n_resamples)
                          for src, batches in by_source.items()}
     if similarities:
@@ -428,6 +440,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
             merged = [with_similar_states(lb, similarity, backend) for lb in everything]
             advantages = method_advantages(merged, config, backend)
             rep = {**quality_of_advantages(merged, *advantages, n_resamples), "states": distinct_states(merged),
+                   "aliased_share": aliased_share(merged),
                    "against_exact": against_exact(everything, exact[0], advantages[0], exact[1], n_resamples)}
             report["state_similarity"][str(threshold)] = rep
             say(f"[similarity {threshold}] {rep['states']} states (exact {report['states']}) "
@@ -463,7 +476,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
 
 __all__ = ["ADV_TIE_TOL", "METRICS", "METHOD_VARIANTS", "LabelledBatch", "step_labels", "labelled_pairs",
            "ordered_share", "PairSets", "pair_sets", "estimate_all", "method_advantages", "against_exact",
-           "with_similar_states", "distinct_states",
+           "with_similar_states", "distinct_states", "aliased_share",
            "bootstrap_weights", "percentile_interval",
            "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "QUALITY_START", "quality_tasks",
            "run_credit_quality"]

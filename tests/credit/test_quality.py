@@ -144,7 +144,7 @@ def test_the_command_writes_the_json_and_the_plot(tmp_path):
 
 
 def test_near_duplicate_states_of_a_labelled_batch_merge_and_keep_rows_and_labels():
-    from milegpo.credit.quality import distinct_states, with_similar_states
+    from milegpo.credit.quality import aliased_share, distinct_states, with_similar_states
     from milegpo.state_sketches import StateSimilarity
 
     lb = hand_batch()
@@ -161,6 +161,9 @@ def test_near_duplicate_states_of_a_labelled_batch_merge_and_keep_rows_and_label
     # rows' states: (0, 7), (0, 8), (1, 9) -> (0, 6), (0, 8), (1, 4): 6 and 4 take 7's and 9's place
     assert distinct_states([lb]) == distinct_states([merged]) == 3 and distinct_states([lb, merged]) == 6
     assert with_similar_states(lb, StateSimilarity(0.9)).batch.state.tolist() == lb.batch.state.tolist()
+    # same-state pairs: state 7 / 6: (0, 2), (0, 4), (2, 4); 8: (1, 3); 9 / 4: (5, 6); steps-to-win differ in two
+    lb.steps_before[:] = [3, 2, 3, 2, 5, 1, 1]
+    assert aliased_share([lb]) == pytest.approx(2 / 5) == aliased_share([merged])
 
 
 def test_the_command_scores_every_method_with_exact_and_with_merged_states(tmp_path, capsys):
@@ -177,12 +180,14 @@ def test_the_command_scores_every_method_with_exact_and_with_merged_states(tmp_p
     same, loose = rep["state_similarity"]["1.0"], rep["state_similarity"]["0.6"]
     # Jaccard 1 merges only texts of one shingle set: nearly the exact keys; 0.6 merges more
     assert rep["states"] >= same["states"] > loose["states"]
+    assert all(0.0 <= r["aliased_share"] <= 1.0 for r in (rep, same, loose))
     assert loose["methods"]["milegpo-full"]["diagnostics"]["shared_state_coverage"] >= \
         rep["methods"]["milegpo-full"]["diagnostics"]["shared_state_coverage"]
     for m, paired in loose["against_exact"].items():
         assert paired["group_auc"]["exact"] == pytest.approx(rep["methods"][m]["group_auc"])
         assert paired["group_auc"]["merged"] == pytest.approx(loose["methods"][m]["group_auc"])  # the same pairs
-        assert paired["group_auc"]["value"] == pytest.approx(paired["group_auc"]["merged"] - paired["group_auc"]["exact"])
+        assert paired["group_auc"]["value"] == pytest.approx(paired["group_auc"]["merged"] -
+                                                             paired["group_auc"]["exact"])
     # GRPO ignores states: merging changes nothing of it
     assert loose["against_exact"]["grpo"]["group_auc"]["value"] == 0.0
     assert loose["methods"]["grpo"]["group_auc"] == rep["methods"]["grpo"]["group_auc"]
