@@ -30,7 +30,7 @@ Chooser = Callable[[str, list, int], str]
 
 @dataclass
 class PlayedEpisode:
-    """One trajectory: the task, the per-step fields (spec section 1) and, when labelled, steps-to-win."""
+    """One trajectory: the task, the per-step fields (spec section 1), the score, and, when labelled, steps-to-win."""
 
     task: Task
     state: list = field(default_factory=list)
@@ -41,6 +41,8 @@ class PlayedEpisode:
     steps_before: list = field(default_factory=list)
     steps_after: list = field(default_factory=list)
     won: bool = False
+    #: the world's episode score in [0, 1] where it keeps one (``TextEnv.has_score``: WebShop's raw reward), else None
+    score: float | None = None
     #: key -> the text the key was made from (the observation, or the observation with the admissible
     #: actions), every key of ``state`` / ``next_state`` but the sink: what near-duplicate merging sketches
     texts: dict = field(default_factory=dict)
@@ -108,6 +110,8 @@ def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
             ep.steps_after.append(0 if won else _steps_to_win(env))
         admissible = info["admissible_actions"]
         ep.won = bool(won)
+        if env.has_score:
+            ep.score = float(info.get("score", 0.0))
     return ep
 
 

@@ -223,3 +223,58 @@ def test_a_saved_policy_is_played_by_the_trainer_and_labelled_by_replay(tmp_path
     assert lb.source == "checkpoint" and len(lb.batch) == 16  # 2 groups x 2 episodes x horizon 4
     # an untrained policy writes no <action> block: every step invalid, so bad, and the world did nothing
     assert lb.batch.invalid.all() and not lb.good.any() and (lb.steps_before == lb.steps_after).all()
+
+
+#: a small embedded WebShop catalog (tests/envs/webshop/conftest.py's)
+WEBSHOP_SMALL = {"catalog_size": 300, "catalog_seed": 0, "test_goals": 40}
+
+
+def test_webshop_labels_on_hand_played_episodes(private_webshop_cache):
+    """Goal 1 of the small catalog has one winning purchase: product B0SAQKH8GT in colour "sky blue", on the first
+    results page of the shopping expert's query, so steps-to-win starts at 4 (search, open, select, buy). A step
+    is good when it lowers that by one: the search, going back to the results from a wrong product, opening the
+    winner, selecting its colour, buying; opening a wrong product, an invalid action and a purchase that scores
+    below 1.0 are bad."""
+    from milegpo.envs.webshop import WebShopEnv, webshop_tasks
+    from milegpo.envs.webshop.expert import search_query
+    from milegpo.rollout.labelled import labelled_batch, play_episode
+
+    task = webshop_tasks("test", None, **WEBSHOP_SMALL)[1]
+    env = WebShopEnv()
+    _, admissible, info = env.reset(task)
+    assert env.world.winners(env.goal_index) == [("B0SAQKH8GT", {"color": "sky blue"})]
+    query = f"search[{search_query(info['goal'])}]"
+    assert admissible == ["search[<your query>]"] and env.playable_actions(admissible) == [query]
+    env.step(query)
+    other = next(a for a in env.admissible if a.startswith("click[b0") and a != "click[b0saqkh8gt]")
+
+    def replay(actions):
+        return play_episode(env, task, lambda obs, adm, t: actions[t], label=True)
+
+    detour = replay([query, other, "click[< prev]", "look around", "click[b0saqkh8gt]", "click[sky blue]",
+                     "click[buy now]"])
+    assert detour.won and detour.steps_before == [4, 3, 4, 3, 3, 2, 1] and detour.steps_after == [3, 4, 3, 3, 2, 1, 0]
+    careless = replay([query, "click[b0saqkh8gt]", "click[buy now]"])  # no colour selected: the score is below 1.0
+    assert not careless.won and 0.0 < careless.score < 1.0
+    lb = labelled_batch([[detour, careless]], "hand", 0)
+    assert lb.good.tolist() == [True, False, True, False, True, True, True] + [True, True, False]
+    assert lb.batch.invalid.numpy().tolist() == [False] * 3 + [True] + [False] * 6
+
+
+def test_the_command_on_webshop_and_its_one_line_mistakes(tmp_path, capsys, private_webshop_cache):
+    from milegpo.cli import main
+
+    assert main(["credit-quality", "--env", "webshop", "--out", str(tmp_path), "--seeds", "0", "--groups", "2",
+                 "--group-size", "3", "--resamples", "50", "--backend", "torch"]) == 0
+    rep = json.loads((tmp_path / "credit_quality.json").read_text())
+    settings = rep["settings"]
+    assert (settings["expert"], settings["preset"], settings["horizon"]) == ("search", "webshop", 30)
+    assert rep["labels"]["rows"] > 0 and 0.0 < rep["labels"]["good_share"] < 1.0
+    capsys.readouterr()
+    # the small catalog's train split has 206 goals, fewer than the 1,000 the quality batches start from
+    assert main(["credit-quality", "--env", "webshop", "--env-options", json.dumps(WEBSHOP_SMALL),
+                 "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "milegpo credit-quality:" in err and "from goal 1000 on" in err
+    assert main(["credit-quality", "--env", "webshop", "--expert", "oracle", "--out", str(tmp_path)]) == 2
+    assert "the webshop world's experts are ['search']" in capsys.readouterr().err
