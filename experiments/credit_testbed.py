@@ -73,10 +73,14 @@ class TabularPolicy:
 
     def chooser(self, env, goal: str, record: list):
         """A :data:`milegpo.rollout.labelled.Chooser` sampling from the table; appends (key, action index)."""
+        from milegpo.rollout.labelled import default_expert
+
+        expert_of = env.expert(default_expert(env.kind))
+
         def choose(obs: str, admissible: list, t: int) -> str:
             key = (goal, obs, tuple(admissible))
-            expert = env.expert_action() if key not in self.table else None
-            actions, logits = self.entry(key, admissible, expert)
+            expert = expert_of() if key not in self.table else None
+            actions, logits = self.entry(key, env.playable_actions(admissible), expert)
             i = int(self.rng.choice(len(actions), p=self.probs(logits)))
             record.append((key, i))
             return actions[i]
@@ -115,7 +119,9 @@ def play_groups(tasks, group_size: int, policy: TabularPolicy, envs: dict, state
 def episode_stats(groups) -> dict:
     eps = [ep for g in groups for ep in g]
     steps = sum(len(ep) for ep in eps)
-    return {"success": float(np.mean([ep.won for ep in eps])), "score": float(np.mean([sum(ep.reward) for ep in eps])),
+    # the world's score where it keeps one (WebShop's raw reward x 100, as the job's score metric), else the return
+    scores = [100 * ep.score if ep.score is not None else sum(ep.reward) for ep in eps]
+    return {"success": float(np.mean([ep.won for ep in eps])), "score": float(np.mean(scores)),
             "invalid": sum(sum(ep.invalid) for ep in eps) / max(steps, 1),
             "length": float(np.mean([len(ep) for ep in eps]))}
 
@@ -152,7 +158,7 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     final = episode_stats(final_groups)
     for env in envs.values():
         env.close()
-    return {"method": method_label, "seed": seed, "curve": curve, "final": final,
+    return {"method": method_label, "seed": seed, "env": s["env"], "curve": curve, "final": final,
             "states": len(policy.table), "seconds": time.perf_counter() - t0}
 
 
@@ -181,6 +187,12 @@ def analyse(records: list[dict]) -> dict:
     return out
 
 
+#: per environment kind: its name, what its training tasks are, what its score is (the tables' words)
+WORLD_WORDS = {"household": ("Household", "games (every task type, full-size rooms)", "score (mean episode reward)"),
+               "webshop": ("WebShop", "goals (the embedded catalog's train split from goal 1,000)",
+                           "score (WebShop's score x 100)")}
+
+
 def table(records: list[dict], settings: dict) -> str:
     a = analyse(records)
     seeds = sorted({r["seed"] for r in records})
@@ -190,11 +202,13 @@ def table(records: list[dict], settings: dict) -> str:
         return f"{scale * m:.1f} [{scale * lo:.1f}, {scale * hi:.1f}]"
 
     s = settings
-    lines = [f"Household testbed: tabular softmax policy, {s['tasks']} training games (every task type, full-size "
-             f"rooms), horizon {s['horizon']}, {s['iterations']} iterations x {s['groups']} groups x {s['group_size']} "
-             f"episodes, prior {s['prior']}, lr {s['lr']}; final evaluation: {s['eval_episodes']} episodes of every "
-             f"training game; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}), mean and 95% t-interval over seeds.", "",
-             "| method | final success % | mean training success % | final score | final invalid % | seeds |",
+    world, games, score = WORLD_WORDS.get(s.get("env", "household"), WORLD_WORDS["household"])
+    lines = [f"{world} testbed: tabular softmax policy, {s['tasks']} training {games}, horizon {s['horizon']}, "
+             f"{s['iterations']} iterations x {s['groups']} groups x {s['group_size']} episodes, prior {s['prior']}, "
+             f"lr {s['lr']}, state key {s.get('state', 'obs')}, preset {s['preset']}; final evaluation: "
+             f"{s['eval_episodes']} episodes of every training game; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}), mean "
+             "and 95% t-interval over seeds.", "",
+             f"| method | final success % | mean training success % | final {score} | final invalid % | seeds |",
              "| --- | --- | --- | --- | --- | --- |"]
     for m, v in a["methods"].items():
         lines.append(f"| {m} | {cell(v['final_success'])} | {cell(v['train_success'])} | "
@@ -224,7 +238,9 @@ def plot(records: list[dict], path: Path) -> Path:
             xs = np.arange(1, n + 1)
             ax.plot(xs, [x[0] for x in stats], label=m, lw=1.2)
             ax.fill_between(xs, [x[1] for x in stats], [x[2] for x in stats], alpha=0.15)
-    for ax, name in zip(axes, ("training success (%)", "training score (mean episode reward)", "invalid actions (%)")):
+    world = records[0].get("env", "household") if records else "household"
+    score = WORLD_WORDS.get(world, WORLD_WORDS["household"])[2]
+    for ax, name in zip(axes, ("training success (%)", f"training {score}", "invalid actions (%)")):
         ax.set_xlabel("iteration")
         ax.set_ylabel(name)
     axes[0].legend(fontsize=7)
@@ -250,12 +266,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--horizon", type=int, default=30)
     p.add_argument("--prior", type=float, default=2.0, help="initial logit of the expert's action")
     p.add_argument("--invalid-logit", type=float, default=1.0, help="initial logit of the invalid action")
-    p.add_argument("--lr", type=float, default=0.5, help="step size of the policy gradient (per row)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="step size of the policy gradient (per row); default 0.5, WebShop 0.05: its preset centres "
+                        "returns without dividing by their spread (norm 'mean'), so its advantages are in reward "
+                        "units (a win is 10), ~10x the household's")
     p.add_argument("--eval-episodes", type=int, default=4, help="final evaluation: episodes per training game")
     p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
                    help="the credit's state key: the observation (the trainer's rows), or the observation with "
                         "the admissible actions (a diagnostic: fewer distinct situations share one key)")
-    p.add_argument("--preset", default="alfworld", choices=["alfworld", "webshop"])
+    p.add_argument("--preset", default=None, choices=["alfworld", "webshop"],
+                   help="credit preset (default: webshop for webshop, else alfworld)")
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="the trainer's invalid_action_penalty")
     p.add_argument("--table-only", action="store_true", help="rewrite table.md / curves.png from results.json")
     args = p.parse_args(argv)
@@ -263,8 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     settings = {"env": args.env, "options": json.loads(args.env_options), "tasks": args.tasks,
                 "iterations": args.iterations, "groups": args.groups, "group_size": args.group_size,
-                "horizon": args.horizon, "prior": args.prior, "invalid_logit": args.invalid_logit, "lr": args.lr,
-                "eval_episodes": args.eval_episodes, "preset": args.preset, "invalid_penalty": args.invalid_penalty,
+                "horizon": args.horizon, "prior": args.prior, "invalid_logit": args.invalid_logit,
+                "lr": args.lr if args.lr is not None else (0.05 if args.env == "webshop" else 0.5),
+                "eval_episodes": args.eval_episodes, "invalid_penalty": args.invalid_penalty,
+                "preset": args.preset or ("webshop" if args.env == "webshop" else "alfworld"),
                 "state": args.state}
     if args.groups > args.tasks:
         p.error(f"--groups ({args.groups}) must not exceed --tasks ({args.tasks}): a group per distinct task")

@@ -1,78 +1,105 @@
-"""What ``state_similarity`` does to the groups credit sees: shared-state coverage and tie share of each
-method on household and WebShop rollouts, with exact state keys and with similarity at a few thresholds.
+"""Does ``state_similarity`` help the credit? Ground-truth credit quality of every method on household and
+WebShop batches with exact state keys and with near-duplicate states merged at a few thresholds.
 
-Rollouts: an epsilon-expert (the world's expert action, a random admissible one with probability
-``--epsilon``) plays ``--groups`` tasks x ``--group-size`` episodes per environment; every observation's
-text is kept, so the batch can be merged at any threshold (:func:`milegpo.credit.merge_similar_states`).
-Figures are the spec's section-11 diagnostics (:func:`milegpo.credit.diagnostics` of MileGPO full):
-shared-state coverage (rows whose (group, state) more than one trajectory visits), the same-state row
-pairs, tie share (those whose GraphGPO credit A^G ties) and the tie-correction rate (opposite-outcome tied
-pairs MileGPO orders right), plus the number of distinct states. Ground-truth credit quality (same-state /
-group AUC against the world's planner) needs ``milegpo.credit.quality`` (the credit-evidence issue) and is
-not measured here.
+For each environment this runs ``milegpo credit-quality --state-similarity T ...``
+(:func:`milegpo.credit.quality.run_credit_quality`: mixed-expert batches labelled by the world's planner,
+every method scored on the same batches with exact keys and with the merge at each threshold), writes its
+``credit_quality.json`` into ``<out>/<env>/`` and gathers the figures into ``<out>/table.md`` and
+``<out>/table.json``: distinct states, the share of same-state pairs at different true distances from a
+win, shared-state coverage and tie share (the spec's section-11
+diagnostics of MileGPO full), the tie-correction rate, the same-state and group AUC of every method with
+95% bootstrap intervals over task groups, and each method's group AUC and same-state AUC on the exact
+keys' pairs with merged states minus exact keys, paired on the same pairs and resamples
+(:func:`milegpo.credit.quality.against_exact`).
 
     python experiments/state_similarity.py --thresholds 0.9 0.8 0.7 --out experiments/results/state_similarity
+    python experiments/state_similarity.py --out experiments/results/state_similarity --table-only
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
+import math
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from milegpo.credit import (SINK, SketchTable, StateSimilarity, StepBatch, diagnostics, estimate,  # noqa: E402
-                            merge_similar_states, presets)
-from milegpo.envs import make_env  # noqa: E402
-from milegpo.rollout import make_tasks  # noqa: E402
+from milegpo.credit.quality import METHOD_VARIANTS, run_credit_quality  # noqa: E402
 
-COLUMNS = ("states", "shared_state_coverage", "same_state_pairs", "tie_share", "tie_pairs", "tie_correction_rate")
-PRESETS = {"household": presets.ALFWORLD, "webshop": presets.WEBSHOP}
+DIAGNOSTICS = ("shared_state_coverage", "tie_share", "tie_correction_rate")
 
 
-def play(kind: str, groups: int, group_size: int, horizon: int, epsilon: float, seed: int):
-    """(StepBatch, key -> observation text) of epsilon-expert episodes."""
-    rng = random.Random(seed)
-    env = make_env(kind)
-    tasks = make_tasks(kind, "train", groups, horizon=horizon, start=seed * groups)
-    cols = {k: [] for k in ("group", "traj", "t", "state", "next_state", "success", "reward", "invalid")}
-    texts: dict[int, str] = {}
-    traj = 0
-    for g, task in enumerate(tasks):
-        for _ in range(group_size):
-            obs, admissible, info = env.reset(task)
-            key, rows, done, won = int(info["state_key"]), [], False, False
-            texts[key] = obs
-            while not done:
-                expert = env.expert_action()
-                action = expert if expert is not None and rng.random() >= epsilon else rng.choice(admissible or ["look"])
-                obs, reward, done, won, info = env.step(action)
-                nxt = SINK if won else int(info["state_key"])
-                if not won:
-                    texts[nxt] = obs
-                rows.append((key, nxt, float(reward), bool(info.get("invalid", False))))
-                key, admissible = nxt, info.get("admissible_actions", [])
-            for t, (s, n, r, bad) in enumerate(rows):
-                for name, value in zip(cols, (g, traj, t, s, n, won, r, bad)):
-                    cols[name].append(value)
-            traj += 1
-    return StepBatch(**{k: np.asarray(v) for k, v in cols.items()}), texts
+def settings_of(report: dict) -> list[tuple[str, dict]]:
+    """(name, report) of exact keys and every threshold of one ``credit_quality.json``."""
+    return [("exact", report)] + [(f"similarity {t}", rep) for t, rep in report.get("state_similarity", {}).items()]
 
 
-def measure(batch: StepBatch, config) -> dict:
-    """Distinct states, and the diagnostics of MileGPO full on the batch: coverage and same-state pairs
-    depend on the keys only, tie share on GraphGPO's A^G (which MileGPO computes), the tie-correction rate on
-    MileGPO's shaped return."""
-    d = diagnostics(estimate(batch, "milegpo", config, "full", "torch"))
-    return {"states": len(set(zip(batch.group.tolist(), batch.state.tolist()))),
-            **{k: d[k] for k in ("shared_state_coverage", "same_state_pairs", "tie_share", "tie_pairs",
-                                 "tie_correction_rate")}}
+def _cell(value, ci) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _signed(entry: dict) -> str:
+    value, (lo, hi) = entry["value"], entry["ci"]
+    return "n/a" if value is None else f"{value:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def tables(reports: dict) -> tuple[str, dict]:
+    """Markdown tables and their figures (JSON) of ``{env: credit_quality.json report}``."""
+    methods = list(METHOD_VARIANTS)
+    summary: dict = {}
+    diag = ["| env | keys | states | shared-state coverage | tie share | tie-correction rate | labelled same-state "
+            "pairs | aliased same-state pairs |", "|---" * 8 + "|"]
+    same = ["| env | keys | " + " | ".join(methods) + " |", "|---" * (2 + len(methods)) + "|"]
+    group = list(same)
+    paired = {k: list(same) for k in ("group_auc", "same_state_auc")}
+    for env, report in reports.items():
+        s = report["settings"]
+        summary[env] = {"settings": s, "labels": report["labels"], "seconds": report.get("seconds"), "keys": {}}
+        for name, rep in settings_of(report):
+            full = rep["methods"]["milegpo-full"]
+            d = full["diagnostics"]
+            row = {"states": rep["states"], "aliased_share": rep.get("aliased_share"),
+                   **{k: d.get(k) for k in DIAGNOSTICS},
+                   "same_state_pairs": full["pairs"]["same_state_auc"],
+                   "methods": {m: {k: {"value": rep["methods"][m][k], "ci": rep["methods"][m]["ci"][k]}
+                                   for k in ("same_state_auc", "group_auc", "tied_pair_accuracy")} for m in methods}}
+            if "against_exact" in rep:
+                row["against_exact"] = rep["against_exact"]
+            summary[env]["keys"][name] = row
+            diag.append(f"| {env} | {name} | {rep['states']} | " + " | ".join(
+                "n/a" if row[k] is None else f"{row[k]:.3f}" for k in DIAGNOSTICS) + f" | {row['same_state_pairs']} | "
+                + ("n/a" if row["aliased_share"] is None else f"{row['aliased_share']:.3f}") + " |")
+            for lines, k in ((same, "same_state_auc"), (group, "group_auc")):
+                lines.append(f"| {env} | {name} | " + " | ".join(
+                    _cell(rep["methods"][m][k], rep["methods"][m]["ci"][k]) for m in methods) + " |")
+            for k, lines in paired.items():
+                if "against_exact" in rep:
+                    lines.append(f"| {env} | {name} | " + " | ".join(
+                        _signed(rep["against_exact"][m][k]) for m in methods) + " |")
+    header = []
+    for env, report in reports.items():
+        s, lab = report["settings"], report["labels"]
+        header.append(f"- {env}: seeds {s['seeds']}, {s['groups']} groups x {s['group_size']}, horizon {s['horizon']}, "
+                      f"the {s['expert']} expert with epsilon ~ U{tuple(s['epsilon'])}, preset {s['preset']}, "
+                      f"shingles of {s.get('similarity_shingle', 2)} tokens; {lab['rows']} steps, "
+                      f"{lab['good_share']:.1%} good, {lab['success_rate']:.1%} of trajectories won; "
+                      f"{s['resamples']} bootstrap resamples over {lab['groups']} groups")
+    text = "\n".join([
+        "Ground-truth credit quality with exact state keys and with near-duplicate states merged "
+        "(`experiments/state_similarity.py`; per environment `<env>/credit_quality.json`).", "", *header, "",
+        "Diagnostics (MileGPO full, mean over batches; aliased: the share of all same-state row pairs whose rows "
+        "are at different steps-to-win, `milegpo.credit.quality.aliased_share`):", "", *diag, "",
+        "Same-state AUC (pairs of rows in one merged state: the pair set changes with the keys):", "", *same, "",
+        "Group AUC (the same pairs for every setting):", "", *group, "",
+        "Group AUC with merged states minus exact keys, paired (same pairs, same resamples):", "",
+        *paired["group_auc"], "",
+        "Same-state AUC on the exact keys' pairs (rows of one identical observation), merged minus exact, paired:",
+        "", *paired["same_state_auc"], ""])
+    return text, summary
 
 
 def main(argv=None) -> int:
@@ -82,36 +109,28 @@ def main(argv=None) -> int:
     p.add_argument("--shingle", type=int, default=2)
     p.add_argument("--groups", type=int, default=16)
     p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--horizon", type=int, default=30)
-    p.add_argument("--epsilon", type=float, default=0.4)
-    p.add_argument("--seeds", nargs="+", type=int, default=[0])
-    p.add_argument("--out", default="")
+    p.add_argument("--horizon", type=int, default=None, help="default the world's (household 50, webshop 30)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    p.add_argument("--resamples", type=int, default=2000)
+    p.add_argument("--backend", default="torch")
+    p.add_argument("--out", default="experiments/results/state_similarity")
+    p.add_argument("--table-only", action="store_true", help="only gather the tables from <out>/<env>/")
     a = p.parse_args(argv)
-    rows = []
-    for kind in a.envs:
-        for seed in a.seeds:
-            t0 = time.perf_counter()
-            batch, texts = play(kind, a.groups, a.group_size, a.horizon, a.epsilon, seed)
-            settings = [("exact", batch)]
-            for threshold in a.thresholds:
-                similarity = StateSimilarity(threshold, shingle_width=a.shingle)
-                merged = merge_similar_states(batch, SketchTable.from_texts(texts, similarity), similarity)
-                settings.append((f"similarity {threshold}", merged))
-            for name, b in settings:
-                rows.append({"env": kind, "seed": seed, "rows": len(b), "keys": name, **measure(b, PRESETS[kind])})
-            print(f"{kind} seed {seed}: {len(batch)} rows, {len(texts)} observations ({time.perf_counter() - t0:.1f} s)",
-                  file=sys.stderr)
-    lines = ["| env | keys | rows | " + " | ".join(c.replace("_", " ") for c in COLUMNS) + " |",
-             "|---" * (3 + len(COLUMNS)) + "|"]
-    for r in rows:
-        cells = [f"{r[c]:.0f}" if c in ("states", "same_state_pairs", "tie_pairs") else f"{r[c]:.3f}" for c in COLUMNS]
-        lines.append(f"| {r['env']} (seed {r['seed']}) | {r['keys']} | {r['rows']} | " + " | ".join(cells) + " |")
-    print("\n".join(lines))
-    if a.out:
-        out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "table.md").write_text("\n".join(lines) + "\n")
-        (out / "rows.json").write_text(json.dumps(rows, indent=1))
+    out = Path(a.out)
+    reports = {}
+    for env in a.envs:
+        path = out / env / "credit_quality.json"
+        if not a.table_only:
+            run_credit_quality(out / env, env=env, seeds=a.seeds, groups=a.groups, group_size=a.group_size,
+                               horizon=a.horizon, backend=a.backend, n_resamples=a.resamples,
+                               state_similarity=a.thresholds, similarity_shingle=a.shingle)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no credit-quality report for {env} (run without --table-only)")
+        reports[env] = json.loads(path.read_text())
+    text, summary = tables(reports)
+    print(text)
+    (out / "table.md").write_text(text)
+    (out / "table.json").write_text(json.dumps(summary, indent=1))
     return 0
 
 

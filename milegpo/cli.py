@@ -193,7 +193,7 @@ def cmd_generate_games(args: argparse.Namespace) -> int:
     from milegpo.envs import HouseholdEnv, household_tasks
 
     p = OneLineParser(prog="milegpo generate-games household OUT.jsonl")
-    p.add_argument("--split", default="train", choices=["train", "id", "ood"])
+    p.add_argument("--split", default="train", help="task split (household: train / id / ood; webshop: train / test)")
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--start", type=int, default=0, help="first seed")
     p.add_argument("--task-type", default="")
@@ -217,14 +217,31 @@ def cmd_generate_games(args: argparse.Namespace) -> int:
 def cmd_credit_quality(args: argparse.Namespace) -> int:
     import json
 
-    from milegpo.credit.quality import run_credit_quality
+    from milegpo.credit.quality import quality_tasks, run_credit_quality
+    from milegpo.envs import EnvError, env_class
+    from milegpo.rollout.labelled import default_expert
+    from milegpo.state_sketches import StateSimilarity
 
+    # what the command line names is checked before anything is played: a mistake is one line
+    try:
+        options = json.loads(args.env_options)
+        expert = args.expert or default_expert(args.env)
+        if expert != "planner" and expert not in env_class(args.env).experts:
+            raise ValueError(f"--expert {expert!r}: the {args.env} world's experts are "
+                             f"{sorted(env_class(args.env).experts)} (or 'planner')")
+        for seed in args.seeds:
+            quality_tasks(args.env, args.split, args.groups, seed, args.horizon, options)
+        for threshold in args.state_similarity:
+            StateSimilarity(threshold, shingle_width=args.similarity_shingle)
+    except (EnvError, ValueError) as e:
+        raise UsageError(f"milegpo credit-quality: {e}") from None
     run_credit_quality(args.out, env=args.env, seeds=args.seeds, groups=args.groups, group_size=args.group_size,
-                       horizon=args.horizon, epsilon=tuple(args.epsilon), expert=args.expert,
+                       horizon=args.horizon, epsilon=tuple(args.epsilon), expert=expert,
                        invalid_share=args.invalid_share, checkpoint=args.checkpoint, temperature=args.temperature,
                        checkpoint_seeds=args.checkpoint_seeds,
                        preset=args.preset, backend=args.backend, n_resamples=args.resamples, split=args.split,
-                       options=json.loads(args.env_options), state=args.state)
+                       options=options, state=args.state,
+                       state_similarity=args.state_similarity, similarity_shingle=args.similarity_shingle)
     return 0
 
 
@@ -233,15 +250,17 @@ def _add_credit_quality(sub) -> None:
                                               "group AUC, accuracy on GraphGPO's ties) on labelled batches")
     p.add_argument("--out", default="milegpo_quality", help="folder for credit_quality.json and the plot")
     p.add_argument("--env", default="household", help="environment kind (its TextEnv must give steps_to_win)")
-    p.add_argument("--split", default="train", choices=["train", "id", "ood"])
+    p.add_argument("--split", default="train", help="task split (household: train / id / ood; webshop: train / test)")
     p.add_argument("--env-options", default="{}", help="task generator settings as JSON ({}: full-size rooms)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="one batch per seed and source")
     p.add_argument("--groups", type=int, default=16, help="task groups per batch (paper: 16)")
     p.add_argument("--group-size", type=int, default=8, help="trajectories per group (paper: 8)")
-    p.add_argument("--horizon", type=int, default=50, help="steps per episode (ALFWorld: 50)")
+    p.add_argument("--horizon", type=int, default=None, help="steps per episode (default the world's: household 50 "
+                                                             "as ALFWorld, webshop 30)")
     p.add_argument("--epsilon", type=float, nargs=2, default=[0.1, 0.9], metavar=("LO", "HI"),
                    help="random-action rate of the mixed expert, drawn per trajectory from [LO, HI]")
-    p.add_argument("--expert", default="oracle", choices=["oracle", "search", "planner"])
+    p.add_argument("--expert", default=None, choices=["oracle", "search", "planner"],
+                   help="the mixed expert's expert (default: the world's oracle, else its search expert: webshop)")
     p.add_argument("--invalid-share", type=float, default=0.1, help="share of the random actions that are invalid")
     p.add_argument("--checkpoint", default=None, help="also play a saved policy (e.g. milegpo_run/final)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the saved policy")
@@ -251,7 +270,12 @@ def _add_credit_quality(sub) -> None:
     p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
                    help="state keys of the rows: the observation (the trainer's) or the observation with the "
                         "admissible actions (a diagnostic against aliased observations)")
-    p.add_argument("--preset", default="alfworld", choices=["alfworld", "webshop"], help="credit preset (table 5)")
+    p.add_argument("--state-similarity", type=float, nargs="+", default=[], metavar="T",
+                   help="also measure every method with near-duplicate states merged at each threshold T "
+                        "(token-shingle Jaccard >= T inside a task group, as MileGPOConfig.state_similarity)")
+    p.add_argument("--similarity-shingle", type=int, default=2, help="tokens per shingle of --state-similarity")
+    p.add_argument("--preset", default=None, choices=["alfworld", "webshop"],
+                   help="credit preset (table 5; default webshop for webshop, else alfworld)")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
     p.set_defaults(func=cmd_credit_quality)
 

@@ -50,3 +50,35 @@ def test_the_tabular_policy_step_is_the_policy_gradient():
     p = policy.probs(logits.copy())
     policy.update([(("g", "o", ("a", "b")), 0)], np.array([2.0]), lr=0.5)
     assert policy.table[("g", "o", ("a", "b"))][1] == pytest.approx([0.0, 1.0, 0.0] + 0.5 * 2.0 * (np.eye(3)[0] - p))
+
+
+def test_smoke_run_on_webshop(tmp_path, private_webshop_cache):
+    mod = _module()
+    args = ["--env", "webshop", "--out", str(tmp_path), "--seeds", "0", "--methods", "grpo", "milegpo-full",
+            "--tasks", "3", "--groups", "2", "--group-size", "2", "--iterations", "2", "--horizon", "10",
+            "--eval-episodes", "1"]
+    assert mod.main(args) == 0
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert (saved["settings"]["preset"], saved["settings"]["lr"]) == ("webshop", 0.05)
+    for r in saved["records"]:
+        assert r["env"] == "webshop" and len(r["curve"]) == 2 and 0.0 <= r["final"]["score"] <= 100.0
+    assert len({json.dumps(r["curve"][0]) for r in saved["records"]}) == 1
+    assert "WebShop testbed" in (tmp_path / "table.md").read_text()
+
+
+def test_the_tabular_policy_searches_what_the_shopping_expert_types(private_webshop_cache):
+    """WebShop's search box (``search[<your query>]``) is one action of the table: the expert's query."""
+    import numpy as np
+
+    from milegpo.credit.quality import quality_tasks
+    from milegpo.envs import make_env
+    from milegpo.envs.webshop.expert import search_query
+
+    mod = _module()
+    task = quality_tasks("webshop", "train", 1, 0, 5)[0]
+    env = make_env("webshop")
+    obs, admissible, info = env.reset(task)
+    policy, record = mod.TabularPolicy(prior=50.0, invalid_logit=0.0, rng=np.random.default_rng(0)), []
+    action = policy.chooser(env, info["goal"], record)(obs, admissible, 0)
+    query = f"search[{search_query(info['goal'])}]"
+    assert action == query and policy.table[record[0][0]][0] == [query, mod.INVALID_ACTION]

@@ -56,7 +56,8 @@ class LabelledBatch:
     batch: the :class:`StepBatch` (N rows); good: (N,) bool, the step is on an optimal path
     (:func:`step_labels`); steps_before / steps_after: (N,) int64, the world's steps-to-win before and
     after the row's action; source: which policy played it (``expert-epsilon``, ``checkpoint``...);
-    seed: the seed it was played with."""
+    seed: the seed it was played with; texts: key -> the text the key was made from (the observation), every
+    key of the batch but :data:`~milegpo.credit.SINK`, for :func:`with_similar_states` (None: not recorded)."""
 
     batch: StepBatch
     good: np.ndarray
@@ -64,6 +65,7 @@ class LabelledBatch:
     steps_after: np.ndarray
     source: str = ""
     seed: int = 0
+    texts: dict | None = None
 
     def __post_init__(self) -> None:
         n = len(self.batch)
@@ -141,6 +143,39 @@ def estimate_all(batch: StepBatch, config: CreditConfig, backend: str = "auto", 
     return out
 
 
+def with_similar_states(labelled: LabelledBatch, similarity, backend: str = "auto") -> LabelledBatch:
+    """The labelled batch with near-duplicate states merged (:func:`milegpo.credit.merge_similar_states` of
+    the sketches of ``labelled.texts`` under ``similarity``, a :class:`~milegpo.state_sketches.StateSimilarity`);
+    rows and labels unchanged."""
+    import dataclasses
+
+    from .similarity import SketchTable, merge_similar_states
+
+    if labelled.texts is None:
+        raise ValueError(f"with_similar_states: the batch of {labelled.source!r} seed {labelled.seed} has no "
+                         "observation texts (LabelledBatch.texts; milegpo.rollout.labelled records them)")
+    table = SketchTable.from_texts(labelled.texts, similarity)
+    return dataclasses.replace(labelled, batch=merge_similar_states(labelled.batch, table, similarity, backend))
+
+
+def distinct_states(batches: list[LabelledBatch]) -> int:
+    """Distinct (task group, state) pairs of the rows' ``state``, summed over ``batches``."""
+    return sum(len(np.unique(np.stack([lb.batch.group.numpy(), lb.batch.state.numpy()]), axis=1).T)
+               for lb in batches)
+
+
+def aliased_share(batches: list[LabelledBatch]) -> float:
+    """Of the same-state row pairs of ``batches`` (any labels), the share whose rows are at different
+    steps-to-win before their action: one state key for situations of different true distance from a win
+    (NaN without pairs)."""
+    aliased = pairs = 0
+    for lb in batches:
+        first, second = same_state_pairs(lb.batch.group.numpy(), lb.batch.state.numpy())
+        aliased += int((lb.steps_before[first] != lb.steps_before[second]).sum())
+        pairs += len(first)
+    return _ratio(aliased, pairs)
+
+
 def _ratio(num, den):
     return num / den if den else float("nan")
 
@@ -173,13 +208,39 @@ def credit_quality(batches: list[LabelledBatch], config: CreditConfig, backend: 
         raise ValueError("credit_quality: no batches")
     names = list(methods or METHOD_VARIANTS)
     names += [m for m in dict.fromkeys([reference, "graphgpo"]) if m not in names]  # graphgpo: its A^G ties
+    advantages, a_graphs, diags = method_advantages(batches, config, backend, names)
+    return quality_of_advantages(batches, advantages, a_graphs, diags, n_resamples, seed, reference)
+
+
+def method_advantages(batches: list[LabelledBatch], config: CreditConfig, backend: str = "auto", methods=None):
+    """What :func:`quality_of_advantages` reads, for every method of ``methods`` (default
+    :data:`METHOD_VARIANTS`; it must hold ``graphgpo``): per batch ``{name: (N,) float64}`` advantages,
+    GraphGPO's A^G ((N,) float64) and ``{name: diagnostics}``, as three lists."""
     advantages, a_graphs, diags = [], [], []
     for labelled in batches:
-        results = estimate_all(labelled.batch, config, backend, names)
+        results = estimate_all(labelled.batch, config, backend, methods)
         advantages.append({m: r.advantages.cpu().numpy() for m, r in results.items()})
         a_graphs.append(results["graphgpo"].rows["a_graph"].cpu().numpy())
         diags.append({m: diagnostics(r) for m, r in results.items()})
-    return quality_of_advantages(batches, advantages, a_graphs, diags, n_resamples, seed, reference)
+    return advantages, a_graphs, diags
+
+
+def against_exact(batches: list[LabelledBatch], exact: list[dict], merged: list[dict], a_graphs: list[np.ndarray],
+                  n_resamples: int = 2000, seed: int = 0) -> dict:
+    """Each method with merged states against itself with exact keys, on the exact keys' pairs (so the
+    group AUC's pairs are the same, and the same-state pairs are those of identical observations), paired
+    over the same bootstrap resamples of groups.
+
+    batches: the B labelled batches with exact keys; exact / merged: per batch ``{name: (N,) advantages}``
+    with exact and with merged states; a_graphs: per batch GraphGPO's A^G with exact keys. Returns ``{name:
+    {metric: {"exact", "merged", "value" (merged - exact), "ci"}}}``."""
+    out = {}
+    for m in exact[0]:
+        rep = quality_of_advantages(batches, [{m: e[m], f"{m}@merged": g[m]} for e, g in zip(exact, merged)],
+                                    a_graphs, None, n_resamples, seed, reference=m)["methods"]
+        out[m] = {k: {"exact": rep[m][k], "merged": rep[f"{m}@merged"][k], **rep[f"{m}@merged"][f"minus_{m}"][k]}
+                  for k in METRICS}
+    return out
 
 
 def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], a_graphs: list[np.ndarray],
@@ -296,40 +357,62 @@ def plot_quality(report: dict, path, title: str = "") -> str:
 
 
 # ---------------------------------------------------------------------------------------------- the command
-def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int, options: dict | None = None,
+#: the first game seed / goal index of the quality batches: generated worlds far from the training runs' seeds;
+#: WebShop has a fixed goal list (the embedded catalog's train split: 1,921 goals, training runs take them from
+#: 0 on), so its batches take the train goals from 1,000 on
+QUALITY_START = {"webshop": 1_000}
+QUALITY_START_DEFAULT = 100_000
+
+
+def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int | None, options: dict | None = None,
                   task_types=None) -> list:
     """The ``groups`` tasks of batch ``seed``: task types in turn (household: all six, so every batch holds
-    every type), game seeds ``100_000 + seed * groups + g`` (away from the training runs' seeds)."""
+    every type), game seeds / goals ``start + seed * groups + g`` with ``start`` from :data:`QUALITY_START`
+    (away from the training runs' seeds). horizon: None for the world's own (household 50, WebShop 30)."""
     from ..envs.base import TASK_TYPES
     from ..rollout import make_tasks
 
     if task_types is None:
         task_types = TASK_TYPES if env in ("household", "alfworld") else ("",)
+    start = QUALITY_START.get(env, QUALITY_START_DEFAULT) + seed * groups
     return [make_tasks(env, split, 1, task_types[(g + seed) % len(task_types)], horizon,
-                       start=100_000 + seed * groups + g, options=options)[0] for g in range(groups)]
+                       start=start + g, options=options)[0] for g in range(groups)]
 
 
 def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), groups: int = 16,
-                       group_size: int = 8, horizon: int = 50, epsilon=(0.1, 0.9), expert: str = "oracle",
+                       group_size: int = 8, horizon: int | None = None, epsilon=(0.1, 0.9),
+                       expert: str | None = None,
                        invalid_share: float = 0.1, checkpoint: str | None = None, temperature: float = 1.0,
-                       checkpoint_flags=(), checkpoint_seeds: int | None = None, preset: str = "alfworld",
+                       checkpoint_flags=(), checkpoint_seeds: int | None = None, preset: str | None = None,
                        backend: str = "auto",
                        n_resamples: int = 2000, split: str = "train", options: dict | None = None,
-                       state: str = "obs", say=print) -> dict:
+                       state: str = "obs", state_similarity=(), similarity_shingle: int = 2, say=print) -> dict:
     """``milegpo credit-quality``: play labelled batches (the mixed expert, and ``checkpoint``'s policy if
     given; for the first ``checkpoint_seeds`` seeds, default all: a language model's batch costs minutes on a
     CPU) for every seed, measure every method on them, write ``<out_dir>/credit_quality.json`` and
     ``credit_quality.png`` (plus one plot per policy source when there are several). state: how the mixed
     expert's rows key their states (``obs``, the trainer's; ``obs+actions``, a diagnostic against aliased
-    observations; :data:`milegpo.rollout.labelled.STATE_KEYS`). Returns the report:
-    :func:`credit_quality` of all batches, with ``sources`` (the same per policy source) and ``settings``."""
+    observations; :data:`milegpo.rollout.labelled.STATE_KEYS`). horizon None: the world's own (household 50 as
+    ALFWorld, WebShop 30); expert None: :func:`milegpo.rollout.labelled.default_expert`; preset None: ``webshop``
+    for WebShop, else ``alfworld``. state_similarity: thresholds at which the
+    same batches are measured again with near-duplicate states merged (:func:`with_similar_states`,
+    shingles of ``similarity_shingle`` tokens), reported under ``state_similarity`` (threshold -> the
+    report of all batches, with ``states``: distinct (group, state) pairs, ``aliased_share``
+    (:func:`aliased_share`) and ``against_exact``: :func:`against_exact`). Returns the report:
+    :func:`credit_quality` of all batches, with ``states``, ``aliased_share``, ``sources`` (the same per policy
+    source) and ``settings``."""
     import json
     import time
     from pathlib import Path
 
-    from ..rollout.labelled import play_checkpoint, play_mixed_expert
+    from ..rollout.labelled import default_expert, play_checkpoint, play_mixed_expert
+    from ..state_sketches import StateSimilarity
     from .config import get_preset
 
+    expert = expert or default_expert(env)
+    preset = preset or ("webshop" if env == "webshop" else "alfworld")
+    # the thresholds checked before anything is played
+    similarities = [StateSimilarity(float(t), shingle_width=similarity_shingle) for t in state_similarity]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = get_preset(preset)
@@ -345,14 +428,30 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
             say(f"[{lb.source} seed {seed}] {len(lb.batch)} steps, {lb.good.mean():.1%} good, success "
                 f"{_trajectory_success(lb.batch):.1%} ({time.perf_counter() - t0:.0f} s)")
     everything = [lb for batches in by_source.values() for lb in batches]
-    report = credit_quality(everything, config, backend, n_resamples)
+    exact = method_advantages(everything, config, backend)
+    report = quality_of_advantages(everything, *exact, n_resamples)
+    report["states"], report["aliased_share"] = distinct_states(everything), aliased_share(everything)
     report["sources"] = {src: credit_quality(batches, config, backend, n_resamples)
                          for src, batches in by_source.items()}
+    if similarities:
+        report["state_similarity"] = {}
+        for similarity in similarities:
+            threshold = float(similarity.threshold)
+            merged = [with_similar_states(lb, similarity, backend) for lb in everything]
+            advantages = method_advantages(merged, config, backend)
+            rep = {**quality_of_advantages(merged, *advantages, n_resamples), "states": distinct_states(merged),
+                   "aliased_share": aliased_share(merged),
+                   "against_exact": against_exact(everything, exact[0], advantages[0], exact[1], n_resamples)}
+            report["state_similarity"][str(threshold)] = rep
+            say(f"[similarity {threshold}] {rep['states']} states (exact {report['states']}) "
+                f"({time.perf_counter() - t0:.0f} s)")
     report["settings"] = {"env": env, "split": split, "seeds": list(seeds), "groups": groups,
-                          "group_size": group_size, "horizon": horizon, "epsilon": list(epsilon), "expert": expert,
+                          "group_size": group_size, "horizon": horizon or tasks[0].horizon, "epsilon": list(epsilon), "expert": expert,
                           "invalid_share": invalid_share, "checkpoint": checkpoint, "temperature": temperature,
                           "checkpoint_seeds": list(seeds)[:checkpoint_seeds] if checkpoint else [],
-                          "preset": preset, "options": options or {}, "resamples": n_resamples, "state": state}
+                          "preset": preset, "options": options or {}, "resamples": n_resamples, "state": state,
+                          "state_similarity": [float(t) for t in state_similarity],
+                          "similarity_shingle": similarity_shingle}
     report["seconds"] = time.perf_counter() - t0
     # NaN (a figure without pairs) as null: JSON has no NaN
     strict = json.loads(json.dumps(report), parse_constant=lambda constant: None)
@@ -367,12 +466,17 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
         say(f"\n{src}: {rep['labels']['batches']} batches, {rep['labels']['rows']} steps, "
             f"{rep['labels']['good_share']:.1%} good, success {rep['labels']['success_rate']:.1%}")
         say(format_quality(rep))
+    for threshold, rep in report.get("state_similarity", {}).items():
+        say(f"\nall sources, near-duplicate states merged at {threshold} ({rep['states']} states):")
+        say(format_quality(rep))
     say(f"\nwrote {out / 'credit_quality.json'} ({report['seconds']:.0f} s)")
     return report
 
 
 
 __all__ = ["ADV_TIE_TOL", "METRICS", "METHOD_VARIANTS", "LabelledBatch", "step_labels", "labelled_pairs",
-           "ordered_share", "PairSets", "pair_sets", "estimate_all", "bootstrap_weights", "percentile_interval",
-           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "quality_tasks",
+           "ordered_share", "PairSets", "pair_sets", "estimate_all", "method_advantages", "against_exact",
+           "with_similar_states", "distinct_states", "aliased_share",
+           "bootstrap_weights", "percentile_interval",
+           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "QUALITY_START", "quality_tasks",
            "run_credit_quality"]

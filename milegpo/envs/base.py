@@ -182,6 +182,12 @@ class TextEnv(ABC):
                              f"got {name!r}")
         return getattr(self, self.experts[name])
 
+    def playable_actions(self, admissible: Sequence[str]) -> list[str]:
+        """The admissible actions as commands a chooser that writes no text can send (a random action, a tabular
+        policy): the list itself, except where an entry is a template, which the world fills in with what its
+        non-privileged expert would type (WebShop: ``search[<your query>]`` becomes the expert's query)."""
+        return list(admissible)
+
     def steps_to_win(self) -> int | None:
         """Privileged knowledge for judging credit, never shown to an agent: the fewest actions that win
         from the current hidden state, as the world's own planner counts them; ``None`` where the world

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..credit import SINK, StepBatch
-from ..envs import NOTHING_HAPPENS, Task, TextEnv, make_env, state_key
+from ..envs import NOTHING_HAPPENS, Task, TextEnv, env_class, make_env, state_key
 
 #: chooser(observation, admissible actions, step index) -> the action to play
 Chooser = Callable[[str, list, int], str]
@@ -30,7 +30,7 @@ Chooser = Callable[[str, list, int], str]
 
 @dataclass
 class PlayedEpisode:
-    """One trajectory: the task, the per-step fields (spec section 1) and, when labelled, steps-to-win."""
+    """One trajectory: the task, the per-step fields (spec section 1), the score, and, when labelled, steps-to-win."""
 
     task: Task
     state: list = field(default_factory=list)
@@ -41,21 +41,35 @@ class PlayedEpisode:
     steps_before: list = field(default_factory=list)
     steps_after: list = field(default_factory=list)
     won: bool = False
+    #: the world's episode score in [0, 1] where it keeps one (``TextEnv.has_score``: WebShop's raw reward), else None
+    score: float | None = None
+    #: key -> the text the key was made from (the observation, or the observation with the admissible
+    #: actions), every key of ``state`` / ``next_state`` but the sink: what near-duplicate merging sketches
+    texts: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.state)
+
+
+def observation_and_actions_text(obs: str, admissible: list) -> str:
+    """The observation followed by the admissible actions, one a line (what
+    :func:`observation_and_actions_key` keys)."""
+    return obs + "\n" + "\n".join(admissible)
 
 
 def observation_and_actions_key(obs: str, admissible: list) -> int:
     """A state key of the observation together with the admissible actions, which show what the observation
     may not (household: what the agent holds): a diagnostic against states that the observation alone
     aliases. The trainer's rows key the observation alone (``info["state_key"]``)."""
-    return state_key(obs + "\n" + "\n".join(admissible))
+    return state_key(observation_and_actions_text(obs, admissible))
 
 
 #: how a state key is formed: ``obs`` (the world's ``info["state_key"]``, the trainer's) or ``obs+actions``
 STATE_KEYS: dict[str, Callable[[str, list], int] | None] = {"obs": None,
                                                            "obs+actions": observation_and_actions_key}
+#: the text each of :data:`STATE_KEYS` is made from (None: the observation)
+STATE_TEXTS: dict[str, Callable[[str, list], str] | None] = {"obs": None,
+                                                            "obs+actions": observation_and_actions_text}
 
 
 def _steps_to_win(env: TextEnv) -> int:
@@ -67,15 +81,18 @@ def _steps_to_win(env: TextEnv) -> int:
 
 
 def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
-                 state_of: Callable[[str, list], int] | None = None) -> PlayedEpisode:
+                 state_of: Callable[[str, list], int] | None = None,
+                 text_of: Callable[[str, list], str] | None = None) -> PlayedEpisode:
     """Play ``task`` in ``env`` to its end, ``choose(observation, admissible, t)`` picking each action.
 
     label: also record ``env.steps_to_win()`` before and after each action (0 after a winning one).
     state_of: the state key of (observation, admissible actions); default the world's
-    ``info["state_key"]`` (the observation's key, as the trainer's rows)."""
+    ``info["state_key"]`` (the observation's key, as the trainer's rows). text_of: the text that key is
+    made from, recorded in ``texts`` (default the observation)."""
     obs, admissible, info = env.reset(task)
     ep = PlayedEpisode(task=task)
     key = int(info["state_key"]) if state_of is None else state_of(obs, admissible)
+    ep.texts[key] = obs if text_of is None else text_of(obs, admissible)
     while not env.done:
         if label:
             ep.steps_before.append(_steps_to_win(env))
@@ -84,6 +101,8 @@ def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
         ep.state.append(key)
         key = int(info["state_key"]) if state_of is None else state_of(obs, info["admissible_actions"])
         ep.next_state.append(SINK if won else key)
+        if not won:
+            ep.texts[key] = obs if text_of is None else text_of(obs, info["admissible_actions"])
         ep.reward.append(float(reward))
         ep.invalid.append(bool(info["invalid"]))
         ep.action.append(action)
@@ -91,6 +110,8 @@ def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
             ep.steps_after.append(0 if won else _steps_to_win(env))
         admissible = info["admissible_actions"]
         ep.won = bool(won)
+        if env.has_score:
+            ep.score = float(info.get("score", 0.0))
     return ep
 
 
@@ -132,7 +153,9 @@ def labelled_batch(groups: Sequence[Sequence[PlayedEpisode]], source: str, seed:
     before = np.array([v for ep in episodes for v in ep.steps_before], dtype=np.int64)
     after = np.array([v for ep in episodes for v in ep.steps_after], dtype=np.int64)
     good = step_labels(before, after, batch.invalid.numpy())
-    return LabelledBatch(batch=batch, good=good, steps_before=before, steps_after=after, source=source, seed=seed)
+    texts = {k: v for ep in episodes for k, v in ep.texts.items()}
+    return LabelledBatch(batch=batch, good=good, steps_before=before, steps_after=after, source=source, seed=seed,
+                         texts=texts)
 
 
 # ---------------------------------------------------------------------------------------------- policies
@@ -140,34 +163,40 @@ def mixed_expert(env: TextEnv, rng: random.Random, epsilon: float, expert: str =
                  invalid_share: float = 0.1) -> Chooser:
     """The world's expert with a random action at rate ``epsilon``.
 
-    expert: ``oracle`` (``env.expert_action()``: knows where everything is, as ALFWorld's expert),
-    ``search`` (``env.search_action()``, household: acts on what it has seen) or ``planner`` (an admissible
-    action that lowers ``env.steps_to_win()`` the most: always on an optimal path). A random action is an
-    admissible one drawn uniformly, or, with probability ``invalid_share``, an inadmissible one (an action
-    that was admissible one step earlier and no longer is, as a policy that repeats itself; else
-    "look around")."""
-    if expert not in ("oracle", "search", "planner"):
-        raise ValueError(f"mixed_expert: expert must be 'oracle', 'search' or 'planner', got {expert!r}")
-    if expert == "search" and not hasattr(env, "search_action"):
-        raise ValueError(f"mixed_expert: {type(env).__name__} has no searching expert (search_action)")
+    expert: one of the world's :attr:`~milegpo.envs.TextEnv.experts` (household: ``oracle``, knows where
+    everything is, as ALFWorld's expert, or ``search``, acts on what it has seen; WebShop: ``search``, the
+    shopping expert that reads only the pages it was shown), or ``planner`` (an admissible action that lowers
+    ``env.steps_to_win()`` the most: always on an optimal path). A random action is one of the admissible ones
+    drawn uniformly (as :meth:`~milegpo.envs.TextEnv.playable_actions` gives them: WebShop's search box is the
+    expert's query), or, with probability ``invalid_share``, an inadmissible one (an action that was admissible
+    one step earlier and no longer is, as a policy that repeats itself; else "look around")."""
+    act = None if expert == "planner" else env.expert(expert)  # any other name: a ValueError naming the experts
     previous: list[str] = []
 
     def choose(obs: str, admissible: list, t: int) -> str:
         nonlocal previous
         if t == 0:
             previous = []
-        stale = [a for a in previous if a not in admissible]
-        previous = list(admissible)
+        playable = env.playable_actions(admissible)
+        stale = [a for a in previous if a not in playable]
+        previous = playable
         if rng.random() < epsilon:
             if rng.random() < invalid_share:
                 return rng.choice(stale) if stale else "look around"
-            return rng.choice(admissible)
-        if expert == "planner":
-            return planner_action(env, admissible)
-        action = env.expert_action() if expert == "oracle" else env.search_action()
-        return action if action is not None else rng.choice(admissible)
+            return rng.choice(playable)
+        if act is None:
+            return planner_action(env, playable)
+        action = act()
+        return action if action is not None else rng.choice(playable)
 
     return choose
+
+
+def default_expert(env_kind: str) -> str:
+    """The expert the mixed expert follows by default: the world's ``oracle`` where it has one (household,
+    as ALFWorld's expert), else its ``search`` expert (WebShop's shopping expert)."""
+    experts = env_class(env_kind).experts
+    return "oracle" if "oracle" in experts else "search"
 
 
 def planner_action(env: TextEnv, admissible: Sequence[str]) -> str:
@@ -199,7 +228,8 @@ def play_mixed_expert(tasks: Sequence[Task], group_size: int, seed: int, epsilon
     for task in tasks:
         env = envs.setdefault(task.env, make_env(task.env))
         groups.append([play_episode(env, task, mixed_expert(env, rng, rng.uniform(lo, hi), expert, invalid_share),
-                                    label=True, state_of=STATE_KEYS[state]) for _ in range(group_size)])
+                                    label=True, state_of=STATE_KEYS[state], text_of=STATE_TEXTS[state])
+                       for _ in range(group_size)])
     for env in envs.values():
         env.close()
     return labelled_batch(groups, source, seed)
@@ -268,6 +298,7 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
     return labelled_batch(ordered, source, seed, invalid=invalid)
 
 
-__all__ = ["PlayedEpisode", "Chooser", "STATE_KEYS", "observation_and_actions_key", "play_episode", "step_batch",
-           "labelled_batch", "mixed_expert", "planner_action",
+__all__ = ["PlayedEpisode", "Chooser", "STATE_KEYS", "STATE_TEXTS", "observation_and_actions_key",
+           "observation_and_actions_text", "play_episode", "step_batch",
+           "labelled_batch", "mixed_expert", "default_expert", "planner_action",
            "play_mixed_expert", "replay_labels", "play_checkpoint"]

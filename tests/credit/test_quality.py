@@ -143,6 +143,56 @@ def test_the_command_writes_the_json_and_the_plot(tmp_path):
     assert (tmp_path / "credit_quality.png").stat().st_size > 1000
 
 
+def test_near_duplicate_states_of_a_labelled_batch_merge_and_keep_rows_and_labels():
+    from milegpo.credit.quality import aliased_share, distinct_states, with_similar_states
+    from milegpo.state_sketches import StateSimilarity
+
+    lb = hand_batch()
+    with pytest.raises(ValueError, match="'hand' seed 0 has no observation texts"):
+        with_similar_states(lb, StateSimilarity(0.7))
+    # 6 differs from 7 in one number (bigram Jaccard 0.84); 9 and 4 (another group) the same; the rest apart
+    room = "you are in the kitchen . on the counter 1 you see a mug {} , a plate 2 and a fork 3 ."
+    lb.texts = {7: room.format(1), 6: room.format(5), 8: "you are in the garden .", 5: "the door is locked .",
+                9: room.format(1), 4: room.format(5)}
+    merged = with_similar_states(lb, StateSimilarity(0.7))
+    assert merged.batch.state.tolist() == [6, 8, 6, 8, 6, 4, 4]
+    assert merged.batch.next_state.tolist() == [8, SINK, 8, 5, 6, SINK, 4]
+    assert (merged.good == lb.good).all() and merged.batch.reward.tolist() == lb.batch.reward.tolist()
+    # rows' states: (0, 7), (0, 8), (1, 9) -> (0, 6), (0, 8), (1, 4): 6 and 4 take 7's and 9's place
+    assert distinct_states([lb]) == distinct_states([merged]) == 3 and distinct_states([lb, merged]) == 6
+    assert with_similar_states(lb, StateSimilarity(0.9)).batch.state.tolist() == lb.batch.state.tolist()
+    # same-state pairs: state 7 / 6: (0, 2), (0, 4), (2, 4); 8: (1, 3); 9 / 4: (5, 6); steps-to-win differ in two
+    lb.steps_before[:] = [3, 2, 3, 2, 5, 1, 1]
+    assert aliased_share([lb]) == pytest.approx(2 / 5) == aliased_share([merged])
+
+
+def test_the_command_scores_every_method_with_exact_and_with_merged_states(tmp_path, capsys):
+    from milegpo.cli import main
+
+    assert main(["credit-quality", "--out", str(tmp_path), "--state-similarity", "1.5"]) == 2
+    assert "threshold must be in (0, 1], got 1.5" in capsys.readouterr().err
+    assert not (tmp_path / "credit_quality.json").exists()
+    assert main(["credit-quality", "--out", str(tmp_path), "--seeds", "0", "--groups", "3", "--group-size", "4",
+                 "--horizon", "15", "--resamples", "50", "--backend", "torch", "--state-similarity", "1.0",
+                 "0.6"]) == 0
+    rep = json.loads((tmp_path / "credit_quality.json").read_text())
+    assert rep["settings"]["state_similarity"] == [1.0, 0.6] and set(rep["state_similarity"]) == {"1.0", "0.6"}
+    same, loose = rep["state_similarity"]["1.0"], rep["state_similarity"]["0.6"]
+    # Jaccard 1 merges only texts of one shingle set: nearly the exact keys; 0.6 merges more
+    assert rep["states"] >= same["states"] > loose["states"]
+    assert all(0.0 <= r["aliased_share"] <= 1.0 for r in (rep, same, loose))
+    assert loose["methods"]["milegpo-full"]["diagnostics"]["shared_state_coverage"] >= \
+        rep["methods"]["milegpo-full"]["diagnostics"]["shared_state_coverage"]
+    for m, paired in loose["against_exact"].items():
+        assert paired["group_auc"]["exact"] == pytest.approx(rep["methods"][m]["group_auc"])
+        assert paired["group_auc"]["merged"] == pytest.approx(loose["methods"][m]["group_auc"])  # the same pairs
+        assert paired["group_auc"]["value"] == pytest.approx(paired["group_auc"]["merged"] -
+                                                             paired["group_auc"]["exact"])
+    # GRPO ignores states: merging changes nothing of it
+    assert loose["against_exact"]["grpo"]["group_auc"]["value"] == 0.0
+    assert loose["methods"]["grpo"]["group_auc"] == rep["methods"]["grpo"]["group_auc"]
+
+
 def test_replayed_trajectories_get_the_labels_of_the_played_ones():
     from milegpo.credit.quality import quality_tasks
     from milegpo.envs import HouseholdEnv
@@ -173,3 +223,58 @@ def test_a_saved_policy_is_played_by_the_trainer_and_labelled_by_replay(tmp_path
     assert lb.source == "checkpoint" and len(lb.batch) == 16  # 2 groups x 2 episodes x horizon 4
     # an untrained policy writes no <action> block: every step invalid, so bad, and the world did nothing
     assert lb.batch.invalid.all() and not lb.good.any() and (lb.steps_before == lb.steps_after).all()
+
+
+#: a small embedded WebShop catalog (tests/envs/webshop/conftest.py's)
+WEBSHOP_SMALL = {"catalog_size": 300, "catalog_seed": 0, "test_goals": 40}
+
+
+def test_webshop_labels_on_hand_played_episodes(private_webshop_cache):
+    """Goal 1 of the small catalog has one winning purchase: product B0SAQKH8GT in colour "sky blue", on the first
+    results page of the shopping expert's query, so steps-to-win starts at 4 (search, open, select, buy). A step
+    is good when it lowers that by one: the search, going back to the results from a wrong product, opening the
+    winner, selecting its colour, buying; opening a wrong product, an invalid action and a purchase that scores
+    below 1.0 are bad."""
+    from milegpo.envs.webshop import WebShopEnv, webshop_tasks
+    from milegpo.envs.webshop.expert import search_query
+    from milegpo.rollout.labelled import labelled_batch, play_episode
+
+    task = webshop_tasks("test", None, **WEBSHOP_SMALL)[1]
+    env = WebShopEnv()
+    _, admissible, info = env.reset(task)
+    assert env.world.winners(env.goal_index) == [("B0SAQKH8GT", {"color": "sky blue"})]
+    query = f"search[{search_query(info['goal'])}]"
+    assert admissible == ["search[<your query>]"] and env.playable_actions(admissible) == [query]
+    env.step(query)
+    other = next(a for a in env.admissible if a.startswith("click[b0") and a != "click[b0saqkh8gt]")
+
+    def replay(actions):
+        return play_episode(env, task, lambda obs, adm, t: actions[t], label=True)
+
+    detour = replay([query, other, "click[< prev]", "look around", "click[b0saqkh8gt]", "click[sky blue]",
+                     "click[buy now]"])
+    assert detour.won and detour.steps_before == [4, 3, 4, 3, 3, 2, 1] and detour.steps_after == [3, 4, 3, 3, 2, 1, 0]
+    careless = replay([query, "click[b0saqkh8gt]", "click[buy now]"])  # no colour selected: the score is below 1.0
+    assert not careless.won and 0.0 < careless.score < 1.0
+    lb = labelled_batch([[detour, careless]], "hand", 0)
+    assert lb.good.tolist() == [True, False, True, False, True, True, True] + [True, True, False]
+    assert lb.batch.invalid.numpy().tolist() == [False] * 3 + [True] + [False] * 6
+
+
+def test_the_command_on_webshop_and_its_one_line_mistakes(tmp_path, capsys, private_webshop_cache):
+    from milegpo.cli import main
+
+    assert main(["credit-quality", "--env", "webshop", "--out", str(tmp_path), "--seeds", "0", "--groups", "2",
+                 "--group-size", "3", "--resamples", "50", "--backend", "torch"]) == 0
+    rep = json.loads((tmp_path / "credit_quality.json").read_text())
+    settings = rep["settings"]
+    assert (settings["expert"], settings["preset"], settings["horizon"]) == ("search", "webshop", 30)
+    assert rep["labels"]["rows"] > 0 and 0.0 < rep["labels"]["good_share"] < 1.0
+    capsys.readouterr()
+    # the small catalog's train split has 206 goals, fewer than the 1,000 the quality batches start from
+    assert main(["credit-quality", "--env", "webshop", "--env-options", json.dumps(WEBSHOP_SMALL),
+                 "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "milegpo credit-quality:" in err and "from goal 1000 on" in err
+    assert main(["credit-quality", "--env", "webshop", "--expert", "oracle", "--out", str(tmp_path)]) == 2
+    assert "the webshop world's experts are ['search']" in capsys.readouterr().err

@@ -30,7 +30,7 @@ from typing import Any
 from ..base import UNWINNABLE, EnvError, Task, TextEnv
 from .catalog import DEFAULT_PRODUCTS, DEFAULT_SEED, embedded_catalog
 from .data import TEST_GOALS, ShopData, cache_root, load_shop, split_goals
-from .pages import BACK_TO_SEARCH, END_BUTTON, NEXT_PAGE, PREV_PAGE, SUB_PAGES, Page, Session, render
+from .pages import BACK_TO_SEARCH, END_BUTTON, NEXT_PAGE, PREV_PAGE, SEARCH_BOX, SUB_PAGES, Page, Session, render
 from .reward import best_options, get_reward, goal_option_values, option_hits
 from .search import PRODUCT_WINDOW, SEARCH_RETURN_N, SearchEngine, product_document
 
@@ -271,6 +271,15 @@ class WebShopEnv(TextEnv):
         if self.done or self.page is None:
             return None
         return ShoppingExpert().act(self.page.observation, self.admissible, self.trace)
+
+    def playable_actions(self, admissible) -> list[str]:
+        """The admissible actions with the search box's ``search[<your query>]`` filled in by the shopping
+        expert's query (:func:`~milegpo.envs.webshop.expert.search_query` of the instruction): the one search a
+        chooser that writes no text can make, the one the walkthroughs that warm-start a policy search."""
+        from .expert import search_query
+
+        query = f"search[{search_query(self.goal.get('instruction_text', ''))}]"
+        return [query if action == SEARCH_BOX else action for action in admissible]
 
     def steps_to_win(self) -> int | None:
         """Privileged: the fewest actions from here to a purchase that scores 1.0 (UNWINNABLE if none).
