@@ -16,6 +16,16 @@ method fit in the CPU budget. The credit's state key is the observation, as in t
 ``--state obs+actions`` keys the observation with the admissible actions instead (a diagnostic: household
 observations do not say what the agent holds, so one observation key can stand for different situations).
 
+WebShop (``--env webshop``, preset ``webshop`` by default; goals of the embedded catalog's train split from
+:data:`milegpo.credit.quality.QUALITY_START` on): the prior favours the shopping expert's action (WebShop's
+non-privileged expert), the table's actions are :meth:`TextEnv.playable_actions` (the search box
+``search[<your query>]`` is the expert's query: a table writes no text), the step size defaults to 0.05
+(the preset does not divide advantages by their spread, so they are in reward units, a win 10), and the
+score is WebShop's (x 100).
+
+    python experiments/credit_testbed.py --env webshop --out experiments/results/testbed_webshop --iterations 30 \
+        --seeds $(seq 0 19) --jobs 2
+
 Every method of a seed plays the same tasks in the same order from the same prior with the same random
 stream, so seeds pair the methods. Writes ``<out>/results.json`` (one record per method and seed: curves and
 final evaluation), ``<out>/table.md`` (final success with 95% intervals, paired tests) and
