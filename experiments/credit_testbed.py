@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from milegpo.credit.quality import default_preset
 from milegpo.seed_stats import mean_ci, paired_test, seeds_for
 
 #: methods: label -> (credit method, variant)
@@ -296,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 "horizon": args.horizon, "prior": args.prior, "invalid_logit": args.invalid_logit,
                 "lr": args.lr if args.lr is not None else (0.05 if args.env == "webshop" else 0.5),
                 "eval_episodes": args.eval_episodes, "invalid_penalty": args.invalid_penalty,
-                "preset": args.preset or ("webshop" if args.env == "webshop" else "alfworld"),
+                "preset": args.preset or default_preset(args.env),
                 "state": args.state}
     if args.groups > args.tasks:
         p.error(f"--groups ({args.groups}) must not exceed --tasks ({args.tasks}): a group per distinct task")
