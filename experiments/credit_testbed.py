@@ -16,6 +16,16 @@ method fit in the CPU budget. The credit's state key is the observation, as in t
 ``--state obs+actions`` keys the observation with the admissible actions instead (a diagnostic: household
 observations do not say what the agent holds, so one observation key can stand for different situations).
 
+WebShop (``--env webshop``, preset ``webshop`` by default; goals of the embedded catalog's train split from
+:data:`milegpo.credit.quality.QUALITY_START` on): the prior favours the shopping expert's action (WebShop's
+non-privileged expert), the table's actions are :meth:`TextEnv.playable_actions` (the search box
+``search[<your query>]`` is the expert's query: a table writes no text), the step size defaults to 0.05
+(the preset does not divide advantages by their spread, so they are in reward units, a win 10), and the
+score is WebShop's (x 100).
+
+    python experiments/credit_testbed.py --env webshop --out experiments/results/testbed_webshop --iterations 30 \
+        --seeds $(seq 0 19) --jobs 2
+
 Every method of a seed plays the same tasks in the same order from the same prior with the same random
 stream, so seeds pair the methods. Writes ``<out>/results.json`` (one record per method and seed: curves and
 final evaluation), ``<out>/table.md`` (final success with 95% intervals, paired tests) and
@@ -33,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from milegpo.credit.quality import default_preset
 from milegpo.seed_stats import mean_ci, paired_test, seeds_for
 
 #: methods: label -> (credit method, variant)
@@ -286,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 "horizon": args.horizon, "prior": args.prior, "invalid_logit": args.invalid_logit,
                 "lr": args.lr if args.lr is not None else (0.05 if args.env == "webshop" else 0.5),
                 "eval_episodes": args.eval_episodes, "invalid_penalty": args.invalid_penalty,
-                "preset": args.preset or ("webshop" if args.env == "webshop" else "alfworld"),
+                "preset": args.preset or default_preset(args.env),
                 "state": args.state}
     if args.groups > args.tasks:
         p.error(f"--groups ({args.groups}) must not exceed --tasks ({args.tasks}): a group per distinct task")

@@ -193,7 +193,7 @@ def cmd_generate_games(args: argparse.Namespace) -> int:
     from milegpo.envs import HouseholdEnv, household_tasks
 
     p = OneLineParser(prog="milegpo generate-games household OUT.jsonl")
-    p.add_argument("--split", default="train", help="task split (household: train / id / ood; webshop: train / test)")
+    p.add_argument("--split", default="train", choices=["train", "id", "ood"])
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--start", type=int, default=0, help="first seed")
     p.add_argument("--task-type", default="")

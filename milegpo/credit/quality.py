@@ -364,6 +364,11 @@ QUALITY_START = {"webshop": 1_000}
 QUALITY_START_DEFAULT = 100_000
 
 
+def default_preset(env: str) -> str:
+    """The credit preset of an environment kind (paper table 5): ``webshop`` for WebShop, else ``alfworld``."""
+    return "webshop" if env == "webshop" else "alfworld"
+
+
 def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int | None, options: dict | None = None,
                   task_types=None) -> list:
     """The ``groups`` tasks of batch ``seed``: task types in turn (household: all six, so every batch holds
@@ -410,7 +415,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     from .config import get_preset
 
     expert = expert or default_expert(env)
-    preset = preset or ("webshop" if env == "webshop" else "alfworld")
+    preset = preset or default_preset(env)
     # the thresholds checked before anything is played
     similarities = [StateSimilarity(float(t), shingle_width=similarity_shingle) for t in state_similarity]
     out = Path(out_dir)
@@ -446,7 +451,8 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
             say(f"[similarity {threshold}] {rep['states']} states (exact {report['states']}) "
                 f"({time.perf_counter() - t0:.0f} s)")
     report["settings"] = {"env": env, "split": split, "seeds": list(seeds), "groups": groups,
-                          "group_size": group_size, "horizon": horizon or tasks[0].horizon, "epsilon": list(epsilon), "expert": expert,
+                          "group_size": group_size, "horizon": horizon or tasks[0].horizon, "epsilon": list(epsilon),
+                          "expert": expert,
                           "invalid_share": invalid_share, "checkpoint": checkpoint, "temperature": temperature,
                           "checkpoint_seeds": list(seeds)[:checkpoint_seeds] if checkpoint else [],
                           "preset": preset, "options": options or {}, "resamples": n_resamples, "state": state,
@@ -476,7 +482,6 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
 
 __all__ = ["ADV_TIE_TOL", "METRICS", "METHOD_VARIANTS", "LabelledBatch", "step_labels", "labelled_pairs",
            "ordered_share", "PairSets", "pair_sets", "estimate_all", "method_advantages", "against_exact",
-           "with_similar_states", "distinct_states", "aliased_share",
-           "bootstrap_weights", "percentile_interval",
-           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "QUALITY_START", "quality_tasks",
-           "run_credit_quality"]
+           "with_similar_states", "distinct_states", "aliased_share", "bootstrap_weights", "percentile_interval",
+           "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "QUALITY_START",
+           "default_preset", "quality_tasks", "run_credit_quality"]
