@@ -272,7 +272,8 @@ def sft_warm_start(model, tokenizer, tasks: Sequence[Task], output_dir: str, epo
                      warmup_steps=0, logging_steps=10, save_strategy="no", report_to="none", seed=seed,
                      bf16=False, fp16=False, max_length=None, use_cpu=bool(use_cpu) if use_cpu is not None else
                      not torch.cuda.is_available(), dataloader_num_workers=0, disable_tqdm=disable_tqdm,
-                     completion_only_loss=True, gradient_checkpointing=False)
+                     completion_only_loss=True, activation_checkpointing=False,
+                     gradient_checkpointing=None)
     trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
     out = trainer.train()
     model = trainer.model
