@@ -99,9 +99,10 @@ TASK_SETTINGS = "milegpo_task.json"
 #: printed at its end (same tasks, episodes, temperature and seed: the same numbers)
 EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
 #: the MileGPOConfig fields :data:`TASK_SETTINGS` records (``num_train_tasks``: its training games, seeds 0..n-1,
-#: which a small catalog may not hold a thousand of)
+#: which a small catalog may not hold a thousand of; ``groups_per_iteration`` with them: a config needs at least
+#: that many games)
 TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length", "num_train_tasks") + EVAL_FIELDS
+               "max_completion_length", "num_train_tasks", "groups_per_iteration") + EVAL_FIELDS
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:

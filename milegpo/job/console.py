@@ -2,9 +2,10 @@
 every logged metric in the run's log file.
 
 :class:`IterationConsole` takes the place of transformers' ``ProgressCallback`` (or ``PrinterCallback`` under
-``--disable_tqdm``), which print each iteration's whole metrics dict (~50 entries). It keeps the bar, writes
-:func:`iteration_line` under it, and appends every ``logs`` dict the trainer logs (iterations, evaluations,
-the end-of-training summary) as one JSON line to ``<output_dir>/metrics.jsonl``. TRL's ``report_to`` backends
+``--disable_tqdm``), which print each iteration's whole metrics dict (~50 entries), in the RL trainer and in the
+warm start's SFTTrainer. It keeps the bar, writes :func:`iteration_line` (:func:`sft_line`) under it, and
+appends every ``logs`` dict the trainers log (warm-start steps, iterations, evaluations, the end-of-training
+summaries) as one JSON line to ``<output_dir>/metrics.jsonl``. TRL's ``report_to`` backends
 (wandb, tensorboard...) get the full metrics as before: they are other callbacks.
 """
 
@@ -50,6 +51,21 @@ def iteration_line(logs: Mapping[str, Any], step: int, max_steps: int) -> str | 
     return f"iteration {step}/{max_steps}: " + ", ".join(parts)
 
 
+def sft_line(logs: Mapping[str, Any], step: int, max_steps: int) -> str | None:
+    """One line of a warm-start (SFTTrainer) log: loss, token accuracy, learning rate; None for the end-of-training
+    summary."""
+    loss = _number(logs, "loss")
+    if loss is None:
+        return None
+    parts = [f"loss {loss:.4g}"]
+    for key, text in (("mean_token_accuracy", "token accuracy {:.1%}"), ("learning_rate", "lr {:.2g}"),
+                      ("epoch", "epoch {:.2f}")):
+        value = _number(logs, key)
+        if value is not None:
+            parts.append(text.format(value))
+    return f"SFT step {step}/{max_steps}: " + ", ".join(parts)
+
+
 def _jsonable(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else str(value)
@@ -62,17 +78,19 @@ def _jsonable(value):
 
 
 class IterationConsole(ProgressCallback):
-    """The progress bar (none under ``disable_tqdm``), one :func:`iteration_line` per iteration logged, and
-    every logs dict appended to ``log_file`` as JSON (NaN as null) with the iteration it was logged at.
+    """The progress bar (none under ``disable_tqdm``), one ``line`` (:func:`iteration_line`; the warm start's:
+    :func:`sft_line`) per logged step, and every logs dict appended to ``log_file`` as JSON (NaN as null) with
+    its ``phase`` and the step it was logged at.
 
-    log_file: the JSON-lines file (None: none written); emptied at the first write unless ``append``
-    (a run resumed from a checkpoint goes on with its file)."""
+    log_file: the JSON-lines file (None: none written); appended to (:func:`milegpo.job.run_train` starts a run's
+    file empty, unless it resumes from a checkpoint)."""
 
-    def __init__(self, log_file: str | Path | None, append: bool = False, show_bar: bool = True):
+    def __init__(self, log_file: str | Path | None, show_bar: bool = True, line=iteration_line, phase: str = "rl"):
         super().__init__()
         self.log_file = Path(log_file) if log_file is not None else None
-        self.append = append
         self.show_bar = show_bar
+        self.line = line
+        self.phase = phase
         self.max_steps = 0
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -94,10 +112,10 @@ class IterationConsole(ProgressCallback):
             return
         if self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.log_file, "a" if self.append else "w") as f:
-                f.write(json.dumps({"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}) + "\n")
-            self.append = True
-        line = iteration_line(logs, state.global_step, self.max_steps or state.max_steps)
+            row = {"phase": self.phase, "step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
+            with open(self.log_file, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        line = self.line(logs, state.global_step, self.max_steps or state.max_steps)
         if line is None:
             return
         if self.training_bar is not None:
@@ -106,13 +124,14 @@ class IterationConsole(ProgressCallback):
             print(line, flush=True)
 
 
-def use_iteration_console(trainer, log_file: str | Path | None, append: bool = False) -> IterationConsole:
+def use_iteration_console(trainer, log_file: str | Path | None, line=iteration_line,
+                          phase: str = "rl") -> IterationConsole:
     """Put an :class:`IterationConsole` in place of ``trainer``'s ``ProgressCallback`` / ``PrinterCallback``."""
     for cls in (ProgressCallback, PrinterCallback):
         trainer.remove_callback(cls)
-    console = IterationConsole(log_file, append=append, show_bar=not trainer.args.disable_tqdm)
+    console = IterationConsole(log_file, show_bar=not trainer.args.disable_tqdm, line=line, phase=phase)
     trainer.add_callback(console)
     return console
 
 
-__all__ = ["IterationConsole", "iteration_line", "use_iteration_console", "METRICS_FILE"]
+__all__ = ["IterationConsole", "iteration_line", "sft_line", "use_iteration_console", "METRICS_FILE"]

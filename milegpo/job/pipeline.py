@@ -88,19 +88,21 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
     say(f"[milegpo] policy: {job.model_name_or_path or 'tiny Qwen2 built on the spot'}; env {cfg.env}"
         f"{' / ' + cfg.task_type if cfg.task_type else ''}, horizon {cfg.horizon}; credit {cfg.credit_method}"
         f"{'/' + cfg.credit_variant if cfg.credit_method == 'milegpo' else ''}")
+    if not cfg.resume_from_checkpoint:  # a resumed run goes on with its log
+        (out / METRICS_FILE).unlink(missing_ok=True)
     model, tok, tiny = load_policy(job, cfg)
     if job.sft_epochs > 0:
         say(f"[milegpo] SFT warm start: {job.sft_epochs:g} epochs on expert walkthroughs of {job.sft_tasks} tasks")
     else:
         say("[milegpo] no SFT warm start (--sft_epochs 0): RL starts from the policy as it is")
-    policy_path, sft_info = warm_start(job, cfg, model, tok, out / "sft", quiet=quiet)
+    policy_path, sft_info = warm_start(job, cfg, model, tok, out / "sft", quiet=quiet, log_file=out / METRICS_FILE)
     del model
     tok = reload_tokenizer(policy_path)
 
     saver = _batch_saver(out / "batches" if job.save_batches else None)
     trainer = make_trainer(policy_path, tok, cfg, callbacks=[saver])
     saver.trainer = trainer
-    use_iteration_console(trainer, out / METRICS_FILE, append=bool(cfg.resume_from_checkpoint))
+    use_iteration_console(trainer, out / METRICS_FILE)
     splits = list(trainer.eval_tasks)
     before = {}
     if job.eval_before and splits:

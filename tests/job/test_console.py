@@ -4,7 +4,7 @@ metrics.jsonl."""
 import json
 from types import SimpleNamespace
 
-from milegpo.job.console import IterationConsole, iteration_line, use_iteration_console
+from milegpo.job.console import IterationConsole, iteration_line, sft_line, use_iteration_console
 
 ITERATION = {"loss": 0.0123, "grad_norm": 0.5, "episode/success_rate": 0.25, "episode/return": 0.2375,
              "episode/invalid_action_rate": 0.4, "episode/episode_length": 7.125, "kl": 0.002,
@@ -44,14 +44,25 @@ def test_the_console_prints_one_line_and_logs_every_metric(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out == [iteration_line(ITERATION, 1, 2), iteration_line(ITERATION, 2, 2)]
     rows = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [r["step"] for r in rows] == [0, 1, 2, 2] and rows[0] == {"step": 0, "eval_id_success_rate": 0.5}
+    assert [r["step"] for r in rows] == [0, 1, 2, 2] and {r["phase"] for r in rows} == {"rl"}
+    assert rows[0] == {"phase": "rl", "step": 0, "eval_id_success_rate": 0.5}
     assert set(ITERATION) <= set(rows[1]) and rows[1]["credit/tie_correction_rate"] is None  # NaN: null
-    assert rows[1]["loss"] == ITERATION["loss"] and rows[3] == {"step": 2, "train_runtime": 4.4}
-    # a new run into the same folder starts a new file; a resumed one goes on with it
-    IterationConsole(log, show_bar=False).on_log(args, _state(1), control, logs={"loss": 1.0})
-    assert len(log.read_text().splitlines()) == 1
-    IterationConsole(log, append=True, show_bar=False).on_log(args, _state(2), control, logs={"loss": 2.0})
-    assert [json.loads(x)["loss"] for x in log.read_text().splitlines()] == [1.0, 2.0]
+    assert rows[1]["loss"] == ITERATION["loss"] and rows[3] == {"phase": "rl", "step": 2, "train_runtime": 4.4}
+
+
+def test_the_warm_start_has_its_own_lines_in_the_same_log(tmp_path, capsys):
+    log = tmp_path / "metrics.jsonl"
+    console = IterationConsole(log, show_bar=False, line=sft_line, phase="sft")
+    args, control = SimpleNamespace(), SimpleNamespace()
+    console.on_train_begin(args, _state(0, 624), control)
+    console.on_log(args, _state(10, 624), control, logs={"loss": 0.5254, "mean_token_accuracy": 0.8518,
+                                                         "learning_rate": 0.003, "epoch": 1.538})
+    console.on_log(args, _state(624, 624), control, logs={"train_runtime": 80.0, "train_loss": 0.3})
+    assert capsys.readouterr().out.splitlines() == [
+        "SFT step 10/624: loss 0.5254, token accuracy 85.2%, lr 0.003, epoch 1.54"]
+    IterationConsole(log, show_bar=False).on_log(args, _state(1), control, logs=dict(ITERATION))
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["phase"], r["step"]) for r in rows] == [("sft", 10), ("sft", 624), ("rl", 1)]
     capsys.readouterr()
 
 
