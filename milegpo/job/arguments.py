@@ -100,9 +100,10 @@ TASK_SETTINGS = "milegpo_task.json"
 EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
 #: the MileGPOConfig fields :data:`TASK_SETTINGS` records (``num_train_tasks``: its training games, seeds 0..n-1,
 #: which a small catalog may not hold a thousand of; ``groups_per_iteration`` with them: a config needs at least
-#: that many games)
+#: that many games; it and ``group_size`` also size the environment pool, whose waves of episodes set the
+#: generation batches of an evaluation: the same pool, the same sampled episodes)
 TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length", "num_train_tasks", "groups_per_iteration") + EVAL_FIELDS
+               "max_completion_length", "num_train_tasks", "groups_per_iteration", "group_size") + EVAL_FIELDS
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:

@@ -74,12 +74,17 @@ def make_trainer(policy_path: str, tok, cfg, callbacks=()):
     return MileGPOTrainer(policy_path, cfg, processing_class=tok, callbacks=list(callbacks))
 
 
-def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
-    """The whole job; returns the summary (also written to ``<output_dir>/summary.json``)."""
+def _set_threads(job: JobArguments) -> None:
+    """torch's CPU threads as ``--threads`` says (0: torch's default)."""
     import torch
 
     if job.threads:
         torch.set_num_threads(job.threads)
+
+
+def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
+    """The whole job; returns the summary (also written to ``<output_dir>/summary.json``)."""
+    _set_threads(job)
     t_start = time.perf_counter()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -152,6 +157,7 @@ def run_eval(job: JobArguments, cfg) -> dict[str, float]:
     environment, task type, horizon, env options and prompt style are then the defaults (flags given still win)."""
     if not job.model_name_or_path:
         raise SystemExit("milegpo eval: give --model_name_or_path (e.g. milegpo_run/final)")
+    _set_threads(job)
     tok = reload_tokenizer(job.model_name_or_path)
     trainer = make_trainer(job.model_name_or_path, tok, cfg)
     res = eval_summary(trainer.evaluate(), list(trainer.eval_tasks))
