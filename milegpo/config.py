@@ -143,7 +143,7 @@ class MileGPOConfig(GRPOConfig):
         eval_splits (`list[str]`, *optional*): evaluation splits; the first two give the reported gap
             `eval_<a>_minus_<b>`. Default: the env's own (`milegpo.envs.task_space(env).eval_splits`): `["id", "ood"]`
             (ALFWorld valid_seen / valid_unseen; household, textworld), `["test"]` (webshop).
-        num_eval_tasks (`int`, defaults to `64`): tasks per evaluation split.
+        num_eval_tasks (`int`, defaults to `48`): tasks per evaluation split.
         eval_group_size (`int`, defaults to `1`): episodes per evaluation task.
         eval_temperature (`float`, defaults to `0.4`): sampling temperature of evaluation episodes.
     """
@@ -206,7 +206,7 @@ class MileGPOConfig(GRPOConfig):
     # ---- evaluation
     eval_splits: list[str] | None = field(default=None, metadata={
         "help": "Evaluation splits; the first two give the reported gap. Default: the env's (id ood; webshop: test)."})
-    num_eval_tasks: int = field(default=64, metadata={"help": "Tasks per evaluation split."})
+    num_eval_tasks: int = field(default=48, metadata={"help": "Tasks per evaluation split (0: no evaluation)."})
     eval_group_size: int = field(default=1, metadata={"help": "Episodes per evaluation task."})
     eval_temperature: float = field(default=0.4, metadata={"help": "Sampling temperature of evaluation episodes."})
 
@@ -217,6 +217,13 @@ class MileGPOConfig(GRPOConfig):
     max_completion_length: int | None = field(default=512, metadata={"help": "Tokens per step completion."})
     per_device_train_batch_size: int = field(default=8, metadata={"help": "Rows per forward/backward chunk."})
     logging_steps: float = field(default=1, metadata={"help": "Log every n iterations."})
+    # TRL's configs default the deprecated alias `gradient_checkpointing` to True, which makes transformers warn
+    # (FutureWarning) on every config; the same default under the current name, the alias left unset
+    activation_checkpointing: bool | None = field(default=True, metadata={
+        "help": "Recompute activations in the backward pass (less memory, ~20%% slower): TRL's default, on."})
+    gradient_checkpointing: bool | None = field(default=None, metadata={
+        "help": "Deprecated alias of --activation_checkpointing (transformers removes it in v6).", "nargs": "?",
+        "const": True})
 
     _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["credit_overrides", "env_options"]
     #: True once a saved policy's task settings have been decided for this config (:meth:`with_task_settings`,
@@ -231,6 +238,13 @@ class MileGPOConfig(GRPOConfig):
             # GRPOConfig turns bf16 on wherever fp16 is off, and transformers then refuses a machine without it
             self.bf16 = not self.use_cpu and _bf16_on_accelerator()
             self.use_cpu = self.use_cpu or not _has_accelerator()
+        if self.gradient_checkpointing is not None:  # the deprecated alias given: it decides (transformers warns)
+            if self.activation_checkpointing is True:  # MileGPOConfig's default
+                self.activation_checkpointing = None
+            elif self.activation_checkpointing != self.gradient_checkpointing:
+                raise _refused("gradient_checkpointing", self.gradient_checkpointing, f"contradicts "
+                               f"activation_checkpointing={self.activation_checkpointing}, of which it is the "
+                               "deprecated alias: set activation_checkpointing only")
         self.num_generations = self.group_size
         # TRL checks that its generation batch (rows of `per_device_train_batch_size` prompts repeated
         # `num_generations` times) holds whole prompt groups. Here a generation is a whole iteration of episodes,

@@ -7,6 +7,8 @@
   (:func:`load_policy`), and its SFT warm start (:func:`warm_start`, TRL's ``SFTTrainer`` on expert
   walkthroughs);
 - :mod:`~milegpo.job.pipeline`: :func:`run_train` (the whole job) and :func:`run_eval`;
+- :mod:`~milegpo.job.console`: one line per iteration on the console, every metric in ``metrics.jsonl``
+  (:class:`IterationConsole`);
 - :mod:`~milegpo.job.report`: summaries (:func:`eval_summary`, :func:`training_history`,
   :func:`format_summary`), ``summary.json`` and the run's plots, drawn by :mod:`~milegpo.job.plots`.
 
@@ -17,14 +19,16 @@
 
 from __future__ import annotations
 
-from .arguments import (ENV_DEFAULTS, TASK_FIELDS, TASK_SETTINGS, TINY_DEFAULTS, TINY_RUN, JobArguments, build_parser,
-                        env_defaults, parse, saved_task_settings)
+from .arguments import (ENV_DEFAULTS, EVAL_FIELDS, TASK_FIELDS, TASK_SETTINGS, TINY_DEFAULTS, TINY_RUN, JobArguments,
+                        build_parser, env_defaults, parse, saved_task_settings)
+from .console import METRICS_FILE, IterationConsole, iteration_line
 from .pipeline import make_trainer, run_eval, run_train
 from .policy import load_policy, reload_tokenizer, sft_tasks, warm_start
 from .report import (advantages_plot, eval_line, eval_summary, format_eval, format_summary, time_split,
                      training_history, write_plots, write_summary)
 
 __all__ = ["JobArguments", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults", "saved_task_settings",
-           "TASK_SETTINGS", "TASK_FIELDS", "build_parser", "parse", "run_train", "run_eval", "make_trainer", "load_policy", "reload_tokenizer", "sft_tasks", "warm_start", "eval_summary",
+           "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse", "run_train", "run_eval", "make_trainer",
+           "IterationConsole", "iteration_line", "METRICS_FILE", "load_policy", "reload_tokenizer", "sft_tasks", "warm_start", "eval_summary",
            "training_history", "time_split", "eval_line", "format_eval", "format_summary", "write_summary",
            "write_plots", "advantages_plot"]

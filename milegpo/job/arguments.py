@@ -26,7 +26,7 @@ TINY_RUN: dict[str, Any] = dict(
     tiny_hidden=128, sft_learning_rate=3e-3, output_dir="milegpo_run", groups_per_iteration=4, group_size=4,
     max_steps=50, learning_rate=3e-4, per_device_train_batch_size=64, eval_group_size=1, temperature=1.0, beta=0.01,
     logging_steps=1, save_strategy="no", report_to="none", bf16=False, seed=0, dataloader_num_workers=0,
-    gradient_checkpointing=False,
+    activation_checkpointing=False,
 )
 
 #: the defaults of each environment kind that differ from MileGPOConfig's / JobArguments': ``"run"`` for every
@@ -38,8 +38,7 @@ ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "household": {
         "run": {},
         "tiny": dict(env_options={"max_receptacles": 4}, prompt_style="compact", sft_epochs=24.0,
-                     task_type="look_at_obj_in_light", horizon=8, num_train_tasks=64, max_completion_length=16,
-                     num_eval_tasks=48),
+                     task_type="look_at_obj_in_light", horizon=8, num_train_tasks=64, max_completion_length=16),
     },
     # WebShop as verl-agent trains it: its credit preset (paper table 5), its prompt, its test split. The tiny run:
     # an embedded catalog of 500 products (a 2.3k-word vocabulary; test = its first 100 goals, train = the other
@@ -49,8 +48,7 @@ ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
         "run": dict(credit_preset="webshop", prompt_style="webshop", horizon=DEFAULT_WEBSHOP_HORIZON,
                     eval_splits=["test"]),
         "tiny": dict(env_options={"catalog_size": 500, "test_goals": 100}, horizon=8, num_train_tasks=64,
-                     sft_tasks=48, sft_epochs=4.0, sft_explore=0.1, max_completion_length=32, num_eval_tasks=48,
-                     max_steps=10),
+                     sft_tasks=48, sft_epochs=4.0, sft_explore=0.1, max_completion_length=32, max_steps=10),
     },
 }
 
@@ -78,8 +76,9 @@ class JobArguments:
     sft_epochs: float = field(default=3.0, metadata={"help": "Epochs of the SFT warm start (0: none)."})
     sft_tasks: int = field(default=64, metadata={"help": "Training tasks whose expert walkthroughs the warm "
                                                          "start learns (seeds after the RL training tasks)."})
-    sft_learning_rate: float = field(default=5e-3, metadata={"help": "Learning rate of the warm start "
-                                                                     "(tiny model: 5e-3; real models: ~1e-5)."})
+    sft_learning_rate: float = field(default=1e-5, metadata={"help": "Learning rate of the warm start "
+                                                                     "(the embedded tiny model: 3e-3; a real "
+                                                                     "model: 1e-5)."})
     sft_batch_size: int = field(default=16, metadata={"help": "Examples per SFT step."})
     sft_explore: float = field(default=0.2, metadata={"help": "Share of random actions while recording the "
                                                               "walkthroughs (labels stay the expert's)."})
@@ -96,10 +95,15 @@ class JobArguments:
 #: the file beside a saved policy that records the games and prompt it was trained with (`milegpo eval` and
 #: `milegpo train --model_name_or_path` of that policy take them as defaults)
 TASK_SETTINGS = "milegpo_task.json"
+#: the evaluation settings a saved policy carries too: ``milegpo eval`` of it plays the evaluation ``milegpo train``
+#: printed at its end (same tasks, episodes, temperature and seed: the same numbers)
+EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
 #: the MileGPOConfig fields :data:`TASK_SETTINGS` records (``num_train_tasks``: its training games, seeds 0..n-1,
-#: which a small catalog may not hold a thousand of)
+#: which a small catalog may not hold a thousand of; ``groups_per_iteration`` with them: a config needs at least
+#: that many games; it and ``group_size`` also size the environment pool, whose waves of episodes set the
+#: generation batches of an evaluation: the same pool, the same sampled episodes)
 TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length", "num_train_tasks")
+               "max_completion_length", "num_train_tasks", "groups_per_iteration", "group_size") + EVAL_FIELDS
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:
@@ -140,12 +144,70 @@ def saved_task_settings(path) -> dict[str, Any]:
     return settings
 
 
-def build_parser(prog: str = "milegpo train"):
+#: the layout of ``milegpo train --help``: milegpo's own flags in these groups, in this order, then a pointer to
+#: the other GRPOConfig / TrainingArguments flags (``--help-all`` lists them too). The job group is every
+#: :class:`JobArguments` field; each MileGPOConfig field of its own is in one group (tests/job/test_arguments.py)
+HELP_GROUPS: dict[str, tuple[str, ...]] = {
+    "environment and tasks": ("env", "task_type", "horizon", "env_options", "train_split", "num_train_tasks",
+                              "num_env_workers", "rollout_parts"),
+    "rollout": ("groups_per_iteration", "group_size", "history_length", "prompt_style", "require_think",
+                "temperature", "max_completion_length"),
+    "credit": ("credit_method", "credit_variant", "credit_preset", "credit_overrides", "credit_backend",
+               "credit_device", "invalid_action_penalty", "state_similarity", "state_similarity_verify",
+               "state_similarity_shingle"),
+    "evaluation": ("eval_splits", "num_eval_tasks", "eval_group_size", "eval_temperature"),
+    "training (GRPOConfig / TrainingArguments flags that milegpo sets or a run often changes)": (
+        "max_steps", "learning_rate", "beta", "per_device_train_batch_size", "use_fused_loss",
+        "output_dir", "seed", "logging_steps", "report_to", "save_strategy", "resume_from_checkpoint", "use_vllm",
+        "bf16", "use_cpu", "activation_checkpointing", "disable_tqdm"),
+}
+HELP_ALL = "--help-all"
+
+
+def arrange_help(parser, prog: str, full: bool = False) -> None:
+    """Lay out ``parser``'s help as :data:`HELP_GROUPS` says: the job's flags, then milegpo's groups, then the other
+    TRL / transformers flags, listed only when ``full`` (``--help-all``), else named by a pointer (their help
+    hidden: call it on a parser that prints its help, not on one that suggests flags for a typo)."""
+    import argparse
+    import dataclasses
+
+    by_dest: dict[str, list] = {}
+    for group in parser._action_groups:
+        for action in group._group_actions:
+            by_dest.setdefault(action.dest, []).append((group, action))
+
+    def move(names, title, description=None):
+        target = parser.add_argument_group(title, description)
+        for name in names:
+            for group, action in by_dest.pop(name, ()):
+                group._group_actions.remove(action)
+                target._group_actions.append(action)
+        return target
+
+    move([f.name for f in dataclasses.fields(JobArguments)], f"job ({prog}: the policy and its warm start)")
+    for title, names in HELP_GROUPS.items():
+        move(names, title)
+    rest = [name for name in by_dest if name != "help"]
+    pointer = (f"{len(rest)} more flags: every other field of TRL's GRPOConfig and transformers' TrainingArguments "
+               "(e.g. --gradient_accumulation_steps, --lr_scheduler_type, --save_steps, --vllm_mode)")
+    others = move(rest, "TRL / transformers flags", pointer + ("." if full else f"; {prog} {HELP_ALL} lists them."))
+    if not full:
+        for action in others._group_actions:
+            action.help = argparse.SUPPRESS
+    parser.usage = f"{prog} [--flag value ...] [--config recipe.yaml]"
+    parser.description = (f"milegpo's own flags first, then a pointer to TRL's and transformers' ({prog} {HELP_ALL} "
+                          "lists every flag). A flag given wins over --config YAML, which wins over the defaults "
+                          "shown; without --model_name_or_path they are the embedded tiny run's.")
+
+
+def build_parser(prog: str = "milegpo train", full_help: bool = False):
     from trl import TrlParser
 
     from ..config import MileGPOConfig
 
-    return TrlParser((JobArguments, MileGPOConfig), prog=prog)
+    parser = TrlParser((JobArguments, MileGPOConfig), prog=prog)
+    arrange_help(parser, prog, full_help)
+    return parser
 
 
 def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
@@ -153,7 +215,9 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     import torch
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(prog)
+    full_help = HELP_ALL in argv
+    argv = ["--help" if a == HELP_ALL else a for a in argv]
+    parser = build_parser(prog, full_help=full_help or not {"-h", "--help"} & set(argv))
     model_path = _given(argv, "model_name_or_path")
     saved = saved_task_settings(model_path)
     env = _given(argv, "env") or saved.get("env") or "household"
@@ -169,5 +233,5 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     return parse_flags(parser, argv, prog)
 
 
-__all__ = ["JobArguments", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults", "saved_task_settings",
-           "TASK_SETTINGS", "TASK_FIELDS", "build_parser", "parse"]
+__all__ = ["JobArguments", "HELP_GROUPS", "arrange_help", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults",
+           "saved_task_settings", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]

@@ -10,7 +10,8 @@ Pipeline of :func:`run_train`:
 3. evaluation on ``eval_splits`` (household: ID and OOD; WebShop: test): success, invalid-action rate, the gap
    between the first two splits, and WebShop's score;
 4. MileGPO iterations (:class:`~milegpo.trainer.MileGPOTrainer`); every iteration's StepBatch is saved
-   to ``<output_dir>/batches/iter_NNNN.npz`` (``milegpo replay`` reads them back);
+   to ``<output_dir>/batches/iter_NNNN.npz`` (``milegpo replay`` reads them back); one line per iteration
+   on the console, every logged metric in ``<output_dir>/metrics.jsonl`` (:mod:`milegpo.job.console`);
 5. evaluation again, ``summary.json``, the plots (PNG) under ``<output_dir>/plots`` and a printed summary
    (:mod:`milegpo.job.report`).
 
@@ -25,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import TASK_FIELDS, TASK_SETTINGS, JobArguments
+from .console import METRICS_FILE, use_iteration_console
 from .policy import load_policy, reload_tokenizer, warm_start
-from .report import eval_line, eval_summary, format_eval, format_summary, time_split, training_history, \
-    write_plots, write_summary
+from .report import eval_line, eval_summary, eval_tasks_text, format_eval, format_summary, time_split, \
+    training_history, write_plots, write_summary
 
 
 def _batch_saver(directory: Path | None):
@@ -72,12 +74,17 @@ def make_trainer(policy_path: str, tok, cfg, callbacks=()):
     return MileGPOTrainer(policy_path, cfg, processing_class=tok, callbacks=list(callbacks))
 
 
-def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
-    """The whole job; returns the summary (also written to ``<output_dir>/summary.json``)."""
+def _set_threads(job: JobArguments) -> None:
+    """torch's CPU threads as ``--threads`` says (0: torch's default)."""
     import torch
 
     if job.threads:
         torch.set_num_threads(job.threads)
+
+
+def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
+    """The whole job; returns the summary (also written to ``<output_dir>/summary.json``)."""
+    _set_threads(job)
     t_start = time.perf_counter()
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -86,23 +93,30 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
     say(f"[milegpo] policy: {job.model_name_or_path or 'tiny Qwen2 built on the spot'}; env {cfg.env}"
         f"{' / ' + cfg.task_type if cfg.task_type else ''}, horizon {cfg.horizon}; credit {cfg.credit_method}"
         f"{'/' + cfg.credit_variant if cfg.credit_method == 'milegpo' else ''}")
+    if not cfg.resume_from_checkpoint:  # a resumed run goes on with its log
+        (out / METRICS_FILE).unlink(missing_ok=True)
     model, tok, tiny = load_policy(job, cfg)
-    say(f"[milegpo] SFT warm start: {job.sft_epochs:g} epochs on expert walkthroughs of {job.sft_tasks} tasks")
-    policy_path, sft_info = warm_start(job, cfg, model, tok, out / "sft", quiet=quiet)
+    if job.sft_epochs > 0:
+        say(f"[milegpo] SFT warm start: {job.sft_epochs:g} epochs on expert walkthroughs of {job.sft_tasks} tasks")
+    else:
+        say("[milegpo] no SFT warm start (--sft_epochs 0): RL starts from the policy as it is")
+    policy_path, sft_info = warm_start(job, cfg, model, tok, out / "sft", quiet=quiet, log_file=out / METRICS_FILE)
     del model
     tok = reload_tokenizer(policy_path)
 
     saver = _batch_saver(out / "batches" if job.save_batches else None)
     trainer = make_trainer(policy_path, tok, cfg, callbacks=[saver])
     saver.trainer = trainer
+    use_iteration_console(trainer, out / METRICS_FILE)
     splits = list(trainer.eval_tasks)
     before = {}
     if job.eval_before and splits:
-        say(f"[milegpo] evaluating the warm-started policy on {', '.join(f'{s} ({len(v)} tasks)' for s, v in trainer.eval_tasks.items())}")
+        which = "warm-started policy" if "sft_examples" in sft_info else "policy"
+        say(f"[milegpo] evaluating the {which} on {eval_tasks_text(trainer.eval_tasks, cfg.num_eval_tasks)}")
         before = eval_summary(trainer.evaluate(metric_key_prefix="eval"), splits)
         say("[milegpo] before RL: " + eval_line(before, splits))
     say(f"[milegpo] training: {cfg.max_steps} iterations of {cfg.groups_per_iteration} groups x {cfg.group_size} "
-        f"episodes")
+        f"episodes (every logged metric: {out / METRICS_FILE})")
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=cfg.resume_from_checkpoint)
     train_s = time.perf_counter() - t0
@@ -143,6 +157,7 @@ def run_eval(job: JobArguments, cfg) -> dict[str, float]:
     environment, task type, horizon, env options and prompt style are then the defaults (flags given still win)."""
     if not job.model_name_or_path:
         raise SystemExit("milegpo eval: give --model_name_or_path (e.g. milegpo_run/final)")
+    _set_threads(job)
     tok = reload_tokenizer(job.model_name_or_path)
     trainer = make_trainer(job.model_name_or_path, tok, cfg)
     res = eval_summary(trainer.evaluate(), list(trainer.eval_tasks))

@@ -259,11 +259,14 @@ def sft_dataset(tasks: Sequence[Task], history_length: int = 2, explore: float =
 def sft_warm_start(model, tokenizer, tasks: Sequence[Task], output_dir: str, epochs: float = 3.0,
                    batch_size: int = 16, learning_rate: float = 3e-3, history_length: int = 2,
                    explore: float = 0.2, seed: int = 0, max_steps: int = -1, use_cpu: bool | None = None,
-                   disable_tqdm: bool | None = None, expert: str = "search", prompt_style: str = "alfworld"):
+                   disable_tqdm: bool | None = None, expert: str = "search", prompt_style: str = "alfworld",
+                   log_file=None):
     """Supervised warm start with TRL's ``SFTTrainer`` on expert walkthroughs of ``tasks``.
 
     Completion-only loss (the prompt tokens are not trained on); returns the trained model (the same object)
-    and the trainer's final training loss."""
+    and the trainer's final training loss. The console shows one line per logged step
+    (:func:`milegpo.job.console.sft_line`), and every logged dict goes to ``log_file`` (JSON lines) if given."""
+    from .console import sft_line, use_iteration_console
     from trl import SFTConfig, SFTTrainer
 
     data = sft_dataset(tasks, history_length, explore=explore, seed=seed, expert=expert, prompt_style=prompt_style)
@@ -272,8 +275,10 @@ def sft_warm_start(model, tokenizer, tasks: Sequence[Task], output_dir: str, epo
                      warmup_steps=0, logging_steps=10, save_strategy="no", report_to="none", seed=seed,
                      bf16=False, fp16=False, max_length=None, use_cpu=bool(use_cpu) if use_cpu is not None else
                      not torch.cuda.is_available(), dataloader_num_workers=0, disable_tqdm=disable_tqdm,
-                     completion_only_loss=True, gradient_checkpointing=False)
+                     completion_only_loss=True, activation_checkpointing=False,
+                     gradient_checkpointing=None)
     trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    use_iteration_console(trainer, log_file, line=sft_line, phase="sft")
     out = trainer.train()
     model = trainer.model
     model.eval()
@@ -299,8 +304,9 @@ def sft_tasks(job: JobArguments, cfg):
                       options=cfg.env_options)
 
 
-def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = False):
-    """SFT warm start (TRL SFTTrainer) if ``job.sft_epochs > 0``; the policy is saved to ``out_dir``."""
+def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = False, log_file=None):
+    """SFT warm start (TRL SFTTrainer) if ``job.sft_epochs > 0``; the policy is saved to ``out_dir``; its logged
+    metrics go to ``log_file`` (:func:`sft_warm_start`)."""
     info: dict[str, Any] = {"sft_epochs": job.sft_epochs}
     if job.sft_epochs > 0:
         t0 = time.perf_counter()
@@ -309,7 +315,7 @@ def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = 
                                         learning_rate=job.sft_learning_rate, history_length=cfg.history_length,
                                         explore=job.sft_explore, seed=cfg.seed, use_cpu=cfg.use_cpu,
                                         expert=job.sft_expert, prompt_style=cfg.prompt_style,
-                                        disable_tqdm=quiet or cfg.disable_tqdm)
+                                        disable_tqdm=quiet or cfg.disable_tqdm, log_file=log_file)
         info.update(sft_examples=n, sft_loss=loss, sft_s=time.perf_counter() - t0)
     # GRPOTrainer loads its reference model from the policy's path: the warm-started policy lives on disk
     model.save_pretrained(out_dir)

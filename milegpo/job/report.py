@@ -2,7 +2,7 @@
 
 - :func:`eval_summary` / :func:`training_history` / :func:`time_split`: the numbers, from the trainer's
   evaluation metrics and log history;
-- :func:`format_summary` (the end-of-run summary), :func:`eval_line` (one progress line),
+- :func:`format_summary` (the end-of-run summary), :func:`eval_line` (one progress line), :func:`eval_tasks_text`,
   :func:`format_eval` (``milegpo eval``'s table): the text;
 - :func:`write_summary`: ``summary.json`` (NaN written as null);
 - :func:`write_plots`: the run's PNG plots, drawn by :mod:`milegpo.job.plots` (:func:`advantages_plot`:
@@ -82,6 +82,17 @@ def eval_line(d: dict, splits) -> str:
     return ", ".join(parts)
 
 
+def eval_tasks_text(eval_tasks: Mapping[str, Sequence], asked: int) -> str:
+    """``id (48 tasks), ood (48 tasks)``: the tasks of each evaluation split, and how many were asked where a
+    split holds fewer (``id (1 task of 4 asked: the split holds no more)``)."""
+    parts = []
+    for split, tasks in eval_tasks.items():
+        n = len(tasks)
+        short = f" of {asked} asked: the split holds no more" if n < asked else ""
+        parts.append(f"{split} ({n} task{'' if n == 1 else 's'}{short})")
+    return ", ".join(parts)
+
+
 def format_eval(res: dict[str, float], eval_tasks: Mapping[str, Sequence]) -> str:
     """``milegpo eval``'s table: tasks, success, invalid-action rate and episode length per split, and the gap."""
     splits = list(eval_tasks)
@@ -114,7 +125,8 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(f"{'':<22}" + "".join(f"{sp + ' success':>14}" for sp in splits)
                      + "".join(f"{sp + ' score':>14}" for sp in scored)
                      + "".join(f"{sp + ' invalid':>14}" for sp in splits) + (f"{'gap':>11}" if len(splits) > 1 else ""))
-        for name, d in (("before RL (after SFT)", s["before"]), ("after RL", s["after"])):
+        before = "before RL (after SFT)" if "sft_examples" in s else "before RL (no SFT)"
+        for name, d in ((before, s["before"]), ("after RL", s["after"])):
             if not d:
                 continue
             gap = f"{100 * d['gap']:>+7.1f} pts" if "gap" in d and not math.isnan(d["gap"]) else ""
@@ -191,5 +203,5 @@ def advantages_plot(batch_file: str, path: Path, cfg):
                                                 f"({len(batch)} steps)")
 
 
-__all__ = ["eval_summary", "training_history", "time_split", "eval_line", "format_eval", "format_summary",
-           "write_summary", "write_plots", "advantages_plot"]
+__all__ = ["eval_summary", "training_history", "time_split", "eval_line", "eval_tasks_text", "format_eval",
+           "format_summary", "write_summary", "write_plots", "advantages_plot"]

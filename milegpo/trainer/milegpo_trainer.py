@@ -147,6 +147,11 @@ class MileGPOTrainer(GRPOTrainer):
             eval_tasks = {s: make_tasks(args.env, s, args.num_eval_tasks, args.task_type, args.horizon,
                                         options=args.env_options)
                           for s in args.eval_splits} if args.num_eval_tasks else {}
+            for split, tasks in eval_tasks.items():  # a world with fewer games (ALFWorld's files): say so
+                if len(tasks) < args.num_eval_tasks:
+                    warnings.warn(f"evaluation split {split!r} of env {args.env!r}: {len(tasks)} tasks, "
+                                  f"num_eval_tasks={args.num_eval_tasks} asked (the split holds no more)",
+                                  stacklevel=2)
         self.train_tasks = list(train_tasks)
         self.eval_tasks = {k: list(v) for k, v in eval_tasks.items()}
         if len(self.train_tasks) < args.groups_per_iteration:
@@ -584,6 +589,10 @@ class MileGPOTrainer(GRPOTrainer):
         score x 100, where the world scores episodes: WebShop) plus the gap between the first two splits
         (``<prefix>_<a>_minus_<b>``, the paper's ID-OOD gap).
 
+        Each split's episodes sample from torch's generator seeded with ``args.seed`` (forked: training's
+        random stream is left as it was), so the same policy, tasks and seed give the same result, whether
+        ``milegpo train`` evaluates it after training or ``milegpo eval`` loads it from disk.
+
         eval_dataset: None (the trainer's ``eval_tasks``), ``{split: [Task]}`` or ``[Task]``."""
         if eval_dataset is None:
             splits = self.eval_tasks
@@ -602,7 +611,10 @@ class MileGPOTrainer(GRPOTrainer):
         try:
             for split, tasks in splits.items():
                 mine = list(tasks)[rank::world]
-                rollout = self.play(mine, self.args.eval_group_size, temperature=self.args.eval_temperature)
+                cuda = [self.accelerator.device] if self.accelerator.device.type == "cuda" else []
+                with torch.random.fork_rng(devices=cuda):
+                    torch.manual_seed(self.args.seed)
+                    rollout = self.play(mine, self.args.eval_group_size, temperature=self.args.eval_temperature)
                 summaries = rollout.episode_summaries()
                 if world > 1:
                     summaries = gather_object(summaries)

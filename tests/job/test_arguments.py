@@ -104,3 +104,130 @@ def test_a_broken_saved_settings_file_is_an_error_naming_it(tmp_path):
     (d / TASK_SETTINGS).write_text("[1, 2]")
     with pytest.raises(ValueError, match="expected a JSON object"):
         parse(["--model_name_or_path", str(d)])
+
+
+# ---------------------------------------------------------------- --help (issue 20)
+def _help(capsys, *argv):
+    import pytest
+
+    from milegpo.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(list(argv))
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_shows_milegpos_flags_first_in_groups_and_points_to_the_rest(capsys):
+    raw = _help(capsys, "train", "--help")
+    text = " ".join(raw.split())  # argparse wraps lines
+    order = ["job (milegpo train", "--model_name_or_path MODEL", "--sft_learning_rate", "environment and tasks:", "--env ENV",
+             "rollout:", "--group_size", "credit:", "--credit_method", "evaluation:", "--num_eval_tasks",
+             "training (GRPOConfig", "--max_steps", "TRL / transformers flags:", "milegpo train --help-all lists them"]
+    positions = [text.index(phrase) for phrase in order]
+    assert positions == sorted(positions), [p for p, _ in sorted(zip(order, positions), key=lambda x: x[1])]
+    assert len(raw.splitlines()) < 400 and "--lr_scheduler_type {" not in raw
+    assert "--gradient_accumulation_steps" in text.split("TRL / transformers flags:")[1]  # named in the pointer
+    full = _help(capsys, "train", "--help-all")
+    assert len(full.splitlines()) > 800 and full.index("--env ENV") < full.index("--lr_scheduler_type {")
+    assert "milegpo eval --help-all" in " ".join(_help(capsys, "eval", "--help").split())
+
+
+def test_every_flag_of_milegpos_own_is_in_one_help_group():
+    import dataclasses
+
+    from milegpo.config import MileGPOConfig
+    from milegpo.job.arguments import HELP_GROUPS, JobArguments
+
+    grouped = [name for names in HELP_GROUPS.values() for name in names]
+    assert len(grouped) == len(set(grouped))
+    fields = {f.name for f in dataclasses.fields(MileGPOConfig)}
+    assert set(grouped) <= fields
+    own = {f.name for f in dataclasses.fields(MileGPOConfig)} & set(MileGPOConfig.__dict__["__annotations__"])
+    own -= {"gradient_checkpointing"}  # the deprecated alias: with the rest
+    assert own - set(grouped) == set(), "a MileGPOConfig field of milegpo's own outside the help groups"
+    assert not set(grouped) & {f.name for f in dataclasses.fields(JobArguments)}
+
+
+def _default_claims():
+    """(flag, who, value) for every help text of milegpo's own flags that names a default value: ``(paper: X)``,
+    ``tiny model: X``, ``a real model: X``, ``default: X``, ``ALFWorld X``, ``WebShop X``."""
+    import dataclasses
+    import re
+
+    from milegpo.config import MileGPOConfig
+    from milegpo.job.arguments import JobArguments
+
+    own = set(MileGPOConfig.__dict__["__annotations__"])
+    fields = list(dataclasses.fields(JobArguments)) + [f for f in dataclasses.fields(MileGPOConfig) if f.name in own]
+    claim = re.compile(r"(paper|tiny model|real model|default|ALFWorld|WebShop):? ~?(-?[0-9][0-9.e+-]*)", re.I)
+    for f in fields:
+        for who, value in claim.findall(f.metadata.get("help", "")):
+            yield f.name, who.lower(), value.rstrip(".")
+
+
+def test_every_help_text_that_names_a_default_names_the_real_one():
+    import dataclasses
+
+    from milegpo.config import MileGPOConfig
+    from milegpo.job import env_defaults
+    from milegpo.job.arguments import JobArguments
+
+    declared = {f.name: f.default for cls in (JobArguments, MileGPOConfig) for f in dataclasses.fields(cls)}
+    checked = set()
+    for name, who, value in _default_claims():
+        if who == "tiny model":  # the embedded tiny run (no --model_name_or_path)
+            real = env_defaults("household", tiny=True).get(name, declared[name])
+        elif who == "webshop":
+            real = env_defaults("webshop", tiny=False).get(name, declared[name])
+        else:  # paper / a real model / default / ALFWorld: the dataclass's own default
+            real = declared[name]
+        assert float(value) == float(real), f"--{name}: its help says {who} {value}, the default is {real}"
+        checked.add(name)
+    assert {"sft_learning_rate", "max_steps", "learning_rate", "beta", "horizon"} <= checked  # the claims exist
+
+
+def test_one_default_number_of_evaluation_tasks():
+    from milegpo.job import parse
+
+    _, train = parse([])
+    _, real = parse(["--model_name_or_path", "some/model"], prog="milegpo eval")
+    assert train.num_eval_tasks == real.num_eval_tasks == 48
+
+
+def test_our_defaults_set_no_deprecated_field():
+    import warnings
+
+    from milegpo.config import MileGPOConfig
+    from milegpo.job import parse
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", category=FutureWarning)
+        parse([])
+        parse(["--model_name_or_path", "some/model"])
+        cfg = MileGPOConfig(output_dir="unused")
+    assert cfg.activation_checkpointing is True and cfg.gradient_checkpointing is True  # TRL's default, kept
+
+
+def test_the_deprecated_checkpointing_alias_still_decides_or_is_refused():
+    import pytest
+
+    from milegpo.config import ConfigError, MileGPOConfig
+
+    with pytest.warns(FutureWarning, match="activation_checkpointing"):  # the caller's own choice: transformers says
+        cfg = MileGPOConfig(output_dir="unused", gradient_checkpointing=False)
+    assert cfg.activation_checkpointing is False
+    with pytest.raises(ConfigError, match="gradient_checkpointing=True: contradicts activation_checkpointing=False"):
+        MileGPOConfig(output_dir="unused", gradient_checkpointing=True, activation_checkpointing=False)
+
+
+def test_a_saved_policy_carries_its_evaluation_settings(tmp_path):
+    from milegpo.job import EVAL_FIELDS, parse
+
+    house = _saved(tmp_path, "house", {"env": "household", "num_eval_tasks": 4, "eval_group_size": 2,
+                                       "eval_temperature": 0.7, "seed": 3})
+    _, cfg = parse(["--model_name_or_path", house], prog="milegpo eval")
+    assert {k: getattr(cfg, k) for k in EVAL_FIELDS} == {"num_eval_tasks": 4, "eval_group_size": 2,
+                                                         "eval_temperature": 0.7, "seed": 3}
+    _, cfg = parse(["--model_name_or_path", house, "--num_eval_tasks", "6", "--seed", "1"], prog="milegpo eval")
+    assert (cfg.num_eval_tasks, cfg.seed) == (6, 1)  # flags win

@@ -21,8 +21,17 @@ def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsy
     assert main(["train", "--output_dir", str(out), *SHORT]) == 0
     text = capsys.readouterr().out
     for phrase in ("MileGPO run summary", "SFT warm start:", "before RL (after SFT)", "after RL", "id success",
-                   "ood success", "gap", "train success: first iteration", "per iteration (median): rollout"):
+                   "ood success", "gap", "train success: first iteration", "per iteration (median): rollout",
+                   "evaluating the warm-started policy on id (2 tasks), ood (2 tasks)"):
         assert phrase in text, phrase
+    # one readable line per iteration, no metrics dict; every metric in metrics.jsonl
+    assert "{'loss'" not in text and "'train_runtime'" not in text
+    assert re.search(r"iteration 1/1: success \d+\.\d%, reward -?\d\.\d+, invalid .* credit [\d.]+ ms", text), text
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["phase"] for r in logged] == sorted(r["phase"] for r in logged)[::-1]  # sft first, then rl
+    sft, rl = [r for r in logged if r["phase"] == "sft"], [r for r in logged if r["phase"] == "rl"]
+    assert any("train_runtime" in r for r in sft) and any("train_runtime" in r for r in rl)
+    assert "eval_id_success_rate" in rl[0] and rl[1]["step"] == 1 and "credit/tie_share" in rl[1]
     for png in ("training.png", "credit_diagnostics.png", "advantages_by_method.png"):
         assert (out / "plots" / png).stat().st_size > 1000, png
     summary = json.loads((out / "summary.json").read_text())
@@ -50,7 +59,8 @@ def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsy
                  "--max_steps", "1", "--groups_per_iteration", "2", "--group_size", "2", "--num_train_tasks", "4",
                  "--num_eval_tasks", "2", "--eval_before", "false", "--learning_rate", "1e-4", "--report_to", "none",
                  "--save_strategy", "no"]) == 0
-    capsys.readouterr()
+    text = capsys.readouterr().out
+    assert "no SFT warm start (--sft_epochs 0)" in text and "SFT warm start:" not in text
     resumed = json.loads((more / "summary.json").read_text())
     assert resumed["policy"] == str(out / "final") and resumed["iterations"] == 1
     assert json.loads((more / "final" / "milegpo_task.json").read_text())["prompt_style"] == "compact"
@@ -67,6 +77,17 @@ def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsy
                  "--num_train_tasks", "4", "--groups_per_iteration", "2", "--group_size", "2",
                  "--max_completion_length", "10", "--report_to", "none", "--use_cpu", "true"]) == 0
     assert "gap id - ood" in capsys.readouterr().out
+    # with its saved settings alone, `milegpo eval` plays the evaluation `milegpo train` printed at its end:
+    # same tasks, episodes, temperature and seed, the same numbers
+    assert main(["eval", "--model_name_or_path", str(out / "final"), "--output_dir", str(tmp_path / "ev2")]) == 0
+    table = capsys.readouterr().out.strip().splitlines()
+    after = summary["after"]
+    for row, split in zip(table[1:3], ("id", "ood")):
+        name, tasks, success, invalid, length = row.split()
+        assert (name, int(tasks)) == (split, 2)
+        assert success == f"{100 * after[split + '_success_rate']:.1f}%"
+        assert invalid == f"{100 * after[split + '_invalid_action_rate']:.1f}%"
+        assert float(length) == round(after[split + "_episode_length"], 2)
 
 
 WEBSHOP_SHORT = ["--env", "webshop", "--env_options", '{"catalog_size": 300, "test_goals": 40}', "--sft_epochs", "1",

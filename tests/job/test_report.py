@@ -43,3 +43,21 @@ def test_household_reports_no_score_at_all():
     text = format_summary(_summary(["id", "ood"], d, d, history))
     text += eval_line(d, ["id", "ood"]) + format_eval(d, {"id": [1], "ood": [1]})
     assert "score" not in text and "n/a" not in text
+
+
+def test_the_summary_names_a_warm_start_only_when_one_ran():
+    d = {"id_success_rate": 0.5, "ood_success_rate": 0.25, "gap": 0.25}
+    history = [{"success_rate": 0.5}]
+    no_sft = format_summary({**_summary(["id", "ood"], d, d, history), "sft_epochs": 0.0})
+    assert "before RL (no SFT)" in no_sft and "SFT warm start" not in no_sft and "after SFT" not in no_sft
+    sft = format_summary({**_summary(["id", "ood"], d, d, history), "sft_epochs": 2.0, "sft_examples": 10,
+                          "sft_loss": 0.5, "sft_s": 3.0})
+    assert "before RL (after SFT)" in sft and "SFT warm start: 10 expert steps, 2 epochs" in sft
+
+
+def test_the_evaluation_tasks_say_where_a_split_holds_fewer_than_asked():
+    from milegpo.job.report import eval_tasks_text
+
+    assert eval_tasks_text({"id": [1] * 4, "ood": [1] * 4}, 4) == "id (4 tasks), ood (4 tasks)"
+    assert eval_tasks_text({"id": [1], "ood": [1] * 3}, 4) == ("id (1 task of 4 asked: the split holds no more), "
+                                                              "ood (3 tasks of 4 asked: the split holds no more)")
