@@ -30,6 +30,7 @@ import numpy as np
 from .batch import StepBatch
 from .config import CreditConfig
 from .diagnostic_metrics import TIE_TOL, diagnostics, same_state_pairs
+from ..rollout.labelled import LabelledBatch, step_labels  # re-exported: the labelled batches this module scores
 
 #: advantages closer than this are a tie (half a correctly ordered pair)
 ADV_TIE_TOL = 1e-9
@@ -47,50 +48,6 @@ METHOD_VARIANTS = {
 #: diagnostics (spec section 11) reported beside the ground-truth figures, averaged over batches
 DIAGNOSTIC_KEYS = ("tie_correction_rate", "tie_pairs", "tie_share", "shared_state_coverage", "candidates",
                    "pcc_progress_share", "pcc_branch_share")
-
-
-@dataclass
-class LabelledBatch:
-    """A rollout batch with ground-truth step labels.
-
-    batch: the :class:`StepBatch` (N rows); good: (N,) bool, the step is on an optimal path
-    (:func:`step_labels`); steps_before / steps_after: (N,) int64, the world's steps-to-win before and
-    after the row's action; source: which policy played it (``expert-epsilon``, ``checkpoint``...);
-    seed: the seed it was played with; texts: key -> the text the key was made from (the observation), every
-    key of the batch but :data:`~milegpo.credit.SINK`, for :func:`with_similar_states` (None: not recorded)."""
-
-    batch: StepBatch
-    good: np.ndarray
-    steps_before: np.ndarray
-    steps_after: np.ndarray
-    source: str = ""
-    seed: int = 0
-    texts: dict | None = None
-
-    def __post_init__(self) -> None:
-        n = len(self.batch)
-        for name in ("good", "steps_before", "steps_after"):
-            value = np.asarray(getattr(self, name))
-            if value.shape != (n,):
-                raise ValueError(f"LabelledBatch.{name} must have shape ({n},) like the batch, got {value.shape}")
-            setattr(self, name, value)
-        if self.good.dtype != np.bool_:
-            raise ValueError(f"LabelledBatch.good must be bool, got {self.good.dtype}")
-
-
-def step_labels(steps_before: np.ndarray, steps_after: np.ndarray, invalid: np.ndarray) -> np.ndarray:
-    """good = valid and ``steps_after == steps_before - 1`` (the action is on an optimal path).
-
-    steps_before, steps_after: (N,) int64 (``UNWINNABLE`` where no sequence wins: never good);
-    invalid: (N,) bool. Returns (N,) bool."""
-    from ..envs.base import UNWINNABLE
-
-    steps_before, steps_after = np.asarray(steps_before, dtype=np.int64), np.asarray(steps_after, dtype=np.int64)
-    invalid = np.asarray(invalid, dtype=bool)
-    if not steps_before.shape == steps_after.shape == invalid.shape:
-        raise ValueError(f"step_labels: steps_before {steps_before.shape}, steps_after {steps_after.shape} and "
-                         f"invalid {invalid.shape} must have one shape")
-    return ~invalid & (steps_before < UNWINNABLE) & (steps_after == steps_before - 1)
 
 
 def labelled_pairs(first: np.ndarray, second: np.ndarray, good: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -16,13 +16,15 @@ from typing import Sequence
 from ..usage import UsageError, unknown_arguments
 
 
-def own_flags() -> set[str]:
-    """The flags milegpo declares itself (JobArguments and MileGPOConfig's own and overridden fields), preferred
-    over TRL's and transformers' on a tie of :func:`milegpo.usage.closest_flag`."""
+def own_flags(parser) -> set[str]:
+    """The flags milegpo declares itself (the fields of ``parser``'s own dataclasses, JobArguments, and
+    MileGPOConfig's own and overridden fields), preferred over TRL's and transformers' on a tie of
+    :func:`milegpo.usage.closest_flag`."""
     from ..config import MileGPOConfig
-    from .arguments import JobArguments
 
-    return {f.name for f in dataclasses.fields(JobArguments)} | set(MileGPOConfig.__dict__.get("__annotations__", {}))
+    own = {f.name for t in parser.dataclass_types if t is not MileGPOConfig and dataclasses.is_dataclass(t)
+           for f in dataclasses.fields(t)}
+    return own | set(MileGPOConfig.__dict__.get("__annotations__", {}))
 
 
 def check_model_path(model: str | None) -> None:
@@ -72,7 +74,7 @@ def parse_flags(parser, argv: Sequence[str], prog: str):
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UsageError(f"{prog}: error: {first_line}") from None
     if extras:
-        raise unknown_arguments(prog, list(extras), parser, own_flags())
+        raise unknown_arguments(prog, list(extras), parser, own_flags(parser))
     try:
         check_model_path(job.model_name_or_path)
     except UsageError as e:

@@ -4,7 +4,7 @@
 with random actions, a tabular policy, a recorded action list) and records the spec's row fields; with
 ``label=True`` it also records :meth:`TextEnv.steps_to_win` before and after every action (privileged
 knowledge, asked only here, so training pays nothing for it). :func:`labelled_batch` turns played
-episodes into a :class:`~milegpo.credit.quality.LabelledBatch` (:func:`step_batch`: their rows alone).
+episodes into a :class:`LabelledBatch` (:func:`step_batch`: their rows alone).
 
 Batches of known mixed skill: :func:`play_mixed_expert` (the world's expert, a random action at a rate
 epsilon drawn per trajectory). Batches of a trained policy: :func:`play_checkpoint` plays a saved policy
@@ -23,6 +23,7 @@ import numpy as np
 
 from ..credit import SINK, StepBatch
 from ..envs import NOTHING_HAPPENS, Task, TextEnv, env_class, make_env, state_key
+from ..envs.base import UNWINNABLE
 
 #: chooser(observation, admissible actions, step index) -> the action to play
 Chooser = Callable[[str, list, int], str]
@@ -70,6 +71,48 @@ STATE_KEYS: dict[str, Callable[[str, list], int] | None] = {"obs": None,
 #: the text each of :data:`STATE_KEYS` is made from (None: the observation)
 STATE_TEXTS: dict[str, Callable[[str, list], str] | None] = {"obs": None,
                                                             "obs+actions": observation_and_actions_text}
+
+
+@dataclass
+class LabelledBatch:
+    """A rollout batch with ground-truth step labels.
+
+    batch: the :class:`StepBatch` (N rows); good: (N,) bool, the step is on an optimal path
+    (:func:`step_labels`); steps_before / steps_after: (N,) int64, the world's steps-to-win before and
+    after the row's action; source: which policy played it (``expert-epsilon``, ``checkpoint``...);
+    seed: the seed it was played with; texts: key -> the text the key was made from (the observation), every
+    key of the batch but :data:`~milegpo.credit.SINK`, for :func:`with_similar_states` (None: not recorded)."""
+
+    batch: StepBatch
+    good: np.ndarray
+    steps_before: np.ndarray
+    steps_after: np.ndarray
+    source: str = ""
+    seed: int = 0
+    texts: dict | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.batch)
+        for name in ("good", "steps_before", "steps_after"):
+            value = np.asarray(getattr(self, name))
+            if value.shape != (n,):
+                raise ValueError(f"LabelledBatch.{name} must have shape ({n},) like the batch, got {value.shape}")
+            setattr(self, name, value)
+        if self.good.dtype != np.bool_:
+            raise ValueError(f"LabelledBatch.good must be bool, got {self.good.dtype}")
+
+
+def step_labels(steps_before: np.ndarray, steps_after: np.ndarray, invalid: np.ndarray) -> np.ndarray:
+    """good = valid and ``steps_after == steps_before - 1`` (the action is on an optimal path).
+
+    steps_before, steps_after: (N,) int64 (``UNWINNABLE`` where no sequence wins: never good);
+    invalid: (N,) bool. Returns (N,) bool."""
+    steps_before, steps_after = np.asarray(steps_before, dtype=np.int64), np.asarray(steps_after, dtype=np.int64)
+    invalid = np.asarray(invalid, dtype=bool)
+    if not steps_before.shape == steps_after.shape == invalid.shape:
+        raise ValueError(f"step_labels: steps_before {steps_before.shape}, steps_after {steps_after.shape} and "
+                         f"invalid {invalid.shape} must have one shape")
+    return ~invalid & (steps_before < UNWINNABLE) & (steps_after == steps_before - 1)
 
 
 def _steps_to_win(env: TextEnv) -> int:
@@ -140,9 +183,8 @@ def step_batch(groups: Sequence[Sequence[PlayedEpisode]], invalid=None) -> StepB
 
 
 def labelled_batch(groups: Sequence[Sequence[PlayedEpisode]], source: str, seed: int, invalid=None):
-    """A :class:`~milegpo.credit.quality.LabelledBatch` of episodes played with ``label=True``
+    """A :class:`LabelledBatch` of episodes played with ``label=True``
     (:func:`step_batch` for the rows and ``invalid``)."""
-    from ..credit.quality import LabelledBatch, step_labels
 
     episodes = [ep for eps in groups for ep in eps]
     for n, ep in enumerate(episodes):
@@ -218,7 +260,7 @@ def play_mixed_expert(tasks: Sequence[Task], group_size: int, seed: int, epsilon
                       state: str = "obs"):
     """``group_size`` labelled episodes of every task by :func:`mixed_expert`, epsilon ~ U(``epsilon``) per
     trajectory (drawn from ``seed``); ``state``: a key of :data:`STATE_KEYS`. Returns a
-    :class:`~milegpo.credit.quality.LabelledBatch`."""
+    :class:`LabelledBatch`."""
     lo, hi = epsilon
     if not 0.0 <= lo <= hi <= 1.0:
         raise ValueError(f"play_mixed_expert: epsilon range must satisfy 0 <= lo <= hi <= 1, got {epsilon}")
@@ -300,5 +342,5 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
 
 __all__ = ["PlayedEpisode", "Chooser", "STATE_KEYS", "STATE_TEXTS", "observation_and_actions_key",
            "observation_and_actions_text", "play_episode", "step_batch",
-           "labelled_batch", "mixed_expert", "default_expert", "planner_action",
+           "LabelledBatch", "step_labels", "labelled_batch", "mixed_expert", "default_expert", "planner_action",
            "play_mixed_expert", "replay_labels", "play_checkpoint"]
