@@ -206,10 +206,6 @@ class MileGPOTrainer(GRPOTrainer):
     def get_train_dataloader(self):
         # batches of groups_per_process tasks: accelerate hands consecutive batches to consecutive processes,
         # so each process owns whole groups of every iteration.
-        if len(self.train_dataset) < self.args.groups_per_iteration:  # checked here: evaluation needs no train set
-            raise ValueError(f"MileGPOTrainer: {len(self.train_dataset)} training tasks cannot fill an iteration of "
-                             f"groups_per_iteration={self.args.groups_per_iteration} task groups (the sampler would "
-                             "yield no batch): give more tasks (num_train_tasks) or fewer groups")
         return self._get_dataloader(dataset=self.train_dataset, description="Training",
                                     batch_size=self.args.groups_per_process, sampler_fn=self._get_train_sampler,
                                     is_training=True)

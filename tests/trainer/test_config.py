@@ -179,13 +179,3 @@ def test_credit_device():
     assert credit_device("cpu", torch.device("cuda", 0), "auto") == torch.device("cpu")
     assert credit_device("cuda:2", torch.device("cpu"), "auto") == torch.device("cuda", 2)
 
-
-def test_too_few_training_tasks_for_an_iteration_are_refused_when_training_starts():
-    """Evaluation builds no iterations, so the config takes any num_train_tasks; the training dataloader refuses."""
-    from types import SimpleNamespace
-
-    from milegpo import MileGPOTrainer
-
-    trainer = SimpleNamespace(train_dataset=[0, 1], args=SimpleNamespace(groups_per_iteration=4))
-    with pytest.raises(ValueError, match="2 training tasks cannot fill an iteration of groups_per_iteration=4"):
-        MileGPOTrainer.get_train_dataloader(trainer)
