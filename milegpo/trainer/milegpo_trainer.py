@@ -338,7 +338,8 @@ class MileGPOTrainer(GRPOTrainer):
                                                 pad_to))
             micro_steps.append(chunks)
 
-        self._log_iteration(mode, rollout, summaries, credit_parts, world_rows, t1 - t0, t2 - t1)
+        self._log_iteration(mode, rollout, summaries, credit_parts, self.last_iteration["diagnostics"], world_rows,
+                            t1 - t0, t2 - t1)
         return {"micro_steps": micro_steps}
 
     def _build_chunk(self, rows, adv: torch.Tensor, idx: list[int], num_items, slice_rows: int,
@@ -405,11 +406,11 @@ class MileGPOTrainer(GRPOTrainer):
                     self.accelerator.gather(gap.reshape(1)).nanmean().item())
         return chunk
 
-    def _log_iteration(self, mode, rollout: Rollout, summaries, credit_parts: dict[str, float], world_rows,
-                       rollout_s: float, credit_s: float) -> None:
+    def _log_iteration(self, mode, rollout: Rollout, summaries, credit_parts: dict[str, float],
+                       credit_diagnostics: dict[str, float], world_rows, rollout_s: float, credit_s: float) -> None:
         """The iteration's metrics, each over the whole iteration (every process): episodes, rows, the
-        advantages and the credit diagnostics (from ``credit_parts``, merged over processes), lengths, times
-        (the slowest process's)."""
+        advantages (from ``credit_parts``, merged over processes) and the credit diagnostics (of those parts),
+        lengths, times (the slowest process's)."""
         m = self._metrics[mode]
         for k, v in episode_metrics(summaries, prefix="episode/").items():
             m[k].append(v)
@@ -421,7 +422,7 @@ class MileGPOTrainer(GRPOTrainer):
         m["advantages/std"].append(math.sqrt(credit_parts["adv_m2"] / (n - 1)) if n > 1 else 0.0)  # unbiased
         m["advantages/abs_mean"].append(credit_parts["adv_abs_sum"] / n if n else 0.0)
         m["advantages/zero_share"].append(credit_parts["adv_zeros"] / n if n else 0.0)
-        for k, v in diagnostics_from_parts(credit_parts).items():
+        for k, v in credit_diagnostics.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 m[f"credit/{k}"].append(float(v))
         lengths = torch.tensor([float(len(r.completion_ids)) for r in rollout.rows] or [0.0])
