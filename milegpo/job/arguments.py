@@ -42,13 +42,15 @@ ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     },
     # WebShop as verl-agent trains it: its credit preset (paper table 5), its prompt, its test split. The tiny run:
     # an embedded catalog of 500 products (a 2.3k-word vocabulary; test = its first 100 goals, train = the other
-    # 309), 8 steps (the expert needs 5.6), 4 warm-start epochs on 48 walkthroughs, 10 iterations: its prompts are
-    # ~560 tokens, 4x the household's, so each step costs ~4x (notes/webshop.md: what it learns, and why not more)
+    # 309), 8 steps (the expert needs 5.6), the compact prompt with one step of history (~240 tokens; verl-agent's
+    # with two is ~560), 12 warm-start epochs on 48 walkthroughs, 10 iterations (notes/webshop.md: the time, what
+    # it learns, and why not more)
     "webshop": {
         "run": dict(credit_preset="webshop", prompt_style="webshop", horizon=DEFAULT_WEBSHOP_HORIZON,
                     eval_splits=["test"]),
         "tiny": dict(env_options={"catalog_size": 500, "test_goals": 100}, horizon=8, num_train_tasks=64,
-                     sft_tasks=48, sft_epochs=4.0, sft_explore=0.1, max_completion_length=32, max_steps=10),
+                     prompt_style="compact", history_length=1, sft_tasks=48, sft_epochs=12.0, sft_explore=0.1,
+                     max_completion_length=32, max_steps=10),
     },
 }
 

@@ -12,7 +12,8 @@ history either when the prompt would exceed 13,000 characters (as verl-agent doe
 ``style="compact"`` drops the instructions and shows the same facts in few tokens
 (task, recent ``[observation -> action]`` pairs, observation, actions): for the tiny
 policies trained from scratch on CPU, whose attention finds the action list faster in
-a short prompt; the answer format (``<think>``, ``<action>``) is learned in the warm start.
+a short prompt; the answer format (``<think>``, ``<action>``) is learned in the warm start. A WebShop page
+shows there without its instruction (the task line says it once).
 """
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ def render_prompt(goal: str, observation: str, admissible: Sequence[str], histor
     if style == "webshop":
         return _webshop_prompt(goal, observation, admissible, recent, step)
     if style == "compact":
-        return COMPACT_TEMPLATE.format(goal=goal.strip(), history=" ".join(f"[{o.strip()} -> {a}]" for o, a in recent),
-                                       observation=observation.strip(), actions=", ".join(admissible))
+        def page(o: str) -> str:
+            return _after_instruction(o, goal).strip()
+        return COMPACT_TEMPLATE.format(goal=goal.strip(), history=" ".join(f"[{page(o)} -> {a}]" for o, a in recent),
+                                       observation=page(observation), actions=", ".join(admissible))
     if style != "alfworld":
         raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
     hist = HISTORY.format(n=step, k=len(recent), pairs=_pairs(recent, step)) if recent else ""
@@ -90,6 +93,15 @@ def render_prompt(goal: str, observation: str, admissible: Sequence[str], histor
 def _pairs(recent: Sequence[tuple[str, str]], step: int) -> str:
     first = step - len(recent) + 1
     return " ".join(f"[Observation {first + i}: '{o.strip()}', Action {first + i}: '{a}']" for i, (o, a) in enumerate(recent))
+
+
+def _after_instruction(observation: str, goal: str) -> str:
+    """A WebShop page's texts after its instruction (``"Instruction: [SEP] <goal> [SEP] ..."``), joined as they
+    were; any other observation unchanged. The compact prompt shows the task once, not on every page."""
+    parts = observation.split(" [SEP] ")
+    if goal not in parts:
+        return observation
+    return " [SEP] ".join(parts[parts.index(goal) + 1:])
 
 
 def webshop_observation(observation: str, goal: str) -> str:

@@ -31,7 +31,9 @@ def test_webshop_picks_its_preset_prompt_horizon_and_split_unless_flags_say_othe
 
     tiny = ENV_DEFAULTS["webshop"]["tiny"]
     job, cfg = parse(["--env", "webshop"])
-    assert (cfg.credit_preset, cfg.prompt_style, cfg.eval_splits) == ("webshop", "webshop", ["test"])
+    assert (cfg.credit_preset, cfg.eval_splits) == ("webshop", ["test"])
+    # the tiny policy: the compact prompt with one step of history (a real model gets verl-agent's, below)
+    assert (cfg.prompt_style, cfg.history_length) == ("compact", 1) == (tiny["prompt_style"], tiny["history_length"])
     assert (cfg.horizon, cfg.num_train_tasks, cfg.max_completion_length) == (
         tiny["horizon"], tiny["num_train_tasks"], tiny["max_completion_length"])
     assert cfg.task_type == "" and cfg.env_options == tiny["env_options"]  # nothing of the household tiny run
@@ -44,6 +46,7 @@ def test_webshop_picks_its_preset_prompt_horizon_and_split_unless_flags_say_othe
     _, cfg = parse(["--env", "webshop", "--model_name_or_path", "some/model"])
     assert (cfg.horizon, cfg.eval_splits, cfg.credit_preset, cfg.max_steps) == (
         DEFAULT_WEBSHOP_HORIZON, ["test"], "webshop", 300)
+    assert (cfg.prompt_style, cfg.history_length) == ("webshop", 2)
 
 
 def test_household_defaults_are_unchanged():

@@ -122,7 +122,7 @@ def test_train_short_webshop_run_reports_score_and_diagnostics(tmp_path, capsys,
         assert d["rows"] == len(StepBatch.load(path)) > 0
     settings = json.loads((out / "final" / "milegpo_task.json").read_text())
     assert settings["env"] == "webshop" and settings["env_options"] == {"catalog_size": 300, "test_goals": 40}
-    assert settings["prompt_style"] == "webshop" and settings["num_train_tasks"] == 4
+    assert (settings["prompt_style"], settings["history_length"], settings["num_train_tasks"]) == ("compact", 1, 4)
     assert main(["replay", str(out / "batches"), "--preset", "webshop", "--rows", "0"]) == 0
     assert "preset webshop" in capsys.readouterr().out
     # `milegpo eval` of the saved policy: its catalog, prompt and horizon, WebShop's test split and score

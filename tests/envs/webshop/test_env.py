@@ -284,6 +284,20 @@ def test_webshop_prompt_is_verl_agents(env, small_tasks):
     assert "You are now at step 2 and your current observation is: 'Back to Search' [SEP] 'Page 1 (Total" in text2
 
 
+def test_compact_prompt_shows_webshop_pages_without_their_instruction(env, small_tasks):
+    """The compact prompt states the task once: a page shows from ``Back to Search`` on, in the history too."""
+    obs, admissible, info = env.reset(small_tasks["test"][0])
+    goal = info["goal"]
+    assert _texts(obs)[:3] == ["WebShop", "Instruction:", goal]
+    assert render_prompt(goal, obs, admissible, [], 0, 1, style="compact") == (
+        f"Task: {goal}\nBefore: \nNow: Search\nActions: search[<your query>]")
+    action = f"search[{env.goal['name']}]"
+    obs2, _, _, _, info2 = env.step(action)
+    text = render_prompt(goal, obs2, info2["admissible_actions"], [(obs, action)], 1, 1, style="compact")
+    assert text.count(goal) == 1 and "Instruction:" not in text
+    assert f"Before: [Search -> {action}]\nNow: Back to Search [SEP] Page 1 (Total" in text
+
+
 def _replay(pool, tasks, scripts):
     outs = [pool.reset(tasks)]
     for step in range(max(len(s) for s in scripts)):
