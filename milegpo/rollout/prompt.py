@@ -79,10 +79,9 @@ def render_prompt(goal: str, observation: str, admissible: Sequence[str], histor
     if style == "webshop":
         return _webshop_prompt(goal, observation, admissible, recent, step)
     if style == "compact":
-        def page(o: str) -> str:
-            return _after_instruction(o, goal).strip()
-        return COMPACT_TEMPLATE.format(goal=goal.strip(), history=" ".join(f"[{page(o)} -> {a}]" for o, a in recent),
-                                       observation=page(observation), actions=", ".join(admissible))
+        history = " ".join(f"[{_compact_page(o, goal)} -> {a}]" for o, a in recent)
+        return COMPACT_TEMPLATE.format(goal=goal.strip(), history=history, observation=_compact_page(observation, goal),
+                                       actions=", ".join(admissible))
     if style != "alfworld":
         raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
     hist = HISTORY.format(n=step, k=len(recent), pairs=_pairs(recent, step)) if recent else ""
@@ -95,21 +94,24 @@ def _pairs(recent: Sequence[tuple[str, str]], step: int) -> str:
     return " ".join(f"[Observation {first + i}: '{o.strip()}', Action {first + i}: '{a}']" for i, (o, a) in enumerate(recent))
 
 
-def _after_instruction(observation: str, goal: str) -> str:
-    """A WebShop page's texts after its instruction (``"Instruction: [SEP] <goal> [SEP] ..."``), joined as they
-    were; any other observation unchanged. The compact prompt shows the task once, not on every page."""
+def _texts_after_instruction(observation: str, goal: str) -> list[str] | None:
+    """A WebShop page's texts after its instruction (``"... [SEP] Instruction: [SEP] <goal> [SEP] ..."``); None
+    for an observation that does not hold ``goal`` as one of its texts (any other world's)."""
     parts = observation.split(" [SEP] ")
-    if goal not in parts:
-        return observation
-    return " [SEP] ".join(parts[parts.index(goal) + 1:])
+    return parts[parts.index(goal) + 1:] if goal in parts else None
+
+
+def _compact_page(observation: str, goal: str) -> str:
+    """The compact prompt's observation: a WebShop page without its instruction (the task line states it once),
+    any other observation unchanged."""
+    texts = _texts_after_instruction(observation, goal)
+    return (observation if texts is None else " [SEP] ".join(texts)).strip()
 
 
 def webshop_observation(observation: str, goal: str) -> str:
     """verl-agent's ``format_obs``: the page's texts after the instruction, each quoted, joined by ``" [SEP] "``."""
-    parts = observation.split(" [SEP] ")
-    if goal not in parts:
-        return observation
-    return " [SEP] ".join(f"'{p}'" for p in parts[parts.index(goal) + 1:])
+    texts = _texts_after_instruction(observation, goal)
+    return observation if texts is None else " [SEP] ".join(f"'{p}'" for p in texts)
 
 
 def _webshop_prompt(goal: str, observation: str, admissible: Sequence[str], recent, step: int) -> str:
