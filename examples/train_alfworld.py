@@ -32,6 +32,7 @@ def main():
     trainer.save_model(training_args.output_dir)
     if training_args.eval_splits and training_args.num_eval_tasks:
         trainer.evaluate()
+    trainer.close()  # stops the environment workers
 
 
 if __name__ == "__main__":

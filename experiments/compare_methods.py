@@ -51,7 +51,7 @@ def run_seed(seed: int, job_flags: list[str], out: Path, methods) -> list[dict]:
     splits = list(trainer.eval_tasks)
     before = eval_summary(trainer.evaluate(), splits)
     print(f"[seed {seed}] before RL: {before}", flush=True)
-    del trainer
+    trainer.close()
     records = []
     for method, variant in methods:
         name = label(method, variant)
@@ -71,7 +71,7 @@ def run_seed(seed: int, job_flags: list[str], out: Path, methods) -> list[dict]:
         records.append(rec)
         print(f"[seed {seed}] {name:<13} after: {after}  train success {rec['train_success']}  "
               f"({rec['seconds']:.0f} s)", flush=True)
-        del trainer
+        trainer.close()
     return records
 
 

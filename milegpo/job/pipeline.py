@@ -106,21 +106,24 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
 
     saver = _batch_saver(out / "batches" if job.save_batches else None)
     trainer = make_trainer(policy_path, tok, cfg, callbacks=[saver])
-    saver.trainer = trainer
-    use_iteration_console(trainer, out / METRICS_FILE)
-    splits = list(trainer.eval_tasks)
-    before = {}
-    if job.eval_before and splits:
-        which = "warm-started policy" if "sft_examples" in sft_info else "policy"
-        say(f"[milegpo] evaluating the {which} on {eval_tasks_text(trainer.eval_tasks, cfg.num_eval_tasks)}")
-        before = eval_summary(trainer.evaluate(metric_key_prefix="eval"), splits)
-        say("[milegpo] before RL: " + eval_line(before, splits))
-    say(f"[milegpo] training: {cfg.max_steps} iterations of {cfg.groups_per_iteration} groups x {cfg.group_size} "
-        f"episodes (every logged metric: {out / METRICS_FILE})")
-    t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=cfg.resume_from_checkpoint)
-    train_s = time.perf_counter() - t0
-    after = eval_summary(trainer.evaluate(), splits) if splits else {}
+    try:  # the trainer's environment workers stop at the end, whatever happens
+        saver.trainer = trainer
+        use_iteration_console(trainer, out / METRICS_FILE)
+        splits = list(trainer.eval_tasks)
+        before = {}
+        if job.eval_before and splits:
+            which = "warm-started policy" if "sft_examples" in sft_info else "policy"
+            say(f"[milegpo] evaluating the {which} on {eval_tasks_text(trainer.eval_tasks, cfg.num_eval_tasks)}")
+            before = eval_summary(trainer.evaluate(metric_key_prefix="eval"), splits)
+            say("[milegpo] before RL: " + eval_line(before, splits))
+        say(f"[milegpo] training: {cfg.max_steps} iterations of {cfg.groups_per_iteration} groups x {cfg.group_size} "
+            f"episodes (every logged metric: {out / METRICS_FILE})")
+        t0 = time.perf_counter()
+        trainer.train(resume_from_checkpoint=cfg.resume_from_checkpoint)
+        train_s = time.perf_counter() - t0
+        after = eval_summary(trainer.evaluate(), splits) if splits else {}
+    finally:
+        trainer.close()
     if after:
         say("[milegpo] after RL: " + eval_line(after, splits))
     trainer.save_model(str(out / "final"))
@@ -160,7 +163,10 @@ def run_eval(job: JobArguments, cfg) -> dict[str, float]:
     _set_threads(job)
     tok = reload_tokenizer(job.model_name_or_path)
     trainer = make_trainer(job.model_name_or_path, tok, cfg)
-    res = eval_summary(trainer.evaluate(), list(trainer.eval_tasks))
+    try:
+        res = eval_summary(trainer.evaluate(), list(trainer.eval_tasks))
+    finally:
+        trainer.close()
     print(format_eval(res, trainer.eval_tasks))
     return res
 

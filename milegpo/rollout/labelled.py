@@ -325,7 +325,10 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
 
         torch.manual_seed(seed)
         trainer = make_trainer(checkpoint, reload_tokenizer(checkpoint), cfg)
-        rollout = trainer.play(tasks, group_size, temperature=temperature)
+        try:
+            rollout = trainer.play(tasks, group_size, temperature=temperature)
+        finally:
+            trainer.close()
     by_traj: dict[int, list] = {}
     for row in rollout.rows:
         by_traj.setdefault(row.traj, []).append(row)

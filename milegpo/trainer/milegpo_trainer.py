@@ -111,7 +111,8 @@ class MileGPOTrainer(GRPOTrainer):
         eval_tasks: ``{split: [Task]}`` (default: ``args.num_eval_tasks`` tasks of each of ``args.eval_splits``).
         pool: the environment pool (default: :func:`~milegpo.envs.make_pool` with ``args.num_env_workers``:
             an :class:`EnvPool` for worlds whose steps cost more than a round trip to a worker, else a
-            :class:`SequentialPool`); it must hold ``groups_per_process * group_size`` slots.
+            :class:`SequentialPool`); it must hold ``groups_per_process * group_size`` slots. A pool the
+            trainer made is its own: :meth:`close` stops its workers (a pool passed in stays the caller's).
         callbacks, optimizers, peft_config: as GRPOTrainer.
 
     After each iteration ``self.last_iteration`` holds this process's part of it: ``batch`` (the StepBatch
@@ -172,6 +173,7 @@ class MileGPOTrainer(GRPOTrainer):
 
             self.vllm_weight_sync = install_weight_sync(self.vllm_generation)
         n_slots = args.groups_per_process * args.group_size
+        self._owns_pool = pool is None
         if pool is None:
             kinds = {t.env for t in self.train_tasks} | {t.env for v in self.eval_tasks.values() for t in v}
             pool = make_pool(n_slots, args.num_env_workers, kinds)
@@ -184,6 +186,13 @@ class MileGPOTrainer(GRPOTrainer):
                                     prompt_style=args.prompt_style, state_similarity=args.state_similarity_params(),
                                     parts=args.rollout_parts)
         self.last_iteration: dict[str, Any] | None = None
+
+    def close(self) -> None:
+        """Stop the environment workers of the pool this trainer made (a pool passed in is left open); the
+        trainer cannot play episodes afterwards. Call it when done (the job does): workers left to the end of
+        the interpreter are killed there, and Python warns of the semaphores they held."""
+        if self._owns_pool:
+            self.runner.close()
 
     # ------------------------------------------------------------------ data plumbing
     def _set_signature_columns_if_needed(self):
