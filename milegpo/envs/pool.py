@@ -37,10 +37,13 @@ worker, then raises :class:`EnvError`.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import multiprocessing as mp
 import os
 import time
 import traceback
+import weakref
 from multiprocessing.connection import wait
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
@@ -342,6 +345,11 @@ class EnvPool(_PoolBase):
         self._environ = dict(os.environ)  # what every worker (also a restarted one) runs with
         for w in range(self.num_workers):
             self._start(w)
+        # an open pool closes at interpreter exit, before multiprocessing's own exit handler (registered when
+        # the first worker started; atexit runs last-in first) kills the workers and Python warns of the
+        # semaphores they held; a weak reference, so an unreferenced pool is still collected (and closed)
+        self._exit_hook = functools.partial(_close_at_exit, weakref.ref(self))
+        atexit.register(self._exit_hook)
 
     def worker_of(self, slot: int) -> int:
         return slot % self.num_workers
@@ -427,6 +435,8 @@ class EnvPool(_PoolBase):
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        if hasattr(self, "_exit_hook"):  # not when a worker failed to start in __init__
+            atexit.unregister(self._exit_hook)
         self._pending = None  # a step in flight is dropped: its workers answer, then read "close"
         for conn in self._conns:
             try:
@@ -440,6 +450,12 @@ class EnvPool(_PoolBase):
                 proc.join(timeout=5)
         for conn in self._conns:
             conn.close()
+
+
+def _close_at_exit(pool_ref: weakref.ref) -> None:
+    pool = pool_ref()
+    if pool is not None:
+        pool.close()
 
 
 # --------------------------------------------------------------------------- choosing a pool

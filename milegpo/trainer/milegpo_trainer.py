@@ -189,8 +189,8 @@ class MileGPOTrainer(GRPOTrainer):
 
     def close(self) -> None:
         """Stop the environment workers of the pool this trainer made (a pool passed in is left open); the
-        trainer cannot play episodes afterwards. Call it when done (the job does): workers left to the end of
-        the interpreter are killed there, and Python warns of the semaphores they held."""
+        trainer cannot play episodes afterwards. Call it when done (the job does); a pool left open holds its
+        workers until it is collected or the interpreter exits (:class:`~milegpo.envs.EnvPool` closes then)."""
         if self._owns_pool:
             self.runner.close()
 

@@ -282,3 +282,27 @@ def test_config_num_env_workers_is_auto_by_default():
         parse("--num_env_workers", "many")
     with pytest.raises(ValueError, match=r"MileGPOConfig.rollout_parts=0: must be >= 1"):
         parse("--rollout_parts", "0")
+
+
+def test_an_open_pool_closes_its_workers_at_interpreter_exit(monkeypatch):
+    """EnvPool registers its close with atexit (run before multiprocessing's exit handler kills the workers), by
+    a weak reference, and close() takes it back."""
+    import gc
+    import types
+    import weakref
+
+    import milegpo.envs.pool as pool_module
+
+    hooks = []
+    monkeypatch.setattr(pool_module, "atexit", types.SimpleNamespace(
+        register=hooks.append, unregister=lambda f: hooks.remove(f) if f in hooks else None))
+    pool = EnvPool(2, num_workers=1)
+    assert hooks == [pool._exit_hook]
+    hooks[0]()  # what atexit calls at exit
+    assert [p.exitcode for p in pool._procs] == [0]  # the worker read "close" and exited by itself
+    assert hooks == []
+    pool = EnvPool(2, num_workers=1)
+    ref = weakref.ref(pool)
+    del pool
+    gc.collect()
+    assert ref() is None and hooks == []  # the hook kept no pool alive; __del__ closed it

@@ -298,6 +298,30 @@ def test_compact_prompt_shows_webshop_pages_without_their_instruction(env, small
     assert f"Before: [Search -> {action}]\nNow: Back to Search [SEP] Page 1 (Total" in text
 
 
+def test_a_pool_left_open_ends_without_a_leaked_semaphore_warning(tmp_path):
+    """WebShop's workers hold semaphores: a pool left open at exit closes them itself rather than leave them to
+    multiprocessing's exit handler (which kills them, and Python then warns of leaked semaphores)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "open_pool.py"
+    script.write_text(textwrap.dedent(f"""
+        from milegpo.envs.pool import EnvPool
+        from milegpo.envs.webshop import webshop_tasks
+
+        if __name__ == "__main__":
+            tasks = webshop_tasks("test", 2, **{SMALL!r})
+            pool = EnvPool(2, num_workers=2)
+            pool.reset(tasks)
+            pool.step({{0: "search[red shoes]", 1: "search[coffee]"}})
+            print("played")
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "played" in out.stdout, out.stderr
+    assert "leaked semaphore" not in out.stderr, out.stderr
+
+
 def _replay(pool, tasks, scripts):
     outs = [pool.reset(tasks)]
     for step in range(max(len(s) for s in scripts)):
