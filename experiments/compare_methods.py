@@ -52,6 +52,7 @@ def run_seed(seed: int, job_flags: list[str], out: Path, methods) -> list[dict]:
     before = eval_summary(trainer.evaluate(), splits)
     print(f"[seed {seed}] before RL: {before}", flush=True)
     trainer.close()
+    del trainer  # its model is freed before the next trainer loads one
     records = []
     for method, variant in methods:
         name = label(method, variant)
@@ -72,6 +73,7 @@ def run_seed(seed: int, job_flags: list[str], out: Path, methods) -> list[dict]:
         print(f"[seed {seed}] {name:<13} after: {after}  train success {rec['train_success']}  "
               f"({rec['seconds']:.0f} s)", flush=True)
         trainer.close()
+        del trainer
     return records
 
 
