@@ -324,13 +324,10 @@ QUALITY_START_DEFAULT = 100_000
 def default_preset(env: str) -> str:
     """The credit preset of an environment kind (paper table 5) as ``milegpo train`` picks it: the kind's row of
     :data:`milegpo.job.ENV_DEFAULTS` (``webshop`` for WebShop), else MileGPOConfig's default (``alfworld``)."""
-    import dataclasses
-
     from ..config import MileGPOConfig
-    from ..job.arguments import ENV_DEFAULTS
+    from ..job.arguments import env_defaults
 
-    default = next(f.default for f in dataclasses.fields(MileGPOConfig) if f.name == "credit_preset")
-    return ENV_DEFAULTS.get(env, {}).get("run", {}).get("credit_preset", default)
+    return env_defaults(env, tiny=False).get("credit_preset", MileGPOConfig.credit_preset)
 
 
 def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int | None, options: dict | None = None,
