@@ -12,9 +12,12 @@ warm start) and learns by the policy gradient with exactly the trainer's credit:
 :func:`milegpo.credit.estimate` with the trainer's preset and invalid-action penalty, and takes one step
 ``logits[s, a] += lr * A * (1[a] - pi(. | s))`` for every row (the gradient of the GRPO loss at ratio 1, one
 token per row, summed: a table shares no parameters between states). A run costs seconds, so 20+ seeds per
-method fit in the CPU budget. The credit's state key is the observation, as in the trainer's rows;
-``--state obs+actions`` keys the observation with the admissible actions instead (a diagnostic: household
-observations do not say what the agent holds, so one observation key can stand for different situations).
+method fit in the CPU budget. The credit's state key is the trainer's: ``--state-anchor NAME``
+(:mod:`milegpo.envs.anchors`; default ``tracked+actions``; ``observation`` keys the observation text alone,
+as runs before anchors did). ``--policy-sees context`` makes the table's state what a prompt with the
+tracker's context line shows (``MileGPOConfig.show_state_context``, the trainer's default): the goal, the
+observation, the context line and the admissible actions; ``observation`` (the default here, as the runs
+before anchors) leaves the context out.
 
 WebShop (``--env webshop``, preset ``webshop`` by default; goals of the embedded catalog's train split from
 :data:`milegpo.credit.quality.QUALITY_START` on): the prior favours the shopping expert's action (WebShop's
@@ -44,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from milegpo.credit.quality import default_preset
+from milegpo.envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
 from milegpo.seed_stats import mean_ci, paired_test, seeds_for
 
 #: methods: label -> (credit method, variant)
@@ -58,12 +62,13 @@ INVALID_ACTION = "<invalid>"
 class TabularPolicy:
     """Softmax over (state, action) logits, created on first visit from the prior.
 
-    state: (goal, observation, admissible actions); actions: the admissible ones and
-    :data:`INVALID_ACTION`. Prior logit: ``prior`` for the expert's action, ``invalid_logit`` for the
-    invalid action, 0 for the others."""
+    state: (goal, observation, admissible actions), with ``sees_context`` (goal, observation, the tracker's context
+    line, admissible actions); actions: the admissible ones and :data:`INVALID_ACTION`. Prior logit: ``prior``
+    for the expert's action, ``invalid_logit`` for the invalid action, 0 for the others."""
 
-    def __init__(self, prior: float, invalid_logit: float, rng: np.random.Generator):
+    def __init__(self, prior: float, invalid_logit: float, rng: np.random.Generator, sees_context: bool = False):
         self.prior, self.invalid_logit, self.rng = prior, invalid_logit, rng
+        self.sees_context = sees_context
         self.table: dict[tuple, tuple[list[str], np.ndarray]] = {}
 
     def entry(self, key: tuple, admissible: list, expert: str | None):
@@ -89,7 +94,8 @@ class TabularPolicy:
         expert_of = env.expert(default_expert(env.kind))
 
         def choose(obs: str, admissible: list, t: int) -> str:
-            key = (goal, obs, tuple(admissible))
+            key = (goal, obs, env.tracker.context(), tuple(admissible)) if self.sees_context else \
+                (goal, obs, tuple(admissible))
             expert = expert_of() if key not in self.table else None
             actions, logits = self.entry(key, env.playable_actions(admissible), expert)
             i = int(self.rng.choice(len(actions), p=self.probs(logits)))
@@ -112,18 +118,20 @@ class TabularPolicy:
             self.table[key][1][:] += lr * g
 
 
-def play_groups(tasks, group_size: int, policy: TabularPolicy, envs: dict, state: str = "obs"):
-    """``group_size`` episodes of each task by the policy: (groups of PlayedEpisode, (key, action) per row)."""
+def play_groups(tasks, group_size: int, policy: TabularPolicy, envs: dict, state_anchor: str | None = None):
+    """``group_size`` episodes of each task by the policy, their rows keyed by ``state_anchor`` (None: the
+    default): (groups of PlayedEpisode, (key, action) per row)."""
     from milegpo.envs import make_env
-    from milegpo.rollout.labelled import STATE_KEYS, play_episode
+    from milegpo.rollout.labelled import play_episode
 
     record: list = []
     groups = []
     for task in tasks:
         env = envs.setdefault(task.env, make_env(task.env))
+        if state_anchor is not None:
+            env.set_state_anchor(state_anchor)
         goal = env.reset(task)[2].get("goal", "")
-        groups.append([play_episode(env, task, policy.chooser(env, goal, record), state_of=STATE_KEYS[state])
-                       for _ in range(group_size)])
+        groups.append([play_episode(env, task, policy.chooser(env, goal, record)) for _ in range(group_size)])
     return groups, record
 
 
@@ -152,7 +160,8 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     method, variant = METHODS[method_label]
     config = presets.get_preset(s["preset"]).replace(invalid_penalty=s["invalid_penalty"])
     tasks = quality_tasks(s["env"], "train", s["tasks"], seed, s["horizon"], s["options"])
-    policy = TabularPolicy(s["prior"], s["invalid_logit"], np.random.default_rng(seed))
+    policy = TabularPolicy(s["prior"], s["invalid_logit"], np.random.default_rng(seed),
+                           sees_context=s.get("policy_sees", "observation") == "context")
     # the trainer's group sampler: distinct tasks per iteration, a new shuffle every epoch over the tasks
     sampler = RepeatSampler(range(len(tasks)), mini_repeat_count=1, batch_size=s["groups"], repeat_count=1,
                             shuffle=True, seed=seed)
@@ -161,11 +170,11 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     curve = []
     for _ in range(s["iterations"]):
         chosen = [tasks[next(stream)] for _ in range(s["groups"])]
-        groups, record = play_groups(chosen, s["group_size"], policy, envs, s["state"])
+        groups, record = play_groups(chosen, s["group_size"], policy, envs, s["state_anchor"])
         curve.append(episode_stats(groups))
         result = estimate(step_batch(groups), method, config, variant, backend="torch")
         policy.update(record, result.advantages.numpy(), s["lr"])
-    final_groups, _ = play_groups(tasks, s["eval_episodes"], policy, envs)
+    final_groups, _ = play_groups(tasks, s["eval_episodes"], policy, envs, s["state_anchor"])
     final = episode_stats(final_groups)
     for env in envs.values():
         env.close()
@@ -204,6 +213,14 @@ WORLD_WORDS = {"household": ("Household", "games (every task type, full-size roo
                            "score (WebShop's score x 100)")}
 
 
+def _anchor_of(settings: dict) -> str:
+    """The state anchor of a run's settings (runs before anchors: ``state`` obs / obs+actions)."""
+    if "state_anchor" in settings:
+        return settings["state_anchor"]
+    return {"obs": "observation", "obs+actions": "observation+actions (old serialisation)"}.get(
+        settings.get("state", "obs"), settings.get("state", "obs"))
+
+
 def table(records: list[dict], settings: dict) -> str:
     a = analyse(records)
     seeds = sorted({r["seed"] for r in records})
@@ -216,7 +233,8 @@ def table(records: list[dict], settings: dict) -> str:
     world, games, score = WORLD_WORDS.get(s.get("env", "household"), WORLD_WORDS["household"])
     lines = [f"{world} testbed: tabular softmax policy, {s['tasks']} training {games}, horizon {s['horizon']}, "
              f"{s['iterations']} iterations x {s['groups']} groups x {s['group_size']} episodes, prior {s['prior']}, "
-             f"lr {s['lr']}, state key {s.get('state', 'obs')}, preset {s['preset']}; final evaluation: "
+             f"lr {s['lr']}, state anchor {_anchor_of(s)}, the policy sees {s.get('policy_sees', 'observation')}, "
+             f"preset {s['preset']}; final evaluation: "
              f"{s['eval_episodes']} episodes of every training game; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}), mean "
              "and 95% t-interval over seeds.", "",
              f"| method | final success % | mean training success % | final {score} | final invalid % | seeds |",
@@ -282,9 +300,12 @@ def main(argv: list[str] | None = None) -> int:
                         "returns without dividing by their spread (norm 'mean'), so its advantages are in reward "
                         "units (a win is 10), ~10x the household's")
     p.add_argument("--eval-episodes", type=int, default=4, help="final evaluation: episodes per training game")
-    p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
-                   help="the credit's state key: the observation (the trainer's rows), or the observation with "
-                        "the admissible actions (a diagnostic: fewer distinct situations share one key)")
+    p.add_argument("--state-anchor", default=DEFAULT_STATE_ANCHOR, metavar="NAME",
+                   help=f"the credit's state key, as the trainer's rows: {', '.join(STATE_ANCHORS)} or a dotted "
+                        f"path to a callable (default {DEFAULT_STATE_ANCHOR})")
+    p.add_argument("--policy-sees", default="observation", choices=["observation", "context"],
+                   help="the table's state: what a prompt without (observation) or with (context) the tracker's "
+                        "context line shows")
     p.add_argument("--preset", default=None, choices=["alfworld", "webshop"],
                    help="credit preset (default: webshop for webshop, else alfworld)")
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="the trainer's invalid_action_penalty")
@@ -298,7 +319,11 @@ def main(argv: list[str] | None = None) -> int:
                 "lr": args.lr if args.lr is not None else (0.05 if args.env == "webshop" else 0.5),
                 "eval_episodes": args.eval_episodes, "invalid_penalty": args.invalid_penalty,
                 "preset": args.preset or default_preset(args.env),
-                "state": args.state}
+                "state_anchor": args.state_anchor, "policy_sees": args.policy_sees}
+    try:
+        check_state_anchor(args.state_anchor)
+    except ValueError as e:
+        p.error(str(e))
     if args.groups > args.tasks:
         p.error(f"--groups ({args.groups}) must not exceed --tasks ({args.tasks}): a group per distinct task")
     if args.table_only:

@@ -62,7 +62,10 @@ def tables(reports: dict) -> tuple[str, dict]:
         for name, rep in settings_of(report):
             full = rep["methods"]["milegpo-full"]
             d = full["diagnostics"]
-            row = {"states": rep["states"], "aliased_share": rep.get("aliased_share"),
+            # credit_quality.json's "states" (anchor, distinct, aliased_share); older reports: the count and a share
+            states = rep["states"] if isinstance(rep["states"], dict) else {"distinct": rep["states"],
+                                                                           "aliased_share": rep.get("aliased_share")}
+            row = {"states": states["distinct"], "aliased_share": states["aliased_share"],
                    **{k: d.get(k) for k in DIAGNOSTICS},
                    "same_state_pairs": full["pairs"]["same_state_auc"],
                    "methods": {m: {k: {"value": rep["methods"][m][k], "ci": rep["methods"][m]["ci"][k]}
@@ -70,7 +73,7 @@ def tables(reports: dict) -> tuple[str, dict]:
             if "against_exact" in rep:
                 row["against_exact"] = rep["against_exact"]
             summary[env]["keys"][name] = row
-            diag.append(f"| {env} | {name} | {rep['states']} | " + " | ".join(
+            diag.append(f"| {env} | {name} | {row['states']} | " + " | ".join(
                 "n/a" if row[k] is None else f"{row[k]:.3f}" for k in DIAGNOSTICS) + f" | {row['same_state_pairs']} | "
                 + ("n/a" if row["aliased_share"] is None else f"{row['aliased_share']:.3f}") + " |")
             for lines, k in ((same, "same_state_auc"), (group, "group_auc")):

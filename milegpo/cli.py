@@ -219,6 +219,7 @@ def cmd_credit_quality(args: argparse.Namespace) -> int:
 
     from milegpo.credit.quality import quality_tasks, run_credit_quality
     from milegpo.envs import EnvError, env_class
+    from milegpo.envs.anchors import check_state_anchor
     from milegpo.rollout.labelled import default_expert
     from milegpo.state_sketches import StateSimilarity
 
@@ -233,6 +234,7 @@ def cmd_credit_quality(args: argparse.Namespace) -> int:
             quality_tasks(args.env, args.split, args.groups, seed, args.horizon, options)
         for threshold in args.state_similarity:
             StateSimilarity(threshold, shingle_width=args.similarity_shingle)
+        check_state_anchor(args.state_anchor)
     except (EnvError, ValueError) as e:
         raise UsageError(f"milegpo credit-quality: {e}") from None
     run_credit_quality(args.out, env=args.env, seeds=args.seeds, groups=args.groups, group_size=args.group_size,
@@ -240,12 +242,14 @@ def cmd_credit_quality(args: argparse.Namespace) -> int:
                        invalid_share=args.invalid_share, checkpoint=args.checkpoint, temperature=args.temperature,
                        checkpoint_seeds=args.checkpoint_seeds,
                        preset=args.preset, backend=args.backend, n_resamples=args.resamples, split=args.split,
-                       options=options, state=args.state,
+                       options=options, state_anchor=args.state_anchor,
                        state_similarity=args.state_similarity, similarity_shingle=args.similarity_shingle)
     return 0
 
 
 def _add_credit_quality(sub) -> None:
+    from milegpo.envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS
+
     p = sub.add_parser("credit-quality", help="ground-truth credit quality of every method (same-state AUC, "
                                               "group AUC, accuracy on GraphGPO's ties) on labelled batches")
     p.add_argument("--out", default="milegpo_quality", help="folder for credit_quality.json and the plot")
@@ -267,9 +271,10 @@ def _add_credit_quality(sub) -> None:
     p.add_argument("--checkpoint-seeds", type=int, default=None,
                    help="the saved policy plays only the first N seeds' batches (default: all)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples over groups")
-    p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
-                   help="state keys of the rows: the observation (the trainer's) or the observation with the "
-                        "admissible actions (a diagnostic against aliased observations)")
+    p.add_argument("--state-anchor", default=DEFAULT_STATE_ANCHOR, metavar="NAME",
+                   help=f"what the rows' state keys are made of: {', '.join(STATE_ANCHORS)} or a dotted path to a "
+                        f"callable (default {DEFAULT_STATE_ANCHOR}, the trainer's); credit_quality.json's 'states' "
+                        "reports its distinct states and aliased share")
     p.add_argument("--state-similarity", type=float, nargs="+", default=[], metavar="T",
                    help="also measure every method with near-duplicate states merged at each threshold T "
                         "(token-shingle Jaccard >= T inside a task group, as MileGPOConfig.state_similarity)")

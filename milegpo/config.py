@@ -32,6 +32,7 @@ from trl import GRPOConfig
 
 from .credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
 from .envs import ENV_KINDS, task_space
+from .envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
 from .envs.pool import env_workers_setting
 from .rollout.prompt import PROMPT_STYLES
 from .rollout.tasks import check_env_options
@@ -113,6 +114,16 @@ class MileGPOConfig(GRPOConfig):
             template, the paper's), `webshop` (verl-agent's WebShop template) or `compact` (the same facts without
             instructions, for tiny policies).
         require_think (`bool`, defaults to `False`): a completion without `<think>...</think>` is invalid.
+        state_anchor (`str`, defaults to `"tracked+actions"`): what a row's state key is made of
+            (`milegpo.envs.anchors`): `observation` (the observation text alone, the key of runs before anchors;
+            verl-agent's GiGPO anchor), `observation+actions` (with the sorted admissible actions), `tracked`
+            (with the environment tracker's context line: household / ALFWorld the object in hand, its
+            processing and the objects moved; WebShop the query, results page, product and selected options;
+            TextWorld the inventory), `tracked+actions` (both: the public GraphGPO recipe's key), or a dotted
+            path to a callable `(observation, context, admissible) -> text`. A world without a tracker has an
+            empty context.
+        show_state_context (`bool`, defaults to `True`): show the tracker's context line after the observation in
+            the prompt (independent of `state_anchor`, so key and prompt ablate apart).
     Credit:
         credit_method (`str`, defaults to `"milegpo"`): `grpo`, `gigpo`, `graphgpo` or `milegpo`.
         credit_variant (`str`, defaults to `"full"`): MileGPO ablation `md`, `rcs` or `full`.
@@ -179,6 +190,13 @@ class MileGPOConfig(GRPOConfig):
                                                                      "tiny policies trained from scratch)."})
     require_think: bool = field(default=False, metadata={"help": "Count a completion without <think>...</think> "
                                                                   "as an invalid action."})
+    state_anchor: str = field(default=DEFAULT_STATE_ANCHOR, metadata={
+        "help": "What a state key is made of: observation (the text alone, as before anchors), observation+actions, "
+                "tracked (with the env tracker's context line), tracked+actions (both: GraphGPO's recipe), or a "
+                "dotted path to a callable (observation, context, admissible) -> text."})
+    show_state_context: bool = field(default=True, metadata={
+        "help": "Show the state tracker's context line after the observation in the prompt (what the agent holds, "
+                "the WebShop options selected...); independent of --state_anchor."})
     # ---- credit
     credit_method: str = field(default="milegpo", metadata={"help": "Advantage estimator: grpo, gigpo, graphgpo, "
                                                                      "milegpo."})
@@ -331,6 +349,13 @@ class MileGPOConfig(GRPOConfig):
         except (TypeError, ValueError) as e:
             name = "state_similarity_shingle" if "shingle" in str(e) else "state_similarity"
             raise _refused(name, getattr(self, name), str(e)) from None
+        if not isinstance(self.state_anchor, str):
+            raise _refused("state_anchor", self.state_anchor, f"a name ({', '.join(STATE_ANCHORS)}) or a dotted path "
+                                                              "to a callable")
+        try:
+            check_state_anchor(self.state_anchor)
+        except ValueError as e:
+            raise _refused("state_anchor", self.state_anchor, str(e)) from None
         if self.prompt_style not in PROMPT_STYLES:
             raise _refused("prompt_style", self.prompt_style, f"one of {', '.join(PROMPT_STYLES)}")
         at_least = {"groups_per_iteration": 1, "horizon": 1, "num_train_tasks": 1, "eval_group_size": 1,

@@ -133,6 +133,15 @@ def aliased_share(batches: list[LabelledBatch]) -> float:
     return _ratio(aliased, pairs)
 
 
+def state_summary(batches: list[LabelledBatch], anchor: str) -> dict:
+    """The aliasing diagnostic of ``batches`` keyed by state anchor ``anchor``: ``{"anchor", "distinct"}``
+    (:func:`distinct_states`), ``"aliased_share"`` (:func:`aliased_share`, the planner's truth) and ``"pairs"``
+    (the same-state row pairs it is a share of)."""
+    pairs = sum(len(same_state_pairs(lb.batch.group.numpy(), lb.batch.state.numpy())[0]) for lb in batches)
+    return {"anchor": anchor, "distinct": distinct_states(batches), "aliased_share": aliased_share(batches),
+            "pairs": pairs}
+
+
 def _ratio(num, den):
     return num / den if den else float("nan")
 
@@ -352,21 +361,23 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
                        checkpoint_flags=(), checkpoint_seeds: int | None = None, preset: str | None = None,
                        backend: str = "auto",
                        n_resamples: int = 2000, split: str = "train", options: dict | None = None,
-                       state: str = "obs", state_similarity=(), similarity_shingle: int = 2, say=print) -> dict:
+                       state_anchor: str | None = None, state_similarity=(), similarity_shingle: int = 2,
+                       say=print) -> dict:
     """``milegpo credit-quality``: play labelled batches (the mixed expert, and ``checkpoint``'s policy if
     given; for the first ``checkpoint_seeds`` seeds, default all: a language model's batch costs minutes on a
     CPU) for every seed, measure every method on them, write ``<out_dir>/credit_quality.json`` and
-    ``credit_quality.png`` (plus one plot per policy source when there are several). state: how the mixed
-    expert's rows key their states (``obs``, the trainer's; ``obs+actions``, a diagnostic against aliased
-    observations; :data:`milegpo.rollout.labelled.STATE_KEYS`). horizon None: the world's own (household 50 as
+    ``credit_quality.png`` (plus one plot per policy source when there are several). state_anchor: what the
+    mixed expert's rows' state keys are made of (:mod:`milegpo.envs.anchors`; None: the default,
+    ``tracked+actions``, as the trainer's; a checkpoint's rows are keyed as its saved task settings say).
+    horizon None: the world's own (household 50 as
     ALFWorld, WebShop 30); expert None: :func:`milegpo.rollout.labelled.default_expert`; preset None: ``webshop``
     for WebShop, else ``alfworld``. state_similarity: thresholds at which the
     same batches are measured again with near-duplicate states merged (:func:`with_similar_states`,
     shingles of ``similarity_shingle`` tokens), reported under ``state_similarity`` (threshold -> the
-    report of all batches, with ``states``: distinct (group, state) pairs, ``aliased_share``
-    (:func:`aliased_share`) and ``against_exact``: :func:`against_exact`). Returns the report:
-    :func:`credit_quality` of all batches, with ``states``, ``aliased_share``, ``sources`` (the same per policy
-    source) and ``settings``."""
+    report of all batches, with ``states`` and ``against_exact``: :func:`against_exact`). Returns the report:
+    :func:`credit_quality` of all batches, with ``states`` (:func:`state_summary`: the anchor, the distinct
+    (group, state) pairs and the aliased share of same-state pairs), ``sources`` (the same per policy source)
+    and ``settings``."""
     import json
     import time
     from pathlib import Path
@@ -375,6 +386,9 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     from ..state_sketches import StateSimilarity
     from .config import get_preset
 
+    from ..envs.anchors import anchor_name, check_state_anchor
+
+    state_anchor = check_state_anchor(state_anchor)
     expert = expert or default_expert(env)
     preset = preset or default_preset(env)
     # the thresholds checked before anything is played
@@ -386,7 +400,8 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     by_source: dict[str, list] = {}
     for n, seed in enumerate(seeds):
         tasks = quality_tasks(env, split, groups, seed, horizon, options)
-        played = [play_mixed_expert(tasks, group_size, seed, tuple(epsilon), expert, invalid_share, state=state)]
+        played = [play_mixed_expert(tasks, group_size, seed, tuple(epsilon), expert, invalid_share,
+                                     state_anchor=state_anchor)]
         if checkpoint and (checkpoint_seeds is None or n < checkpoint_seeds):
             played.append(play_checkpoint(checkpoint, tasks, group_size, seed, temperature, flags=checkpoint_flags))
         for lb in played:
@@ -396,7 +411,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     everything = [lb for batches in by_source.values() for lb in batches]
     exact = method_advantages(everything, config, backend)
     report = quality_of_advantages(everything, *exact, n_resamples)
-    report["states"], report["aliased_share"] = distinct_states(everything), aliased_share(everything)
+    report["states"] = state_summary(everything, anchor_name(state_anchor))
     report["sources"] = {src: credit_quality(batches, config, backend, n_resamples)
                          for src, batches in by_source.items()}
     if similarities:
@@ -405,18 +420,20 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
             threshold = float(similarity.threshold)
             merged = [with_similar_states(lb, similarity, backend) for lb in everything]
             advantages = method_advantages(merged, config, backend)
-            rep = {**quality_of_advantages(merged, *advantages, n_resamples), "states": distinct_states(merged),
-                   "aliased_share": aliased_share(merged),
+            rep = {**quality_of_advantages(merged, *advantages, n_resamples),
+                   "states": state_summary(merged, anchor_name(state_anchor)),
                    "against_exact": against_exact(everything, exact[0], advantages[0], exact[1], n_resamples)}
             report["state_similarity"][str(threshold)] = rep
-            say(f"[similarity {threshold}] {rep['states']} states (exact {report['states']}) "
+            say(f"[similarity {threshold}] {rep['states']['distinct']} states (exact "
+                f"{report['states']['distinct']}) "
                 f"({time.perf_counter() - t0:.0f} s)")
     report["settings"] = {"env": env, "split": split, "seeds": list(seeds), "groups": groups,
                           "group_size": group_size, "horizon": horizon or tasks[0].horizon, "epsilon": list(epsilon),
                           "expert": expert,
                           "invalid_share": invalid_share, "checkpoint": checkpoint, "temperature": temperature,
                           "checkpoint_seeds": list(seeds)[:checkpoint_seeds] if checkpoint else [],
-                          "preset": preset, "options": options or {}, "resamples": n_resamples, "state": state,
+                          "preset": preset, "options": options or {}, "resamples": n_resamples,
+                          "state_anchor": anchor_name(state_anchor),
                           "state_similarity": [float(t) for t in state_similarity],
                           "similarity_shingle": similarity_shingle}
     report["seconds"] = time.perf_counter() - t0
@@ -434,8 +451,11 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
             f"{rep['labels']['good_share']:.1%} good, success {rep['labels']['success_rate']:.1%}")
         say(format_quality(rep))
     for threshold, rep in report.get("state_similarity", {}).items():
-        say(f"\nall sources, near-duplicate states merged at {threshold} ({rep['states']} states):")
+        say(f"\nall sources, near-duplicate states merged at {threshold} ({rep['states']['distinct']} states):")
         say(format_quality(rep))
+    states = report["states"]
+    say(f"\nstates (anchor {states['anchor']}): {states['distinct']} distinct (group, state) pairs; "
+        f"{states['aliased_share']:.1%} of {states['pairs']} same-state row pairs at different steps-to-win")
     say(f"\nwrote {out / 'credit_quality.json'} ({report['seconds']:.0f} s)")
     return report
 
@@ -443,6 +463,6 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
 
 __all__ = ["ADV_TIE_TOL", "METRICS", "METHOD_VARIANTS", "LabelledBatch", "step_labels", "labelled_pairs",
            "ordered_share", "PairSets", "pair_sets", "estimate_all", "method_advantages", "against_exact",
-           "with_similar_states", "distinct_states", "aliased_share", "bootstrap_weights", "percentile_interval",
+           "with_similar_states", "distinct_states", "aliased_share", "state_summary", "bootstrap_weights", "percentile_interval",
            "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "QUALITY_START",
            "default_preset", "quality_tasks", "run_credit_quality"]

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ..state_keys import SINK, canonical_state, state_key  # re-exported: one definition, torch-free
+from .anchors import DEFAULT_STATE_ANCHOR, AnchorSpec, StateTracker, resolve_state_anchor
 
 #: ALFWorld's answer to an action that does nothing; every world here uses it for invalid actions.
 NOTHING_HAPPENS = "Nothing happens."
@@ -122,15 +123,22 @@ class TextEnv(ABC):
     ``reset(task) -> (observation, admissible_actions, info)``;
     ``step(action) -> (observation, reward, done, won, info)``.
 
-    ``info`` always holds: ``state_key`` (int, :func:`state_key` of the observation),
-    ``admissible_actions`` (list[str]), ``step`` (steps taken so far), ``invalid`` (the
+    ``info`` always holds: ``state_key`` (int, :func:`state_key` of the state anchor's text),
+    ``state_text`` (that text), ``state_context`` (the tracker's context line, "" where there is none; see
+    :mod:`milegpo.envs.anchors`), ``admissible_actions`` (list[str]), ``step`` (steps taken so far), ``invalid`` (the
     action was not admissible; the world answered, usually "Nothing happens."),
     ``truncated`` (the horizon was reached before a win), ``won``, ``lost`` (the game
     ended without a win before the horizon, e.g. a burnt meal in TextWorld), and on reset
     ``task`` (the Task as a dict), ``goal`` (the task sentence) and ``game_id`` (a
     fingerprint of the game: equal for every episode of one task group).
 
-    Subclasses implement :meth:`_reset` and :meth:`_step`; optionally :meth:`expert_action`,
+    The state anchor (:attr:`state_anchor`, set by :meth:`set_state_anchor`; default
+    :data:`~milegpo.envs.anchors.DEFAULT_STATE_ANCHOR`) says what the key is made of; ``"observation"`` keys the
+    observation alone, as before anchors existed. A world follows what its observations do not show with the
+    tracker :meth:`make_tracker` returns, fed at every reset and step here (one hook for every caller: in-process
+    and in pool workers alike).
+
+    Subclasses implement :meth:`_reset` and :meth:`_step`; optionally :meth:`make_tracker`, :meth:`expert_action`,
     :meth:`read_action` and more experts (:attr:`experts`, :meth:`expert`). A step after ``done`` raises
     :class:`EnvError`; an action that is not a ``str`` (``None``, a list) a ``TypeError``, in every world.
     """
@@ -156,6 +164,31 @@ class TextEnv(ABC):
         self.won = False
         self.last_obs = ""
         self.admissible: list[str] = []
+        self.tracker: StateTracker = StateTracker()
+        self.set_state_anchor(DEFAULT_STATE_ANCHOR)
+
+    # ------------------------------------------------------------------ state anchor
+    def set_state_anchor(self, spec: AnchorSpec | None) -> None:
+        """Key states by ``spec`` from the next reset on: a name of
+        :data:`~milegpo.envs.anchors.STATE_ANCHORS`, a dotted path to an anchor callable, a callable
+        ``(observation, context, admissible) -> text``, or None (the default anchor). A bad one is a ValueError
+        naming the built-in anchors."""
+        self._anchor_fn = resolve_state_anchor(spec)
+        self.state_anchor = DEFAULT_STATE_ANCHOR if spec is None else spec
+
+    def make_tracker(self) -> StateTracker:
+        """A fresh tracker for an episode (:class:`~milegpo.envs.anchors.StateTracker`); the base class's tracks
+        nothing (empty context)."""
+        return StateTracker()
+
+    def _anchor_info(self, obs: str, admissible: Sequence[str]) -> dict:
+        """``state_key``, ``state_text`` and ``state_context`` of the observation that just arrived."""
+        context = self.tracker.context()
+        text = self._anchor_fn(obs, context, list(admissible))
+        if not isinstance(text, str):
+            raise TypeError(f"state_anchor {self.state_anchor!r} returned a {type(text).__name__}, expected the "
+                            "str its state key hashes")
+        return {"state_key": state_key(text), "state_text": text, "state_context": context}
 
     # ------------------------------------------------------------------ hooks
     @abstractmethod
@@ -211,7 +244,9 @@ class TextEnv(ABC):
         self.task, self.steps, self.done, self.won = task, 0, False, False
         self.last_obs, self.admissible = obs, list(admissible)
         info = dict(info)
-        info.update(state_key=state_key(obs), admissible_actions=list(admissible), step=0, invalid=False,
+        self.tracker = self.make_tracker()
+        self.tracker.reset(obs, info)
+        info.update(self._anchor_info(obs, admissible), admissible_actions=list(admissible), step=0, invalid=False,
                     truncated=False, won=False, lost=False, task=task.to_dict())
         info.setdefault("goal", "")
         info.setdefault("game_id", task.task_id)
@@ -240,7 +275,8 @@ class TextEnv(ABC):
         self.done, self.won = bool(won or lost or truncated), bool(won)
         self.last_obs, self.admissible = obs, list(admissible)
         info = dict(info)
-        info.update(state_key=state_key(obs), admissible_actions=list(admissible), step=self.steps,
+        self.tracker.update(action, obs, bool(invalid), info)
+        info.update(self._anchor_info(obs, admissible), admissible_actions=list(admissible), step=self.steps,
                     invalid=bool(invalid and not won), truncated=truncated, won=bool(won), lost=lost)
         return obs, float(reward), self.done, bool(won), info
 

@@ -47,7 +47,8 @@ import weakref
 from multiprocessing.connection import wait
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
-from .base import EnvError, Task, TextEnv, state_key
+from .anchors import AnchorSpec, check_state_anchor
+from .base import EnvError, Task, TextEnv
 
 
 class StepOut(NamedTuple):
@@ -67,14 +68,16 @@ class _Slots:
     def __init__(self) -> None:
         self.envs: dict[int, TextEnv] = {}
 
-    def reset(self, slot: int, task: Task):
+    def reset(self, slot: int, task_and_anchor: tuple[Task, AnchorSpec | None]):
         from . import make_env
 
+        task, state_anchor = task_and_anchor
         env = self.envs.get(slot)
         if env is None or env.kind != task.env:
             if env is not None:
                 env.close()
             env = self.envs[slot] = make_env(task.env)
+        env.set_state_anchor(state_anchor)  # where the observation arrives: the worker keys its own states
         return env.reset(task)
 
     def step(self, slot: int, action: str):
@@ -143,6 +146,7 @@ class _PoolBase:
         self.live = [False] * n
         self.steps = [0] * n
         self.last_obs = [""] * n
+        self.last_state: list[dict] = [{}] * n  # state_key / state_text / state_context of each slot's last info
         self._broken: dict[int, str] = {}  # slot -> why its env state was lost
         self.active = 0  # slots of the last reset
         self._pending: PendingStep | None = None  # the step sent by step_async, not collected yet
@@ -164,8 +168,15 @@ class _PoolBase:
             raise RuntimeError(f"{what}: a step sent by step_async is still in flight; call its result() first")
 
     # API -----------------------------------------------------------------
-    def reset(self, tasks: Sequence[Task]) -> list[tuple[str, list[str], dict]]:
-        """Start one episode of ``tasks[i]`` in slot i; returns (obs, admissible, info) per slot."""
+    def _check_anchor(self, state_anchor: AnchorSpec | None) -> None:
+        check_state_anchor(state_anchor)
+
+    def reset(self, tasks: Sequence[Task], state_anchor: AnchorSpec | None = None) -> list[tuple[str, list[str], dict]]:
+        """Start one episode of ``tasks[i]`` in slot i; returns (obs, admissible, info) per slot.
+
+        state_anchor: what the episodes' state keys are made of (:meth:`TextEnv.set_state_anchor`: a name of
+        :data:`~milegpo.envs.anchors.STATE_ANCHORS`, a dotted path or a callable; None: the default anchor),
+        set in every slot's environment, which keys its states where it runs."""
         self._idle("reset")
         tasks = list(tasks)
         if not 1 <= len(tasks) <= self.n:
@@ -173,31 +184,35 @@ class _PoolBase:
         for i, t in enumerate(tasks):
             if not isinstance(t, Task):
                 raise TypeError(f"reset: tasks[{i}] is a {type(t).__name__}, expected milegpo.envs.Task")
-        batch = list(enumerate(tasks))
+        self._check_anchor(state_anchor)
+        batch = [(s, (t, state_anchor)) for s, t in enumerate(tasks)]
         res = self._run("reset", batch, self.reset_timeout)
-        retry = [(s, t) for s, t in batch if res[s][0] == "lost"]
+        retry = [(s, arg) for s, arg in batch if res[s][0] == "lost"]
         if retry:
             res.update(self._run("reset", retry, self.reset_timeout))
         out = []
-        for s, t in batch:
+        for s, (t, _) in batch:
             status, val = res[s]
             if status != "ok":
                 raise EnvError(f"reset of slot {s} (task {t.task_id!r}) failed: {val}")
             out.append(val)
             self.tasks[s], self.live[s], self.steps[s], self.last_obs[s] = t, True, 0, val[0]
+            self.last_state[s] = _state_fields(val[2])
             self._broken.pop(s, None)
         for s in range(len(tasks), self.n):
             self.tasks[s], self.live[s] = None, False
         self.active = len(tasks)
         return out
 
-    def reset_group(self, task: Task, n: int | None = None) -> list[tuple[str, list[str], dict]]:
+    def reset_group(self, task: Task, n: int | None = None,
+                    state_anchor: AnchorSpec | None = None) -> list[tuple[str, list[str], dict]]:
         """``n`` episodes (default: the pool size) of the same ``task``: one task group, one game."""
-        return self.reset([task] * (self.n if n is None else n))
+        return self.reset([task] * (self.n if n is None else n), state_anchor)
 
-    def reset_groups(self, tasks: Sequence[Task], group_size: int) -> list[tuple[str, list[str], dict]]:
+    def reset_groups(self, tasks: Sequence[Task], group_size: int,
+                     state_anchor: AnchorSpec | None = None) -> list[tuple[str, list[str], dict]]:
         """``group_size`` episodes of each task, group after group (slot = group * group_size + k)."""
-        return self.reset([t for t in tasks for _ in range(group_size)])
+        return self.reset([t for t in tasks for _ in range(group_size)], state_anchor)
 
     @property
     def live_slots(self) -> list[int]:
@@ -249,6 +264,7 @@ class _PoolBase:
             if status == "ok":
                 o = StepOut(*val)
                 self.steps[s], self.last_obs[s], self.live[s] = o.info["step"], o.obs, not o.done
+                self.last_state[s] = _state_fields(o.info)
             else:
                 o = self._truncated(s, val if status == "lost" else f"environment error:\n{val}")
             out[s] = o
@@ -258,7 +274,8 @@ class _PoolBase:
         self.steps[s] += 1
         self.live[s] = False
         obs = self.last_obs[s]
-        info = {"state_key": state_key(obs), "admissible_actions": [], "step": self.steps[s], "invalid": False,
+        # the state the episode was in: its anchor as the environment last keyed it (no second computation here)
+        info = {**self.last_state[s], "admissible_actions": [], "step": self.steps[s], "invalid": False,
                 "truncated": True, "won": False, "error": why}
         return StepOut(obs, 0.0, True, False, info)
 
@@ -276,6 +293,11 @@ class _PoolBase:
             self.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _state_fields(info: dict) -> dict:
+    """The state anchor's fields of an environment's info (``state_key``, ``state_text``, ``state_context``)."""
+    return {k: info[k] for k in ("state_key", "state_text", "state_context") if k in info}
 
 
 class SequentialPool(_PoolBase):
@@ -350,6 +372,17 @@ class EnvPool(_PoolBase):
         # semaphores they held; a weak reference, so an unreferenced pool is still collected (and closed)
         self._exit_hook = functools.partial(_close_at_exit, weakref.ref(self))
         atexit.register(self._exit_hook)
+
+    def _check_anchor(self, state_anchor: AnchorSpec | None) -> None:
+        check_state_anchor(state_anchor)
+        if callable(state_anchor):  # it travels to the workers: a lambda or a local function cannot
+            import pickle
+
+            try:
+                pickle.dumps(state_anchor)
+            except Exception as e:  # noqa: BLE001 - pickle raises several kinds
+                raise ValueError(f"state_anchor {state_anchor!r} cannot be sent to the pool's worker processes "
+                                 f"({e}): pass a module-level function or its dotted path") from None
 
     def worker_of(self, slot: int) -> int:
         return slot % self.num_workers

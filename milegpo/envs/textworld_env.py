@@ -30,6 +30,7 @@ import warnings
 from pathlib import Path
 
 from .base import DEFAULT_HORIZON, UNWINNABLE, EnvError, Task, TextEnv
+from .anchors import StateTracker
 
 CHALLENGES = ("tw-cooking", "tw-coin_collector", "tw-treasure_hunter", "tw-simple")
 #: what textworld_tasks takes (milegpo.envs.task_space): its splits, the evaluation ones, task types (= challenges)
@@ -126,6 +127,22 @@ def clean_feedback(text: str) -> str:
     return _STATUS.sub("", text).strip()
 
 
+class InventoryTracker(StateTracker):
+    """TextWorld's tracker: the inventory the engine reports beside every observation (``info["inventory"]``,
+    whitespace collapsed), as the context line ``Inventory: You are carrying: ...``; unchanged by a step whose
+    info holds none."""
+
+    def reset(self, observation: str, info: dict) -> None:
+        self.inventory = " ".join(str(info.get("inventory") or "").split())
+
+    def update(self, action: str, observation: str, invalid: bool, info: dict) -> None:
+        if info.get("inventory"):
+            self.inventory = " ".join(str(info["inventory"]).split())
+
+    def context(self) -> str:
+        return f"Inventory: {self.inventory}" if self.inventory else ""
+
+
 class TextWorldEnv(TextEnv):
     """A TextWorld game through ``textworld.start``. Task: task_type = challenge, seed, split, options;
     or game_file = a ready ``.z8``/``.ulx`` (with its ``.json``)."""
@@ -145,7 +162,7 @@ class TextWorldEnv(TextEnv):
         import textworld
 
         return textworld.EnvInfos(admissible_commands=True, won=True, lost=True, objective=True, policy_commands=True,
-                                  score=True, max_score=True, extras=["walkthrough"])
+                                  score=True, max_score=True, inventory=True, extras=["walkthrough"])
 
     def _reset(self, task: Task):
         import textworld
@@ -169,7 +186,7 @@ class TextWorldEnv(TextEnv):
         digest = hashlib.blake2b(path.read_bytes(), digest_size=8).hexdigest()
         info = {"goal": gs["objective"] or "", "game_id": f"textworld-{digest}", "game_file": str(path),
                 "walkthrough": list(gs.get("extra.walkthrough") or []), "score": gs["score"],
-                "max_score": gs["max_score"]}
+                "max_score": gs["max_score"], "inventory": clean_feedback(gs["inventory"] or "")}
         return clean_feedback(gs.feedback), self._admissible(gs), info
 
     @staticmethod
@@ -182,7 +199,11 @@ class TextWorldEnv(TextEnv):
         won = bool(gs["won"])
         lost = bool(gs["lost"]) or (bool(done) and not won)
         return (clean_feedback(gs.feedback), 10.0 if won else 0.0, won, self._admissible(gs),
-                {"score": score, "lost": lost})
+                {"score": score, "lost": lost, "inventory": clean_feedback(gs["inventory"] or "")})
+
+    def make_tracker(self) -> "InventoryTracker":
+        """The inventory TextWorld reports with every state (``EnvInfos(inventory=True)``: no action spent)."""
+        return InventoryTracker()
 
     def expert_action(self) -> str | None:
         if self._state is None or self.done:

@@ -105,7 +105,11 @@ EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
 #: that many games; it and ``group_size`` also size the environment pool, whose waves of episodes set the
 #: generation batches of an evaluation: the same pool, the same sampled episodes)
 TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length", "num_train_tasks", "groups_per_iteration", "group_size") + EVAL_FIELDS
+               "max_completion_length", "num_train_tasks", "groups_per_iteration", "group_size", "state_anchor",
+               "show_state_context") + EVAL_FIELDS
+#: what a policy saved before state anchors existed was trained with (its task file names neither): the
+#: observation's key and no context line in the prompt
+PRE_ANCHOR_SETTINGS = {"state_anchor": "observation", "show_state_context": False}
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:
@@ -143,7 +147,7 @@ def saved_task_settings(path) -> dict[str, Any]:
         raise ValueError(f"{file}: not valid JSON ({e})") from None
     if not isinstance(settings, dict):
         raise ValueError(f"{file}: expected a JSON object of MileGPOConfig fields, got {type(settings).__name__}")
-    return settings
+    return {**PRE_ANCHOR_SETTINGS, **settings}
 
 
 #: the layout of ``milegpo train --help``: milegpo's own flags in these groups, in this order, then a pointer to
@@ -153,7 +157,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "environment and tasks": ("env", "task_type", "horizon", "env_options", "train_split", "num_train_tasks",
                               "num_env_workers", "rollout_parts"),
     "rollout": ("groups_per_iteration", "group_size", "history_length", "prompt_style", "require_think",
-                "temperature", "max_completion_length"),
+                "temperature", "max_completion_length", "state_anchor", "show_state_context"),
     "credit": ("credit_method", "credit_variant", "credit_preset", "credit_overrides", "credit_backend",
                "credit_device", "invalid_action_penalty", "state_similarity", "state_similarity_verify",
                "state_similarity_shingle"),

@@ -22,7 +22,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..credit import SINK, StepBatch
-from ..envs import NOTHING_HAPPENS, Task, TextEnv, env_class, make_env, state_key
+from ..envs import NOTHING_HAPPENS, Task, TextEnv, env_class, make_env
+from ..envs.anchors import AnchorSpec, check_state_anchor
 from ..envs.base import UNWINNABLE
 
 #: chooser(observation, admissible actions, step index) -> the action to play
@@ -44,33 +45,12 @@ class PlayedEpisode:
     won: bool = False
     #: the world's episode score in [0, 1] where it keeps one (``TextEnv.has_score``: WebShop's raw reward), else None
     score: float | None = None
-    #: key -> the text the key was made from (the observation, or the observation with the admissible
-    #: actions), every key of ``state`` / ``next_state`` but the sink: what near-duplicate merging sketches
+    #: key -> the text the key was made from (the state anchor's, ``info["state_text"]``), every key of
+    #: ``state`` / ``next_state`` but the sink: what near-duplicate merging sketches
     texts: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.state)
-
-
-def observation_and_actions_text(obs: str, admissible: list) -> str:
-    """The observation followed by the admissible actions, one a line (what
-    :func:`observation_and_actions_key` keys)."""
-    return obs + "\n" + "\n".join(admissible)
-
-
-def observation_and_actions_key(obs: str, admissible: list) -> int:
-    """A state key of the observation together with the admissible actions, which show what the observation
-    may not (household: what the agent holds): a diagnostic against states that the observation alone
-    aliases. The trainer's rows key the observation alone (``info["state_key"]``)."""
-    return state_key(observation_and_actions_text(obs, admissible))
-
-
-#: how a state key is formed: ``obs`` (the world's ``info["state_key"]``, the trainer's) or ``obs+actions``
-STATE_KEYS: dict[str, Callable[[str, list], int] | None] = {"obs": None,
-                                                           "obs+actions": observation_and_actions_key}
-#: the text each of :data:`STATE_KEYS` is made from (None: the observation)
-STATE_TEXTS: dict[str, Callable[[str, list], str] | None] = {"obs": None,
-                                                            "obs+actions": observation_and_actions_text}
 
 
 @dataclass
@@ -124,28 +104,31 @@ def _steps_to_win(env: TextEnv) -> int:
 
 
 def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
-                 state_of: Callable[[str, list], int] | None = None,
-                 text_of: Callable[[str, list], str] | None = None) -> PlayedEpisode:
+                 state_anchor: AnchorSpec | None = None) -> PlayedEpisode:
     """Play ``task`` in ``env`` to its end, ``choose(observation, admissible, t)`` picking each action.
 
     label: also record ``env.steps_to_win()`` before and after each action (0 after a winning one).
-    state_of: the state key of (observation, admissible actions); default the world's
-    ``info["state_key"]`` (the observation's key, as the trainer's rows). text_of: the text that key is
-    made from, recorded in ``texts`` (default the observation)."""
+    state_anchor: what the rows' state keys are made of (:meth:`TextEnv.set_state_anchor`, set before the
+    reset); None: the environment's as it is. Keys and texts are the world's ``info["state_key"]`` /
+    ``info["state_text"]``, as the trainer's rows.
+
+    ``choose`` may read the tracker's context line of the state it chooses in from ``env.tracker.context()``."""
+    if state_anchor is not None:
+        env.set_state_anchor(state_anchor)
     obs, admissible, info = env.reset(task)
     ep = PlayedEpisode(task=task)
-    key = int(info["state_key"]) if state_of is None else state_of(obs, admissible)
-    ep.texts[key] = obs if text_of is None else text_of(obs, admissible)
+    key = int(info["state_key"])
+    ep.texts[key] = info["state_text"]
     while not env.done:
         if label:
             ep.steps_before.append(_steps_to_win(env))
         action = choose(obs, admissible, len(ep))
         obs, reward, _, won, info = env.step(action)
         ep.state.append(key)
-        key = int(info["state_key"]) if state_of is None else state_of(obs, info["admissible_actions"])
+        key = int(info["state_key"])
         ep.next_state.append(SINK if won else key)
         if not won:
-            ep.texts[key] = obs if text_of is None else text_of(obs, info["admissible_actions"])
+            ep.texts[key] = info["state_text"]
         ep.reward.append(float(reward))
         ep.invalid.append(bool(info["invalid"]))
         ep.action.append(action)
@@ -257,10 +240,10 @@ def planner_action(env: TextEnv, admissible: Sequence[str]) -> str:
 
 def play_mixed_expert(tasks: Sequence[Task], group_size: int, seed: int, epsilon: tuple[float, float] = (0.1, 0.9),
                       expert: str = "oracle", invalid_share: float = 0.1, source: str = "expert-epsilon",
-                      state: str = "obs"):
+                      state_anchor: AnchorSpec | None = None):
     """``group_size`` labelled episodes of every task by :func:`mixed_expert`, epsilon ~ U(``epsilon``) per
-    trajectory (drawn from ``seed``); ``state``: a key of :data:`STATE_KEYS`. Returns a
-    :class:`LabelledBatch`."""
+    trajectory (drawn from ``seed``); ``state_anchor``: what the rows' keys are made of
+    (:mod:`milegpo.envs.anchors`; None: the default). Returns a :class:`LabelledBatch`."""
     lo, hi = epsilon
     if not 0.0 <= lo <= hi <= 1.0:
         raise ValueError(f"play_mixed_expert: epsilon range must satisfy 0 <= lo <= hi <= 1, got {epsilon}")
@@ -270,25 +253,27 @@ def play_mixed_expert(tasks: Sequence[Task], group_size: int, seed: int, epsilon
     for task in tasks:
         env = envs.setdefault(task.env, make_env(task.env))
         groups.append([play_episode(env, task, mixed_expert(env, rng, rng.uniform(lo, hi), expert, invalid_share),
-                                    label=True, state_of=STATE_KEYS[state], text_of=STATE_TEXTS[state])
+                                    label=True, state_anchor=check_state_anchor(state_anchor))
                        for _ in range(group_size)])
     for env in envs.values():
         env.close()
     return labelled_batch(groups, source, seed)
 
 
-def replay_labels(episodes: Sequence, actions: Sequence[Sequence[str]], states: Sequence[Sequence[int]]):
+def replay_labels(episodes: Sequence, actions: Sequence[Sequence[str]], states: Sequence[Sequence[int]],
+                  state_anchor: AnchorSpec | None = None):
     """Replay recorded trajectories in fresh environments and label every step.
 
     episodes: per trajectory its Task (``.task``); actions: the actions sent to the world, per trajectory;
-    states: the recorded state keys (``state`` of every row), checked against the replay. Returns the
+    states: the recorded state keys (``state`` of every row), checked against the replay, whose keys are made
+    by ``state_anchor`` (the one the trajectories were played with; None: the default). Returns the
     labelled :class:`PlayedEpisode` per trajectory."""
     envs: dict[str, TextEnv] = {}
     out = []
     for n, (episode, acts, keys) in enumerate(zip(episodes, actions, states)):
         env = envs.setdefault(episode.task.env, make_env(episode.task.env))
         played = play_episode(env, episode.task, lambda obs, adm, t, acts=acts: acts[t] if t < len(acts) else
-                              NOTHING_HAPPENS, label=True)
+                              NOTHING_HAPPENS, label=True, state_anchor=check_state_anchor(state_anchor))
         if played.state != list(keys):
             t = next((i for i, (a, b) in enumerate(zip(played.state, keys)) if a != b), min(len(played), len(keys)))
             raise ValueError(f"replay_labels: trajectory {n} ({episode.task.task_id}) reached another state at step "
@@ -334,7 +319,8 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
         by_traj.setdefault(row.traj, []).append(row)
     episodes = sorted(rollout.episodes, key=lambda e: e.traj)
     rows = [sorted(by_traj.get(e.traj, []), key=lambda r: r.t) for e in episodes]
-    played = replay_labels(episodes, [[r.action for r in rs] for rs in rows], [[r.state for r in rs] for rs in rows])
+    played = replay_labels(episodes, [[r.action for r in rs] for rs in rows], [[r.state for r in rs] for rs in rows],
+                           cfg.state_anchor)
     groups: dict[int, list] = {}
     for e, p in zip(episodes, played):
         groups.setdefault(e.group, []).append(p)
@@ -343,7 +329,6 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
     return labelled_batch(ordered, source, seed, invalid=invalid)
 
 
-__all__ = ["PlayedEpisode", "Chooser", "STATE_KEYS", "STATE_TEXTS", "observation_and_actions_key",
-           "observation_and_actions_text", "play_episode", "step_batch",
+__all__ = ["PlayedEpisode", "Chooser", "play_episode", "step_batch",
            "LabelledBatch", "step_labels", "labelled_batch", "mixed_expert", "default_expert", "planner_action",
            "play_mixed_expert", "replay_labels", "play_checkpoint"]

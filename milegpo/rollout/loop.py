@@ -50,6 +50,7 @@ import numpy as np
 
 from ..credit import SINK, StepBatch
 from ..envs import Task, env_class
+from ..envs.anchors import check_state_anchor
 from ..envs.pool import make_pool
 from ..state_sketches import StateSimilarity, StateSketch
 from .parse import parse_action
@@ -201,6 +202,18 @@ class _Played(NamedTuple):
         return self.outs
 
 
+def _reset(pool, tasks: list, state_anchor):
+    """``pool.reset(tasks, state_anchor=...)``; a pool of one's own whose reset takes no ``state_anchor`` keys its
+    states as its environments do."""
+    import inspect
+
+    try:
+        takes_anchor = "state_anchor" in inspect.signature(pool.reset).parameters
+    except (TypeError, ValueError):  # a callable without a signature
+        takes_anchor = False
+    return pool.reset(tasks, state_anchor=state_anchor) if takes_anchor else pool.reset(tasks)
+
+
 def _send_step(pool, actions: dict[int, str]):
     step_async = getattr(pool, "step_async", None)
     return step_async(actions) if step_async is not None else _Played(pool.step(actions))
@@ -210,7 +223,7 @@ class EpisodeRunner:
     """Plays task groups in a pool and records one row per step.
 
     pool: an :class:`~milegpo.envs.EnvPool` / :class:`~milegpo.envs.SequentialPool` (or anything
-      with ``n``, ``reset(tasks)``, ``step(actions)``, and ``step_async(actions).result()`` to play a
+      with ``n``, ``reset(tasks[, state_anchor=...])``, ``step(actions)``, and ``step_async(actions).result()`` to play a
       step while the next part generates); None: on first use, :func:`~milegpo.envs.make_pool` for the
       tasks' kinds with ``num_env_workers`` workers.
     conversational: render prompts as chat messages (the tokenizer has a chat template) or text.
@@ -221,6 +234,11 @@ class EpisodeRunner:
     state_similarity: sketch every observation as it arrives (:class:`~milegpo.state_sketches.StateSimilarity`,
       once per distinct key) into ``Rollout.sketches``, for :func:`milegpo.credit.merge_similar_states`;
       None (the default): no sketches.
+    state_anchor: what the rows' state keys are made of (:mod:`milegpo.envs.anchors`: a name of
+      :data:`~milegpo.envs.anchors.STATE_ANCHORS`, a dotted path or a callable; None: the default,
+      ``tracked+actions``), set in the pool's environments at every reset.
+    show_state_context: show the state tracker's context line (``info["state_context"]``) after the current
+      observation in the prompt; independent of ``state_anchor``, so key and prompt ablate apart.
     parts: generation calls per step of a wave's episodes (the module docstring: it sets the batches).
     overlap: step one part in the pool while generating the next (changes the timing, never the rollout).
     num_env_workers: workers of the pool made when ``pool`` is None (``"auto"`` or an int).
@@ -228,8 +246,8 @@ class EpisodeRunner:
 
     def __init__(self, pool=None, *, conversational: bool = False, history_length: int = 2,
                  horizon: int | None = None, require_think: bool = False, prompt_style: str = "alfworld",
-                 state_similarity: StateSimilarity | None = None,
-                 parts: int = 2, overlap: bool = True, num_env_workers: int | str = "auto") -> None:
+                 state_similarity: StateSimilarity | None = None, state_anchor=None,
+                 show_state_context: bool = True, parts: int = 2, overlap: bool = True, num_env_workers: int | str = "auto") -> None:
         if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
             raise ValueError(f"EpisodeRunner: parts must be an int >= 1, got {parts!r}")
         self.pool = pool
@@ -239,6 +257,8 @@ class EpisodeRunner:
         self.require_think = require_think
         self.prompt_style = prompt_style
         self.state_similarity = state_similarity
+        self.state_anchor = check_state_anchor(state_anchor)
+        self.show_state_context = bool(show_state_context)
         self.parts = parts
         self.overlap = overlap
         self.num_env_workers = num_env_workers
@@ -250,9 +270,10 @@ class EpisodeRunner:
             self.pool = make_pool(n, self.num_env_workers, kinds={t.env for t in tasks} or {"household"})
         return self.pool
 
-    def _sketch(self, out: Rollout, key: int, obs: str) -> None:
+    def _sketch(self, out: Rollout, key: int, info: dict) -> None:
+        """Sketch the state anchor's text (``info["state_text"]``: what the key hashes) of a new key."""
         if self.state_similarity is not None and key not in out.sketches:
-            out.sketches[key] = self.state_similarity.sketch(obs)
+            out.sketches[key] = self.state_similarity.sketch(info["state_text"])
 
     def close(self) -> None:
         if self.pool is not None:
@@ -292,7 +313,7 @@ class EpisodeRunner:
         slots: list[dict] = []
         if groups:
             t0 = time.perf_counter()
-            firsts = pool.reset([task for _, task in groups for _ in range(group_size)])
+            firsts = _reset(pool, [task for _, task in groups for _ in range(group_size)], self.state_anchor)
             out.reset_s += time.perf_counter() - t0
             out.env_s += time.perf_counter() - t0
             for i, (obs, admissible, info) in enumerate(firsts):
@@ -300,8 +321,9 @@ class EpisodeRunner:
                 ep = Episode(group=g, traj=g * group_size + i % group_size, task=task)
                 out.episodes.append(ep)
                 slots.append({"ep": ep, "obs": obs, "admissible": list(admissible), "key": int(info["state_key"]),
-                              "goal": info.get("goal", ""), "history": [], "rows": [], "live": True})
-                self._sketch(out, slots[-1]["key"], obs)
+                              "context": info.get("state_context", ""), "goal": info.get("goal", ""), "history": [],
+                              "rows": [], "live": True})
+                self._sketch(out, slots[-1]["key"], info)
         parts = self.part_slots(len(slots))
         in_flight: tuple | None = None  # (part, PendingStep, generated) of the step sent and not yet collected
 
@@ -348,7 +370,8 @@ class EpisodeRunner:
             for s in live:
                 st = slots[s]
                 text = render_prompt(st["goal"], st["obs"], st["admissible"], st["history"], len(st["rows"]),
-                                     self.history_length, self.prompt_style)
+                                     self.history_length, self.prompt_style,
+                                     st["context"] if self.show_state_context else "")
                 prompts.append(as_model_input(text, self.conversational))
             self._dummy_prompt = prompts[0]
         t0 = time.perf_counter()
@@ -378,8 +401,9 @@ class EpisodeRunner:
             st["history"].append((st["obs"], p.action or texts[j].strip()[:80]))
             st["obs"], st["admissible"], st["key"] = obs, list(info.get("admissible_actions", [])), int(
                 info["state_key"])
+            st["context"] = info.get("state_context", "")
             if not won:
-                self._sketch(out, st["key"], obs)
+                self._sketch(out, st["key"], info)
             ep.length += 1
             ep.invalid_steps += int(invalid)
             ep.reward += float(reward)

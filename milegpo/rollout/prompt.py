@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..envs.anchors import observed_text
+
 #: the step prompt; ``{history}`` is empty at step 0
 TEMPLATE = (
     "You are an expert agent operating in a household environment.\n"
@@ -66,26 +68,30 @@ HISTORY = (
 
 
 def render_prompt(goal: str, observation: str, admissible: Sequence[str], history: Sequence[tuple[str, str]],
-                  step: int, history_length: int = 2, style: str = "alfworld") -> str:
+                  step: int, history_length: int = 2, style: str = "alfworld", context: str = "") -> str:
     """The text of one step's prompt.
 
     goal: the task sentence; observation: the current observation; admissible: the
     admissible actions; history: all (observation, action) pairs of the episode so far,
     oldest first (only the last ``history_length`` are shown); step: steps taken so far;
     style: ``alfworld`` (the verl-agent template), ``webshop`` (verl-agent's WebShop template) or
-    ``compact`` (see the module docstring).
+    ``compact`` (see the module docstring); context: the state tracker's context line
+    (``info["state_context"]``, :mod:`milegpo.envs.anchors`), shown on its own line after the current
+    observation ("" shows none, the prompt of old runs).
     """
     recent = list(history)[-history_length:] if history_length > 0 else []
     if style == "webshop":
-        return _webshop_prompt(goal, observation, admissible, recent, step)
+        return _webshop_prompt(goal, observation, admissible, recent, step, context)
     if style == "compact":
         history = " ".join(f"[{_compact_page(o, goal)} -> {a}]" for o, a in recent)
-        return COMPACT_TEMPLATE.format(goal=goal.strip(), history=history, observation=_compact_page(observation, goal),
+        return COMPACT_TEMPLATE.format(goal=goal.strip(), history=history,
+                                       observation=observed_text(_compact_page(observation, goal), context),
                                        actions=", ".join(admissible))
     if style != "alfworld":
         raise ValueError(f"prompt style must be one of {PROMPT_STYLES}, got {style!r}")
     hist = HISTORY.format(n=step, k=len(recent), pairs=_pairs(recent, step)) if recent else ""
-    return TEMPLATE.format(goal=goal.strip(), history=hist, step=step + 1, observation=observation.strip(),
+    return TEMPLATE.format(goal=goal.strip(), history=hist, step=step + 1,
+                           observation=observed_text(observation.strip(), context),
                            actions=", ".join(f"'{a}'" for a in admissible))
 
 
@@ -114,14 +120,15 @@ def webshop_observation(observation: str, goal: str) -> str:
     return observation if texts is None else " [SEP] ".join(f"'{p}'" for p in texts)
 
 
-def _webshop_prompt(goal: str, observation: str, admissible: Sequence[str], recent, step: int) -> str:
+def _webshop_prompt(goal: str, observation: str, admissible: Sequence[str], recent, step: int, context: str) -> str:
     actions = "\n".join(f"'{a}'," for a in admissible)
-    first = WEBSHOP_TEMPLATE_NO_HIS.format(goal=goal, observation=webshop_observation(observation, goal), actions=actions)
+    shown = observed_text(webshop_observation(observation, goal), context)
+    first = WEBSHOP_TEMPLATE_NO_HIS.format(goal=goal, observation=shown, actions=actions)
     if not recent:
         return first
     pairs = _pairs([(webshop_observation(o, goal), a) for o, a in recent], step)
     text = WEBSHOP_TEMPLATE.format(goal=goal, n=step, k=len(recent), pairs=pairs, step=step + 1,
-                                   observation=webshop_observation(observation, goal), actions=actions)
+                                   observation=shown, actions=actions)
     return first if len(text) > WEBSHOP_MAX_CHARS else text
 
 

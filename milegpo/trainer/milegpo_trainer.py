@@ -184,6 +184,7 @@ class MileGPOTrainer(GRPOTrainer):
         self.runner = EpisodeRunner(pool, conversational=conversational, history_length=args.history_length,
                                     horizon=args.horizon, require_think=args.require_think,
                                     prompt_style=args.prompt_style, state_similarity=args.state_similarity_params(),
+                                    state_anchor=args.state_anchor, show_state_context=args.show_state_context,
                                     parts=args.rollout_parts)
         self.last_iteration: dict[str, Any] | None = None
 
@@ -439,9 +440,12 @@ class MileGPOTrainer(GRPOTrainer):
         clipped = torch.tensor([float(bool(r.completion_ids) and r.completion_ids[-1] not in eos_and_pad)
                                 for r in rollout.rows] or [0.0])
         seen = float(sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollout.rows))
+        # the distinct states (the state anchor's keys) of this process's groups, for states/distinct_per_group
+        group_states = {(r.group, r.state) for r in rollout.rows}
+        groups = {r.group for r in rollout.rows}
         stats = torch.tensor([float(lengths.sum()), float(len(rollout.rows)), float(clipped.sum()), rollout_s,
-                              credit_s, rollout.generate_s, rollout.env_s, seen], dtype=torch.float64,
-                             device=self.accelerator.device)
+                              credit_s, rollout.generate_s, rollout.env_s, seen, float(len(group_states)),
+                              float(len(groups))], dtype=torch.float64, device=self.accelerator.device)
         if self.accelerator.num_processes > 1:
             stats = self.accelerator.gather(stats.unsqueeze(0))
             tot, mx = stats.sum(0), stats.max(0).values
@@ -453,6 +457,7 @@ class MileGPOTrainer(GRPOTrainer):
         m["time/credit_s"].append(float(mx[4]))
         m["time/generate_s"].append(float(mx[5]))
         m["time/env_s"].append(float(mx[6]))
+        m["states/distinct_per_group"].append(float(tot[8] / max(float(tot[9]), 1.0)))
         if mode == "train":
             self.state.num_input_tokens_seen += int(tot[7])
         m[trl_mirror.NUM_TOKENS] = [self.state.num_input_tokens_seen]

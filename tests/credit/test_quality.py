@@ -179,8 +179,9 @@ def test_the_command_scores_every_method_with_exact_and_with_merged_states(tmp_p
     assert rep["settings"]["state_similarity"] == [1.0, 0.6] and set(rep["state_similarity"]) == {"1.0", "0.6"}
     same, loose = rep["state_similarity"]["1.0"], rep["state_similarity"]["0.6"]
     # Jaccard 1 merges only texts of one shingle set: nearly the exact keys; 0.6 merges more
-    assert rep["states"] >= same["states"] > loose["states"]
-    assert all(0.0 <= r["aliased_share"] <= 1.0 for r in (rep, same, loose))
+    assert rep["states"]["distinct"] >= same["states"]["distinct"] > loose["states"]["distinct"]
+    assert all(0.0 <= r["states"]["aliased_share"] <= 1.0 for r in (rep, same, loose))
+    assert rep["states"]["anchor"] == rep["settings"]["state_anchor"] == "tracked+actions"
     assert loose["methods"]["milegpo-full"]["diagnostics"]["shared_state_coverage"] >= \
         rep["methods"]["milegpo-full"]["diagnostics"]["shared_state_coverage"]
     for m, paired in loose["against_exact"].items():

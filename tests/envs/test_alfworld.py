@@ -66,7 +66,7 @@ def test_walkthrough_wins_with_reward_10_and_no_help(data):
     for task in tasks:
         obs, actions, info = env.reset(task)
         assert obs.startswith("-= Welcome to TextWorld, ALFRED! =-") and "help" not in actions
-        assert info["state_key"] == state_key(obs) and info["goal"] and info["task_type"] == task.task_type
+        assert info["state_key"] == state_key(info["state_text"]) and info["goal"] and info["task_type"] == task.task_type
         while not env.done:
             obs, r, done, won_, info = env.step(env.expert_action())
             assert "help" not in info["admissible_actions"]
@@ -161,3 +161,41 @@ def test_episodes_are_the_same_with_and_without_workers_and_overlap(data):
     ref = play(settings, tasks, 2, 4, horizon=3, timeout=300)
     assert len(ref.episodes) == 4 and len(ref.rows) == 12
     assert len({r.state for r in ref.rows}) > 2 and any(r.invalid for r in ref.rows)
+
+
+@pytest.fixture(scope="module")
+def processing_games(tmp_path_factory):
+    root = tmp_path_factory.mktemp("alfworld_processing")
+    generate(root, 1, seed=1, split="train", task_types=["pick_heat_then_place_in_recep", "pick_clean_then_place_in_recep"])
+    return alfworld_tasks("train", data_dir=root)
+
+
+@pytest.mark.slow
+def test_the_household_tracker_follows_real_alfworld_episodes(processing_games):
+    """State anchors (issue 31) on ALFWorld's own engine: the expert's take / heat or clean / put, then a
+    garbage action and an inadmissible one ("Nothing happens."), as the tracker's context line shows them."""
+    env = AlfworldEnv()
+    for task in processing_games:
+        obs, _, info = env.reset(task)
+        assert info["state_context"] == "Location: middle of a room. Items in hand (status): nothing."
+        verb = "heated" if "heat" in task.task_type else "cleaned"
+        held = None
+        while not env.done:
+            action = env.expert_action()
+            obs, _, _, won, info = env.step(action)
+            context = info["state_context"]
+            if action.startswith("take ") and "pick up" in obs:
+                held = action[len("take "):].split(" from ")[0]
+                assert f"Items in hand (status): {held}(unprocessed)." in context
+            if action.startswith(("heat ", "clean ")):
+                assert f"Items in hand (status): {held}({verb})." in context
+            if action.startswith(("move ", "put ")) and held and held in action:
+                assert "Items in hand (status): nothing." in context and f"{held}({verb}) from " in context
+            if action.startswith("go to "):
+                assert context.startswith(f"Location: {action[len('go to '):]}.")
+        assert won and info["state_key"] == state_key(info["state_text"])
+        # after the episode: a fresh one, a garbage action and an impossible one leave the context as it was
+        obs, _, info = env.reset(task)
+        for action in ("<think>xyzzy</think>", "take the moon from the sky", "heat nothing with everything"):
+            out = env.step(action)
+            assert out[0] == NOTHING_HAPPENS and out[4]["state_context"] == info["state_context"]

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from milegpo.envs.anchors import anchor_text
 from milegpo.envs import NOTHING_HAPPENS, SINK, EnvError, HouseholdEnv, Task, canonical_state, household_tasks, state_key
 from milegpo.envs import base as envbase
 from milegpo.envs import success_by_task_type
@@ -59,7 +60,11 @@ def test_reset_info_and_state_keys():
     env = HouseholdEnv()
     task = household_tasks("train", 1)[0]
     obs, actions, info = env.reset(task)
-    assert info["state_key"] == state_key(obs)
+    # the default anchor (tracked+actions) keys the observation with the tracker's context and the actions
+    assert info["state_key"] == state_key(info["state_text"]) and info["state_text"] != obs
+    assert info["state_context"] == "Location: middle of a room. Items in hand (status): nothing."
+    env.set_state_anchor("observation")  # the key of runs before anchors
+    assert env.reset(task)[2]["state_key"] == state_key(obs)
     assert info["admissible_actions"] == actions and actions
     assert info["step"] == 0 and not info["invalid"] and not info["truncated"] and not info["won"]
     assert info["goal"] and info["goal"] in obs
@@ -74,7 +79,8 @@ def test_invalid_action_answers_nothing_happens_and_changes_nothing():
     assert obs == NOTHING_HAPPENS and reward == 0.0 and not done and not won
     assert info["invalid"] is True and info["step"] == 1
     assert info["admissible_actions"] == actions0
-    assert info["state_key"] == state_key(NOTHING_HAPPENS)
+    assert info["state_key"] == state_key(anchor_text("tracked+actions", NOTHING_HAPPENS, info["state_context"],
+                                                      actions0))
     # a valid action afterwards is not invalid
     _, _, _, _, info = env.step(actions0[0])
     assert info["invalid"] is False

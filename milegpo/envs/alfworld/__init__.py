@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 
 from ..base import DEFAULT_HORIZON, UNWINNABLE, EnvError, Task, TextEnv
+from ..household.tracker import HouseholdTracker
 from .generator import TASK_TYPES, generate, patch_expert_move_tracking
 
 #: our split names -> ALFWorld's folder names
@@ -102,6 +103,10 @@ class AlfworldEnv(TextEnv):
         self._walkthrough: list[str] = []
         self._taken: list[str] = []
         self._expert_failed = False
+
+    def make_tracker(self) -> HouseholdTracker:
+        """The household tracker (the same action grammar): location, object in hand, processing, moves."""
+        return HouseholdTracker()
 
     def _make(self, expert: bool):
         import textworld

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..base import NOTHING_HAPPENS, EnvError, Task, TextEnv
+from .tracker import HouseholdTracker
 from .generator import RECEPTACLES, ROLE_OF_PROP, ROOMS, Game, generate_game, type_of
 
 
@@ -119,6 +120,10 @@ class HouseholdEnv(TextEnv):
         return sorted(acts)
 
     # ------------------------------------------------------------------ protocol hooks
+    def make_tracker(self):
+        """What the agent holds, has processed and moved (:class:`~milegpo.envs.household.tracker.HouseholdTracker`)."""
+        return HouseholdTracker()
+
     def _reset(self, task: Task):
         if task.seed is None:
             raise EnvError(f"household task {task.task_id!r} has no seed")

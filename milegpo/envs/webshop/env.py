@@ -203,6 +203,12 @@ class WebShopEnv(TextEnv):
             "goal": self.goal["instruction_text"], "game_id": f"webshop-{self.world.fingerprint}-{self.goal_index}",
             "task_type": self.goal["category"], "score": 0.0}
 
+    def make_tracker(self):
+        """The query, results page, product and selected options (:class:`~milegpo.envs.webshop.tracker.WebShopTracker`)."""
+        from .tracker import WebShopTracker
+
+        return WebShopTracker(self)
+
     def _render(self) -> None:
         self.page = render(self.session, self.goal["instruction_text"], self.world.shop.by_asin, self.show_attrs)
 

@@ -37,7 +37,8 @@ def test_search_page(env, small_tasks):
     assert obs == f"WebShop [SEP] Instruction: [SEP] {goal} [SEP] Search"
     assert admissible == ["search[<your query>]"]
     assert info["goal"] == goal and info["task_type"] == env.goal["category"] and info["score"] == 0.0
-    assert info["state_key"] == state_key(obs) and info["game_id"] == env.reset(task)[2]["game_id"]
+    assert info["state_key"] == state_key(info["state_text"]) and info["game_id"] == env.reset(task)[2]["game_id"]
+    assert info["state_context"] == "Query: none."
 
 
 def test_results_page_and_paging(env, small_tasks):
@@ -83,7 +84,10 @@ def test_item_page(env, small_tasks):
     # selecting an option changes the hidden state, not the text (WebShop's simple mode shows no radio state)
     group, (first, second, *_) = next((g, vs) for g, vs in product["options"].items() if len(vs) > 1)
     assert env.step(f"click[{first}]")[0] == obs and env.session.options == {group: first}
-    assert env.step(f"click[{second}]")[4]["state_key"] == state_key(obs) and env.session.options == {group: second}
+    # the default state anchor (tracked+actions) tells them apart: the tracker's context names the option selected
+    info = env.step(f"click[{second}]")[4]
+    assert info["state_text"] != obs and env.session.options == {group: second}
+    assert f"Options selected: {group}: {second}." in info["state_context"]
     results = env.step("click[< prev]")[0]  # back to the results page it came from, options cleared
     assert "Page 1 (Total results:" in results and env.session.options == {}
 
