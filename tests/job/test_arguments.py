@@ -234,3 +234,22 @@ def test_a_saved_policy_carries_its_evaluation_settings(tmp_path):
                                                          "eval_temperature": 0.7, "seed": 3}
     _, cfg = parse(["--model_name_or_path", house, "--num_eval_tasks", "6", "--seed", "1"], prog="milegpo eval")
     assert (cfg.num_eval_tasks, cfg.seed) == (6, 1)  # flags win
+
+
+def test_a_saved_policy_carries_its_state_anchor_and_an_old_one_plays_as_it_was_trained(tmp_path):
+    """State anchors (issue 31): the task file records the anchor and the context switch; a file written before
+    anchors existed names neither, and its policy was trained on observation keys without a context line."""
+    from milegpo.job import TASK_FIELDS, parse
+
+    assert {"state_anchor", "show_state_context"} <= set(TASK_FIELDS)
+    _, cfg = parse([])
+    assert (cfg.state_anchor, cfg.show_state_context) == ("tracked+actions", True)  # the defaults
+    old = _saved(tmp_path, "old", {"env": "household", "horizon": 8})
+    _, cfg = parse(["--model_name_or_path", old])
+    assert (cfg.state_anchor, cfg.show_state_context) == ("observation", False)
+    _, cfg = parse(["--model_name_or_path", old, "--state_anchor", "tracked", "--show_state_context", "true"])
+    assert (cfg.state_anchor, cfg.show_state_context) == ("tracked", True)  # flags win
+    new = _saved(tmp_path, "new", {"env": "household", "state_anchor": "observation+actions",
+                                   "show_state_context": True})
+    _, cfg = parse(["--model_name_or_path", new], prog="milegpo eval")
+    assert (cfg.state_anchor, cfg.show_state_context) == ("observation+actions", True)

@@ -145,3 +145,34 @@ def test_household_episodes_have_no_score():
     out = runner.run(tasks, 2, expert_generator(runner, tasks, 2))
     assert all(e.score is None for e in out.episodes)
     assert "score" not in episode_metrics(out.episode_summaries())
+
+
+def test_the_prompt_shows_the_trackers_context_and_the_rows_key_the_anchor():
+    """State anchors (issue 31): key and prompt are set apart (``state_anchor``, ``show_state_context``)."""
+    from milegpo.envs import state_key
+
+    tasks = household_tasks("train", 1, horizon=5)
+    seen: dict[tuple, list] = {}
+    rows: dict[tuple, list] = {}
+    for anchor in ("observation", "tracked+actions"):
+        for show in (False, True):
+            runner = EpisodeRunner(SequentialPool(2), horizon=5, state_anchor=anchor, show_state_context=show)
+            prompts: list = []
+            inner = expert_generator(runner, tasks, 2, seed=3)
+
+            def generate(batch, inner=inner, prompts=prompts):
+                prompts.extend(batch)
+                return inner(batch)
+
+            rows[anchor, show] = [r.state for r in runner.run(tasks, 2, generate).rows]
+            seen[anchor, show] = prompts
+    # the context line follows the observation only when shown; the key does not depend on the prompt
+    assert all("Items in hand (status):" in p for p in seen["observation", True])
+    assert not any("Items in hand (status):" in p for p in seen["observation", False])
+    assert "Location: middle of a room. Items in hand (status): nothing." in seen["tracked+actions", True][0]
+    assert rows["observation", True] == rows["observation", False]
+    assert rows["tracked+actions", True] == rows["tracked+actions", False] != rows["observation", False]
+    env = HouseholdEnv()
+    env.set_state_anchor("observation")
+    obs, _, _ = env.reset(tasks[0])
+    assert rows["observation", False][0] == state_key(obs)  # the key of runs before anchors

@@ -92,6 +92,11 @@ def test_every_field_is_a_documented_flag():
     (["--env_options", '{"level": 3}'], r"MileGPOConfig.env_options=\{'level': 3\}: env option 'level' is not a "
                                         r"setting of milegpo.envs.household_tasks; its settings: \['max_receptacles'\]"),
     (["--prompt_style", "fancy"], r"MileGPOConfig.prompt_style='fancy': one of alfworld, compact, webshop$"),
+    (["--state_anchor", "tracked+action"], r"MileGPOConfig.state_anchor='tracked\+action': state_anchor must be one "
+                                           r"of observation, observation\+actions, tracked, tracked\+actions or a "
+                                           r"dotted path to a callable, got 'tracked\+action'$"),
+    (["--state_anchor", "no_such_module.anchor"], r"MileGPOConfig.state_anchor='no_such_module.anchor': "
+                                                  r"state_anchor 'no_such_module.anchor': cannot import it"),
 ])
 def test_bad_values_are_refused(flags, match):
     from milegpo.config import ConfigError

@@ -9,6 +9,7 @@ import torch
 
 from milegpo.config import ConfigError, MileGPOConfig
 from milegpo.job import eval_summary, parse, reload_tokenizer, run_eval
+from milegpo.job.arguments import PRE_ANCHOR_SETTINGS
 from milegpo.job.policy import saved_task_settings
 from milegpo.trainer import MileGPOTrainer
 
@@ -58,7 +59,9 @@ def test_the_api_plays_a_saved_policy_as_milegpo_eval(tmp_path, saved_policy, ca
 def test_saved_settings_fill_only_fields_left_at_their_defaults(tmp_path, saved_policy):
     base = dict(output_dir=str(tmp_path), report_to="none")
     settings = saved_task_settings(saved_policy)
-    assert settings == SETTINGS and saved_task_settings(tmp_path) == {}  # a folder without them
+    # a file written before state anchors names neither anchor field: its policy was trained on observation keys
+    # without the context line, and plays so (issue 31)
+    assert settings == {**PRE_ANCHOR_SETTINGS, **SETTINGS} and saved_task_settings(tmp_path) == {}  # a folder without
     mine = MileGPOConfig(**base, horizon=9, prompt_style="compact").with_task_settings(settings)
     assert (mine.horizon, mine.prompt_style, mine.task_type, mine.max_completion_length) == (
         9, "compact", "look_at_obj_in_light", 16)  # what the caller set wins, as a flag does
