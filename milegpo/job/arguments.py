@@ -203,11 +203,10 @@ def arrange_help(parser, prog: str, full: bool = False) -> None:
 
 
 def build_parser(prog: str = "milegpo train", full_help: bool = False):
-    from trl import TrlParser
-
     from ..config import MileGPOConfig
+    from .parser import MileGPOParser  # TrlParser that takes `env: webshop` in a --config recipe
 
-    parser = TrlParser((JobArguments, MileGPOConfig), prog=prog)
+    parser = MileGPOParser((JobArguments, MileGPOConfig), prog=prog)
     arrange_help(parser, prog, full_help)
     return parser
 

@@ -6,7 +6,8 @@ with MileGPO credit) and what it needs.
   TRL version they were compared against;
 - :mod:`.engines`: what DDP, FSDP2 and DeepSpeed ZeRO-2/3 need of the chunked micro-steps, and the
   combinations refused at start;
-- :mod:`.vllm_sync`: the colocated vLLM weight sync through vLLM's in-place reload (vLLM on CPU).
+- :mod:`.vllm_sync`: the colocated vLLM weight sync through vLLM's in-place reload (vLLM on CPU);
+- :mod:`.tensorboard`: ``report_to="tensorboard"`` without a warning per n/a metric and iteration.
 """
 
 from .milegpo_trainer import MileGPOTrainer, credit_device, environment_reward
