@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from trl import TrlParser
 
-from milegpo.config import MileGPOConfig
+from milegpo.trainer.config import MileGPOConfig
 
 BASE = ["--output_dir", "/tmp/milegpo-config-test", "--report_to", "none", "--bf16", "false", "--use_cpu", "true"]
 
@@ -94,7 +94,7 @@ def test_every_field_is_a_documented_flag():
     (["--prompt_style", "fancy"], r"MileGPOConfig.prompt_style='fancy': one of alfworld, compact, webshop$"),
 ])
 def test_bad_values_are_refused(flags, match):
-    from milegpo.config import ConfigError
+    from milegpo.trainer.config import ConfigError
 
     if "cuda:7" in flags and __import__("torch").cuda.device_count() > 7:
         pytest.skip("this machine has a cuda:7")
@@ -112,7 +112,7 @@ def test_bad_values_are_refused(flags, match):
     (dict(generation_batch_size=64), r"MileGPOConfig.generation_batch_size=64: leave it unset"),
 ])
 def test_bad_values_are_refused_at_construction(kwargs, match):
-    from milegpo.config import ConfigError
+    from milegpo.trainer.config import ConfigError
 
     with pytest.raises(ConfigError, match=match):
         MileGPOConfig(output_dir="/tmp/milegpo-config-test", report_to="none", **kwargs)
