@@ -17,7 +17,7 @@ method fit in the CPU budget. The credit's state key is the observation, as in t
 observations do not say what the agent holds, so one observation key can stand for different situations).
 
 WebShop (``--env webshop``, preset ``webshop`` by default; goals of the embedded catalog's train split from
-:data:`milegpo.credit.quality.QUALITY_START` on): the prior favours the shopping expert's action (WebShop's
+:data:`milegpo.evidence.quality.QUALITY_START` on): the prior favours the shopping expert's action (WebShop's
 non-privileged expert), the table's actions are :meth:`TextEnv.playable_actions` (the search box
 ``search[<your query>]`` is the expert's query: a table writes no text), the step size defaults to 0.05
 (the preset does not divide advantages by their spread, so they are in reward units, a win 10), and the
@@ -49,8 +49,8 @@ from pathlib import Path
 import numpy as np
 
 from milegpo.credit import presets
-from milegpo.credit.quality import default_preset
-from milegpo.seed_stats import mean_ci, paired_test, seeds_for
+from milegpo.evidence.quality import default_preset
+from milegpo.evidence.seed_stats import mean_ci, paired_test, seeds_for
 
 #: methods: label -> (credit method, variant)
 METHODS = {"grpo": ("grpo", "full"), "gigpo": ("gigpo", "full"), "graphgpo": ("graphgpo", "full"),
@@ -91,8 +91,8 @@ class TabularPolicy:
         return z / z.sum()
 
     def chooser(self, env, goal: str, record: list):
-        """A :data:`milegpo.rollout.labelled.Chooser` sampling from the table; appends (key, action index)."""
-        from milegpo.rollout.labelled import default_expert
+        """A :data:`milegpo.evidence.labelled.Chooser` sampling from the table; appends (key, action index)."""
+        from milegpo.evidence.labelled import default_expert
 
         expert_of = env.expert(default_expert(env.kind))
 
@@ -123,7 +123,7 @@ class TabularPolicy:
 def play_groups(tasks, group_size: int, policy: TabularPolicy, envs: dict, state: str = "obs"):
     """``group_size`` episodes of each task by the policy: (groups of PlayedEpisode, (key, action) per row)."""
     from milegpo.envs import make_env
-    from milegpo.rollout.labelled import STATE_KEYS, play_episode
+    from milegpo.evidence.labelled import STATE_KEYS, play_episode
 
     record: list = []
     groups = []
@@ -151,8 +151,8 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     from trl.trainer.utils import RepeatSampler
 
     from milegpo.credit import estimate, presets
-    from milegpo.credit.quality import quality_tasks
-    from milegpo.rollout.labelled import step_batch
+    from milegpo.evidence.quality import quality_tasks
+    from milegpo.evidence.labelled import step_batch
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()

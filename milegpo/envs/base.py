@@ -199,9 +199,9 @@ class TextEnv(ABC):
         """Privileged knowledge for judging credit, never shown to an agent: the fewest actions that win
         from the current hidden state, as the world's own planner counts them; ``None`` where the world
         cannot tell, :data:`UNWINNABLE` where no sequence of actions wins. A step is on an optimal path
-        when it is valid and lowers this by one (``milegpo.credit.quality`` labels steps so).
+        when it is valid and lowers this by one (``milegpo.evidence.quality`` labels steps so).
 
-        Asked only when labels are wanted (``milegpo.rollout.labelled.play_episode(..., label=True)``, or a
+        Asked only when labels are wanted (``milegpo.evidence.labelled.play_episode(..., label=True)``, or a
         replay of recorded actions), so training pays nothing for it. Household: an exact planner
         (:mod:`milegpo.envs.household.planner`); TextWorld: its winning policy's length; ALFWorld: its PDDL
         planner's plan length (the last two not proven shortest)."""

@@ -134,7 +134,7 @@ def saved_task_settings(path) -> dict[str, Any]:
     """The task settings saved beside the policy at ``path`` by ``milegpo train`` (:data:`TASK_SETTINGS`: env,
     task type, horizon, env options, prompt...), or ``{}`` for a model without them (a Hub id, any other folder,
     None). A file that is not a JSON object is a ValueError naming it.
-    :meth:`milegpo.config.MileGPOConfig.with_task_settings` applies them."""
+    :meth:`milegpo.trainer.config.MileGPOConfig.with_task_settings` applies them."""
     file = Path(path) / TASK_SETTINGS if path else None
     if file is None or not file.is_file():
         return {}
@@ -206,7 +206,7 @@ def arrange_help(parser, prog: str, full: bool = False) -> None:
 def build_parser(prog: str = "milegpo train", full_help: bool = False):
     from trl import TrlParser
 
-    from ..config import MileGPOConfig
+    from ..trainer.config import MileGPOConfig
 
     parser = TrlParser((JobArguments, MileGPOConfig), prog=prog)
     arrange_help(parser, prog, full_help)

@@ -66,7 +66,7 @@ from transformers.integrations.fsdp import is_fsdp_managed_module
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler, pad
 
-from ..config import MileGPOConfig
+from .config import MileGPOConfig
 from ..credit import (CreditResult, SketchTable, StepBatch, diagnostic_parts, diagnostics_from_parts, estimate,
                       merge_diagnostic_parts, merge_similar_states)
 from ..envs import Task
@@ -120,7 +120,7 @@ class MileGPOTrainer(GRPOTrainer):
             faithfully (:func:`milegpo.job.policy.reload_tokenizer`, unless ``processing_class`` is given) and
             its ``milegpo_task.json`` in the fields ``args`` leaves at their defaults
             (:meth:`MileGPOConfig.with_task_settings`; ``self.args`` is that copy).
-        args: a :class:`~milegpo.config.MileGPOConfig`.
+        args: a :class:`~milegpo.trainer.config.MileGPOConfig`.
         processing_class: the tokenizer (left padding); a chat template makes prompts conversational.
         train_tasks: the training Tasks (default: ``make_tasks(args.env, args.train_split, args.num_train_tasks)``).
         eval_tasks: ``{split: [Task]}`` (default: ``args.num_eval_tasks`` tasks of each of ``args.eval_splits``).

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from trl import TrlParser
 
-from milegpo.config import MileGPOConfig
+from milegpo.trainer.config import MileGPOConfig
 
 BASE = ["--output_dir", "/tmp/milegpo-config-test", "--report_to", "none", "--bf16", "false", "--use_cpu", "true"]
 
@@ -99,7 +99,7 @@ def test_every_field_is_a_documented_flag():
       "2"], r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_tensor_parallel_size=1 \(got 2\)$"),
 ])
 def test_bad_values_are_refused(flags, match):
-    from milegpo.config import ConfigError
+    from milegpo.trainer.config import ConfigError
 
     if "cuda:7" in flags and __import__("torch").cuda.device_count() > 7:
         pytest.skip("this machine has a cuda:7")
@@ -117,7 +117,7 @@ def test_bad_values_are_refused(flags, match):
     (dict(generation_batch_size=64), r"MileGPOConfig.generation_batch_size=64: leave it unset"),
 ])
 def test_bad_values_are_refused_at_construction(kwargs, match):
-    from milegpo.config import ConfigError
+    from milegpo.trainer.config import ConfigError
 
     with pytest.raises(ConfigError, match=match):
         MileGPOConfig(output_dir="/tmp/milegpo-config-test", report_to="none", **kwargs)

@@ -30,12 +30,12 @@ from typing import Any, ClassVar, Mapping
 import torch
 from trl import GRPOConfig
 
-from .credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
-from .envs import ENV_KINDS, task_space
-from .envs.pool import env_workers_setting
-from .rollout.prompt import PROMPT_STYLES
-from .rollout.tasks import check_env_options
-from .state_sketches import StateSimilarity
+from ..credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
+from ..envs import ENV_KINDS, task_space
+from ..envs.pool import env_workers_setting
+from ..rollout.prompt import PROMPT_STYLES
+from ..rollout.tasks import check_env_options
+from ..state_sketches import StateSimilarity
 
 
 class ConfigError(ValueError):
