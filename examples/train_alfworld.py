@@ -19,8 +19,8 @@ Every MileGPOConfig / GRPOConfig field is a flag (``--help``); ``--config recipe
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from milegpo import MileGPOConfig
 from milegpo.job.parser import MileGPOParser  # TrlParser that reads `env: alfworld` in a --config recipe
+from milegpo.trainer.config import MileGPOConfig
 from milegpo.trainer import MileGPOTrainer
 
 
