@@ -69,7 +69,8 @@ def test_every_recipe_builds_the_paper_s_config(path, tmp_path):
     assert cfg.learning_rate == 1e-6 and isinstance(cfg.learning_rate, float)  # YAML's 1e-6 would be a string
     assert cfg.beta == 0.01 and cfg.loss_type == "dapo" and cfg.epsilon == 0.2
     assert (cfg.eval_strategy, cfg.eval_steps, cfg.eval_temperature) == ("steps", 5, 0.4)
-    assert cfg.report_to == ["tensorboard"] and cfg.use_vllm
+    assert cfg.report_to == ["tensorboard"] and cfg.use_vllm and not cfg.constrain_actions
+    assert cfg.env_options == ({"reward": "win"} if benchmark == "webshop" else None)
     assert cfg.vllm_mode == ("server" if name.endswith("_server") else "colocate")
 
 

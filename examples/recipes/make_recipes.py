@@ -44,12 +44,11 @@ num_train_tasks: 3553        # at most: every solvable train game ALFWorld's loa
         "prompt": """\
 prompt_style: alfworld       # verl-agent's ALFWorld template: task, admissible actions, <think>/<action> tags
 """,
-        "preset": "credit_preset: alfworld     # paper table 5",
+        "preset": "credit_preset: alfworld      # paper table 5",
         "evaluation": """\
 eval_splits: [id, ood]       # valid_seen (ID) and valid_unseen (OOD); the first two give eval_id_minus_ood
 num_eval_tasks: 140          # at most: all 140 valid_seen and 134 valid_unseen games
 """,
-        "note": "",
     },
     "webshop": {
         "title": "WebShop (score and success %)",
@@ -58,17 +57,15 @@ num_eval_tasks: 140          # at most: all 140 valid_seen and 134 valid_unseen 
 env: webshop                 # WebShop's text env; WEBSHOP_DATA=/folder for its data, else the embedded catalog
 horizon: 30                  # paper: 30 steps
 num_train_tasks: 1000        # goals after the first 500 (test); the embedded catalog has 1,921, WebShop's data more
+env_options: {reward: win}   # verl-agent's reward: 10 on a perfect purchase (score 1.0), else 0 ("score": 10 x score)
 """,
         "prompt": """\
 prompt_style: webshop        # verl-agent's WebShop template: goal, page, clickables, <think>/<action> tags
 """,
-        "preset": "credit_preset: webshop      # paper table 5",
+        "preset": "credit_preset: webshop       # paper table 5",
         "evaluation": """\
 eval_splits: [test]          # the first 500 goals (verl-agent's split)
 num_eval_tasks: 500          # all of them (eval_test_score is the paper's score, eval_test_success_rate its success)
-""",
-        "note": """\
-# The WebShop reward is verl-agent's: 10 on a perfect purchase (score 1.0), 0 otherwise.
 """,
     },
 }
@@ -128,6 +125,7 @@ groups_per_iteration: 16
 group_size: 8
 history_length: 2            # the two most recent (observation, action) pairs in the prompt
 {prompt}require_think: true          # a completion without <think>...</think> is an invalid action (verl-agent)
+constrain_actions: false     # the paper's policy writes its action freely (true: only admissible ones, not with a server)
 max_completion_length: 512   # tokens per step (verl-agent's max_response_length)
 temperature: 1.0             # training rollouts sample at 1.0
 {generation}
@@ -135,7 +133,7 @@ temperature: 1.0             # training rollouts sample at 1.0
 credit_method: {method}
 {variant}{preset}
 invalid_action_penalty: 0.1  # verl-agent's invalid-action penalty
-{note}
+
 # ---- loss: PPO-clip on tokens with the low-variance KL
 loss_type: dapo              # token-level sum over the iteration's tokens (verl's token-mean)
 epsilon: 0.2                 # PPO clip range
@@ -185,7 +183,7 @@ def recipe(benchmark: str, name: str, server: bool = False) -> str:
     return header + BODY.format(
         environment=spec["environment"], prompt=spec["prompt"], generation=SERVER if server else COLOCATE,
         method=method, variant=f"credit_variant: {variant}\n" if variant else "", preset=spec["preset"],
-        note=spec["note"], evaluation=spec["evaluation"])
+        evaluation=spec["evaluation"])
 
 
 def recipes() -> dict[Path, str]:
