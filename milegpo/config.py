@@ -351,8 +351,12 @@ class MileGPOConfig(GRPOConfig):
         for name in ("beta", "learning_rate"):
             if not getattr(self, name) >= 0:
                 raise _refused(name, getattr(self, name), "must be >= 0")
-        if not self.eval_temperature > 0:
-            raise _refused("eval_temperature", self.eval_temperature, "must be > 0 (a sampling temperature)")
+        for name in ("temperature", "eval_temperature"):
+            if not getattr(self, name) > 0:
+                raise _refused(name, getattr(self, name), "must be > 0 (a sampling temperature)")
+        for name in ("top_p",):
+            if not 0 < getattr(self, name) <= 1:
+                raise _refused(name, getattr(self, name), "must be in (0, 1]")
 
     def with_task_settings(self, settings: Mapping[str, Any]) -> "MileGPOConfig":
         """A copy of this config that plays the games a saved policy was trained on, as ``milegpo eval`` and
