@@ -184,7 +184,7 @@ def test_action_regex_admits_exactly_the_admissible_actions():
 @pytest.mark.slow
 def test_the_trainer_constrains_its_generation(tmp_path, tokenizer):
     """MileGPOTrainer(constrain_actions=True) through TRL's own transformers generation path."""
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.envs.webshop import webshop_tasks
     from milegpo.trainer import MileGPOTrainer
 
