@@ -256,10 +256,11 @@ def arrange_help(parser, prog: str, full: bool = False) -> None:
 
 
 def build_parser(prog: str = "milegpo train", full_help: bool = False):
-    from ..trainer.config import MileGPOConfig
-    from .parser import MileGPOParser  # TrlParser that takes `env: webshop` in a --config recipe
+    from trl import TrlParser
 
-    parser = MileGPOParser((JobArguments, MileGPOConfig), prog=prog)
+    from ..trainer.config import MileGPOConfig
+
+    parser = TrlParser((JobArguments, MileGPOConfig), prog=prog)
     arrange_help(parser, prog, full_help)
     return parser
 

@@ -4,7 +4,8 @@
 and refuses anything else (``ValueError: `env` field should be a dict``), but ``env`` is also MileGPOConfig's
 environment kind, the first line of every recipe (``examples/recipes/*.yaml``). :class:`MileGPOParser` reads
 a string ``env`` as the field (a default the command line can override, like every other key of the file)
-and leaves a mapping to TRL, which sets the variables as before.
+and leaves a mapping to TRL, which sets the variables as before. The example scripts use it; ``milegpo train``
+reads its ``--config`` file itself, the same way (:func:`milegpo.job.flags.read_config`).
 
     >>> parser = MileGPOParser((ScriptArguments, MileGPOConfig))
     >>> script_args, cfg = parser.parse_args_and_config(["--config", "examples/recipes/webshop/gigpo.yaml"])
