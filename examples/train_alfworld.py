@@ -3,7 +3,7 @@
     # one process, the embedded household world (no install needed)
     python examples/train_alfworld.py --model_name_or_path Qwen/Qwen2.5-1.5B-Instruct --output_dir runs/milegpo
 
-    # the paper's recipe (examples/recipes/README.md), on the paper's 2 GPUs
+    # the paper's recipe (README.md, "Reproduce the paper"), on the paper's 2 GPUs
     accelerate launch --config_file examples/accelerate/2gpu.yaml examples/train_alfworld.py \
         --config examples/recipes/alfworld/milegpo_full.yaml --output_dir runs/alfworld_milegpo_full
 

@@ -5,7 +5,7 @@ horizon 30; the ``test`` split evaluated).
     # one process; the embedded 3,000-product catalog unless WEBSHOP_DATA names WebShop's files
     python examples/train_webshop.py --model_name_or_path Qwen/Qwen2.5-1.5B-Instruct --output_dir runs/webshop
 
-    # the paper's recipe (examples/recipes/README.md), on the paper's 2 GPUs
+    # the paper's recipe (README.md, "Reproduce the paper"), on the paper's 2 GPUs
     accelerate launch --config_file examples/accelerate/2gpu.yaml examples/train_webshop.py \
         --config examples/recipes/webshop/milegpo_full.yaml --output_dir runs/webshop_milegpo_full
 

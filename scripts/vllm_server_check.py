@@ -47,6 +47,25 @@ def start_server(model: str, gpu: str, port: int, log: Path) -> subprocess.Popen
     return subprocess.Popen(command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
+def wait_for_server(server: subprocess.Popen, base_url: str, log: Path, timeout_s: float):
+    """TRL's client of the server at ``base_url`` once it answers ``/health``; a RuntimeError naming its log
+    when it exits first or does not answer within ``timeout_s``."""
+    import requests
+    from trl.generation.vllm_client import VLLMClient
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited with code {server.returncode} before answering; its log: {log}")
+        try:
+            if requests.get(f"{base_url}/health", timeout=5).status_code == 200:
+                return VLLMClient(base_url=base_url)
+        except requests.exceptions.RequestException:
+            pass
+        time.sleep(2)
+    raise RuntimeError(f"the server did not answer {base_url}/health within {timeout_s:.0f} s; its log: {log}")
+
+
 def stop_server(server: subprocess.Popen) -> None:
     if server.poll() is None:
         server.terminate()
@@ -126,18 +145,17 @@ def main() -> int:
     from milegpo import MileGPOConfig
     from milegpo.job.policy import reload_tokenizer
     from milegpo.trainer import MileGPOTrainer
-    from trl.generation.vllm_client import VLLMClient
-
     args.out.mkdir(parents=True, exist_ok=True)
     model_dir = build_warm_checkpoint(str(args.out / "model"), hidden=128, heads=2, kv_heads=1)  # head_dim 64
     tokenizer = reload_tokenizer(model_dir)  # the tiny tokenizer as saved (AutoTokenizer decodes it unspaced)
     sequences, prompt_lengths = probe_sequences(tokenizer)
     port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
     server = start_server(model_dir, args.server_gpu, port, args.out / "server.log")
     trainer = None
     try:
-        client = VLLMClient(base_url=f"http://127.0.0.1:{port}", connection_timeout=args.startup_timeout)
+        client = wait_for_server(server, base_url, args.out / "server.log", args.startup_timeout)
         print("SERVER_UP_S", round(time.perf_counter() - started, 1), flush=True)
         before = server_logprobs(client, sequences, prompt_lengths)
         greedy_before = greedy(client, sequences, prompt_lengths)
@@ -146,7 +164,7 @@ def main() -> int:
                             groups_per_iteration=2, group_size=4, horizon=4, num_train_tasks=4,
                             max_completion_length=16, per_device_train_batch_size=8, activation_checkpointing=False,
                             logging_steps=1, save_strategy="no", learning_rate=1e-2, beta=0.0, num_eval_tasks=2,
-                            use_vllm=True, vllm_mode="server", vllm_server_base_url=f"http://127.0.0.1:{port}",
+                            use_vllm=True, vllm_mode="server", vllm_server_base_url=base_url,
                             vllm_group_port=free_port(), num_env_workers=0)
         trainer = MileGPOTrainer(model_dir, cfg, processing_class=tokenizer, train_tasks=easy_tasks("train", 4, 4),
                                  eval_tasks={"id": easy_tasks("id", 2, 4), "ood": easy_tasks("ood", 2, 4)})
