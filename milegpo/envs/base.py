@@ -46,6 +46,13 @@ UNWINNABLE: int = 1 << 30
 _TEMPLATE = re.compile(r"^([^\[\]<>]+)\[<[^<>]*>\]$")
 
 
+def action_template(entry: str) -> str | None:
+    """The name of a template entry ``name[<...>]`` (WebShop's ``search[<your query>]`` -> ``"search"``: it admits
+    ``name[<any text that is not blank>]``), None for an entry that is an action as written."""
+    template = _TEMPLATE.match(entry)
+    return None if template is None else template.group(1)
+
+
 def match_action(action: str, admissible: Sequence[str], loose: bool = False) -> str | None:
     """The admissible action ``action`` stands for, or None when it is not admissible.
 
@@ -258,5 +265,5 @@ def success_by_task_type(task_types, won) -> dict[str, float]:
     return out
 
 
-__all__ = ["SINK", "UNWINNABLE", "match_action", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
+__all__ = ["SINK", "UNWINNABLE", "match_action", "action_template", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
            "state_key", "stable_seed"]

@@ -26,7 +26,8 @@ EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
 #: that many games; it and ``group_size`` also size the environment pool, whose waves of episodes set the
 #: generation batches of an evaluation: the same pool, the same sampled episodes)
 TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length", "num_train_tasks", "groups_per_iteration", "group_size") + EVAL_FIELDS
+               "max_completion_length", "constrain_actions", "num_train_tasks", "groups_per_iteration",
+               "group_size") + EVAL_FIELDS
 
 
 def saved_task_settings(path) -> dict[str, Any]:

@@ -35,6 +35,7 @@ def test_every_field_is_a_documented_flag():
     cfg = a.credit_config()
     assert a.credit_method == "graphgpo" and cfg.eta == 0.5 and cfg.norm == "mean" and cfg.invalid_penalty == 0.2
     assert a.num_generations == 4 and a.eval_splits == ["id"] and a.require_think and a.horizon == 30
+    assert not a.constrain_actions and parse("--constrain_actions", "true").constrain_actions
 
 
 @pytest.mark.parametrize("flags, match", [
@@ -92,6 +93,10 @@ def test_every_field_is_a_documented_flag():
     (["--env_options", '{"level": 3}'], r"MileGPOConfig.env_options=\{'level': 3\}: env option 'level' is not a "
                                         r"setting of milegpo.envs.household_tasks; its settings: \['max_receptacles'\]"),
     (["--prompt_style", "fancy"], r"MileGPOConfig.prompt_style='fancy': one of alfworld, compact, webshop$"),
+    (["--constrain_actions", "true", "--use_vllm", "true", "--vllm_mode", "server"],
+     r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_mode='colocate' \(got 'server'"),
+    (["--constrain_actions", "true", "--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_tensor_parallel_size",
+      "2"], r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_tensor_parallel_size=1 \(got 2\)$"),
 ])
 def test_bad_values_are_refused(flags, match):
     from milegpo.trainer.config import ConfigError
