@@ -150,7 +150,8 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     t0 = time.perf_counter()
     s = settings
     method, variant = METHODS[method_label]
-    config = presets.get_preset(s["preset"]).replace(invalid_penalty=s["invalid_penalty"])
+    config = presets.get_preset(s["preset"]).replace(invalid_penalty=s["invalid_penalty"],
+                                                     **s.get("credit_overrides", {}))
     tasks = quality_tasks(s["env"], "train", s["tasks"], seed, s["horizon"], s["options"])
     policy = TabularPolicy(s["prior"], s["invalid_logit"], np.random.default_rng(seed))
     # the trainer's group sampler: distinct tasks per iteration, a new shuffle every epoch over the tasks
@@ -216,7 +217,8 @@ def table(records: list[dict], settings: dict) -> str:
     world, games, score = WORLD_WORDS.get(s.get("env", "household"), WORLD_WORDS["household"])
     lines = [f"{world} testbed: tabular softmax policy, {s['tasks']} training {games}, horizon {s['horizon']}, "
              f"{s['iterations']} iterations x {s['groups']} groups x {s['group_size']} episodes, prior {s['prior']}, "
-             f"lr {s['lr']}, state key {s.get('state', 'obs')}, preset {s['preset']}; final evaluation: "
+             f"lr {s['lr']}, state key {s.get('state', 'obs')}, preset {s['preset']}"
+             f"{''.join(f', {k}={v}' for k, v in s.get('credit_overrides', {}).items())}; final evaluation: "
              f"{s['eval_episodes']} episodes of every training game; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}), mean "
              "and 95% t-interval over seeds.", "",
              f"| method | final success % | mean training success % | final {score} | final invalid % | seeds |",
@@ -260,10 +262,11 @@ def plot(records: list[dict], path: Path) -> Path:
     return _save(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    command = "python experiments/credit_testbed.py " + " ".join(argv)
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(description: str | None = __doc__) -> argparse.ArgumentParser:
+    """The testbed's flags (this script's and experiments/convention_testbed.py's)."""
+    from milegpo.credit import presets
+
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="experiments/results/testbed_household")
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(20)))
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
@@ -285,13 +288,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
                    help="the credit's state key: the observation (the trainer's rows), or the observation with "
                         "the admissible actions (a diagnostic: fewer distinct situations share one key)")
-    p.add_argument("--preset", default=None, choices=["alfworld", "webshop"],
-                   help="credit preset (default: webshop for webshop, else alfworld)")
+    p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
+                   help="credit preset (default: webshop for webshop, else alfworld; graphgpo_reference: the public "
+                        "GraphGPO recipe's credit)")
+    p.add_argument("--credit-overrides", default="{}",
+                   help="CreditConfig fields to change after the preset, as JSON (MileGPOConfig.credit_overrides), "
+                        "e.g. '{\"episode_penalty\": \"trajectory\"}'")
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="the trainer's invalid_action_penalty")
     p.add_argument("--table-only", action="store_true", help="rewrite table.md / curves.png from results.json")
-    args = p.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
+    """The settings of every run from the parsed flags; a bad value ends in ``p.error`` (one line, exit 2)."""
+    from milegpo.credit import presets
+
     settings = {"env": args.env, "options": json.loads(args.env_options), "tasks": args.tasks,
                 "iterations": args.iterations, "groups": args.groups, "group_size": args.group_size,
                 "horizon": args.horizon, "prior": args.prior, "invalid_logit": args.invalid_logit,
@@ -299,8 +310,28 @@ def main(argv: list[str] | None = None) -> int:
                 "eval_episodes": args.eval_episodes, "invalid_penalty": args.invalid_penalty,
                 "preset": args.preset or default_preset(args.env),
                 "state": args.state}
+    try:
+        overrides = json.loads(args.credit_overrides)
+        if not isinstance(overrides, dict):
+            raise ValueError(f"expected a JSON object, got {type(overrides).__name__}")
+        presets.get_preset(settings["preset"]).replace(invalid_penalty=args.invalid_penalty, **overrides)
+    except (TypeError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+        p.error(f"--credit-overrides {args.credit_overrides!r}: {e}")
+    if overrides:
+        settings["credit_overrides"] = overrides
     if args.groups > args.tasks:
         p.error(f"--groups ({args.groups}) must not exceed --tasks ({args.tasks}): a group per distinct task")
+    return settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = "python experiments/credit_testbed.py " + " ".join(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = settings_of(args, p)
     if args.table_only:
         saved = json.loads((out / "results.json").read_text())
         md = table(saved["records"], saved["settings"])
