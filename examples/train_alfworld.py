@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from trl import TrlParser
 
-from milegpo.config import MileGPOConfig
+from milegpo.trainer.config import MileGPOConfig
 from milegpo.trainer import MileGPOTrainer
 
 

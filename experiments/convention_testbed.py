@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from credit_testbed import parser, run, settings_of  # noqa: E402
 
-from milegpo.seed_stats import mean_ci, paired_test  # noqa: E402
+from milegpo.evidence.seed_stats import mean_ci, paired_test  # noqa: E402
 
 #: convention -> CreditConfig fields changed from the preset
 CONVENTIONS = {
@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             for convention in args.conventions:
                 if (seed, method, convention) in done:
                     continue
-                overrides = {**settings.get("credit_overrides", {}), **CONVENTIONS[convention]}
-                record = {**run(seed, method, {**settings, "credit_overrides": overrides}), "convention": convention}
+                overrides = {**settings["overrides"], **CONVENTIONS[convention]}
+                record = {**run(seed, method, {**settings, "overrides": overrides}), "convention": convention}
                 records.append(record)
                 with log.open("a") as f:
                     f.write(json.dumps(record) + "\n")

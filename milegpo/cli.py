@@ -223,9 +223,9 @@ def cmd_generate_games(args: argparse.Namespace) -> int:
 def cmd_credit_quality(args: argparse.Namespace) -> int:
     import json
 
-    from milegpo.credit.quality import quality_tasks, run_credit_quality
+    from milegpo.evidence.quality import quality_tasks, run_credit_quality
     from milegpo.envs import EnvError, env_class
-    from milegpo.rollout.labelled import default_expert
+    from milegpo.evidence.labelled import default_expert
     from milegpo.state_sketches import StateSimilarity
 
     # what the command line names is checked before anything is played: a mistake is one line

@@ -105,7 +105,8 @@ EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
 #: that many games; it and ``group_size`` also size the environment pool, whose waves of episodes set the
 #: generation batches of an evaluation: the same pool, the same sampled episodes)
 TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length", "num_train_tasks", "groups_per_iteration", "group_size") + EVAL_FIELDS
+               "max_completion_length", "constrain_actions", "num_train_tasks", "groups_per_iteration",
+               "group_size") + EVAL_FIELDS
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:
@@ -133,7 +134,7 @@ def saved_task_settings(path) -> dict[str, Any]:
     """The task settings saved beside the policy at ``path`` by ``milegpo train`` (:data:`TASK_SETTINGS`: env,
     task type, horizon, env options, prompt...), or ``{}`` for a model without them (a Hub id, any other folder,
     None). A file that is not a JSON object is a ValueError naming it.
-    :meth:`milegpo.config.MileGPOConfig.with_task_settings` applies them."""
+    :meth:`milegpo.trainer.config.MileGPOConfig.with_task_settings` applies them."""
     file = Path(path) / TASK_SETTINGS if path else None
     if file is None or not file.is_file():
         return {}
@@ -153,7 +154,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "environment and tasks": ("env", "task_type", "horizon", "env_options", "train_split", "num_train_tasks",
                               "num_env_workers", "rollout_parts"),
     "rollout": ("groups_per_iteration", "group_size", "history_length", "prompt_style", "require_think",
-                "temperature", "max_completion_length"),
+                "constrain_actions", "temperature", "max_completion_length"),
     "credit": ("credit_method", "credit_variant", "credit_preset", "credit_overrides", "credit_backend",
                "credit_device", "invalid_action_penalty", "state_similarity", "state_similarity_verify",
                "state_similarity_shingle"),
@@ -205,7 +206,7 @@ def arrange_help(parser, prog: str, full: bool = False) -> None:
 def build_parser(prog: str = "milegpo train", full_help: bool = False):
     from trl import TrlParser
 
-    from ..config import MileGPOConfig
+    from ..trainer.config import MileGPOConfig
 
     parser = TrlParser((JobArguments, MileGPOConfig), prog=prog)
     arrange_help(parser, prog, full_help)

@@ -20,7 +20,7 @@ def own_flags(parser) -> set[str]:
     """The flags milegpo declares itself (the fields of ``parser``'s own dataclasses, JobArguments, and
     MileGPOConfig's own and overridden fields), preferred over TRL's and transformers' on a tie of
     :func:`milegpo.usage.closest_flag`."""
-    from ..config import MileGPOConfig
+    from ..trainer.config import MileGPOConfig
 
     own = {f.name for t in parser.dataclass_types if t is not MileGPOConfig and dataclasses.is_dataclass(t)
            for f in dataclasses.fields(t)}

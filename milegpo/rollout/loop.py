@@ -223,13 +223,18 @@ class EpisodeRunner:
       None (the default): no sketches.
     parts: generation calls per step of a wave's episodes (the module docstring: it sets the batches).
     overlap: step one part in the pool while generating the next (changes the timing, never the rollout).
+    constrain_actions: call ``generate(prompts, admissible)``, ``admissible[i]`` the admissible actions of prompt
+      ``i`` (an empty list for the dummy prompt of a call with no live episode), so that the backend constrains
+      each row's action to them (``MileGPOTrainer``: ``MileGPOConfig.constrain_actions``); off:
+      ``generate(prompts)``.
     num_env_workers: workers of the pool made when ``pool`` is None (``"auto"`` or an int).
     """
 
     def __init__(self, pool=None, *, conversational: bool = False, history_length: int = 2,
                  horizon: int | None = None, require_think: bool = False, prompt_style: str = "alfworld",
                  state_similarity: StateSimilarity | None = None,
-                 parts: int = 2, overlap: bool = True, num_env_workers: int | str = "auto") -> None:
+                 parts: int = 2, overlap: bool = True, num_env_workers: int | str = "auto",
+                 constrain_actions: bool = False) -> None:
         if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
             raise ValueError(f"EpisodeRunner: parts must be an int >= 1, got {parts!r}")
         self.pool = pool
@@ -242,6 +247,7 @@ class EpisodeRunner:
         self.parts = parts
         self.overlap = overlap
         self.num_env_workers = num_env_workers
+        self.constrain_actions = bool(constrain_actions)
         self._dummy_prompt: Any = as_model_input(render_prompt("", "", [], [], 0, 0, style=prompt_style),
                                                  conversational)
 
@@ -352,7 +358,10 @@ class EpisodeRunner:
                 prompts.append(as_model_input(text, self.conversational))
             self._dummy_prompt = prompts[0]
         t0 = time.perf_counter()
-        outputs = generate(prompts)
+        if self.constrain_actions:
+            outputs = generate(prompts, [list(slots[s]["admissible"]) for s in live] if live else [[]])
+        else:
+            outputs = generate(prompts)
         out.generate_s += time.perf_counter() - t0
         out.generate_calls += 1
         _check_outputs(outputs, len(prompts))

@@ -14,7 +14,7 @@ def test_train_flags_are_the_config_fields():
 def test_env_defaults_are_one_table_of_real_fields():
     import dataclasses
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job import ENV_DEFAULTS, TINY_RUN, JobArguments
 
     fields = {f.name for f in dataclasses.fields(MileGPOConfig)} | {f.name for f in dataclasses.fields(JobArguments)}
@@ -139,7 +139,7 @@ def test_help_shows_milegpos_flags_first_in_groups_and_points_to_the_rest(capsys
 def test_every_flag_of_milegpos_own_is_in_one_help_group():
     import dataclasses
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job.arguments import HELP_GROUPS, JobArguments
 
     grouped = [name for names in HELP_GROUPS.values() for name in names]
@@ -158,7 +158,7 @@ def _default_claims():
     import dataclasses
     import re
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job.arguments import JobArguments
 
     own = set(MileGPOConfig.__dict__["__annotations__"])
@@ -172,7 +172,7 @@ def _default_claims():
 def test_every_help_text_that_names_a_default_names_the_real_one():
     import dataclasses
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job import env_defaults
     from milegpo.job.arguments import JobArguments
 
@@ -201,7 +201,7 @@ def test_one_default_number_of_evaluation_tasks():
 def test_our_defaults_set_no_deprecated_field():
     import warnings
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job import parse
 
     with warnings.catch_warnings():
@@ -215,7 +215,7 @@ def test_our_defaults_set_no_deprecated_field():
 def test_the_deprecated_checkpointing_alias_still_decides_or_is_refused():
     import pytest
 
-    from milegpo.config import ConfigError, MileGPOConfig
+    from milegpo.trainer.config import ConfigError, MileGPOConfig
 
     with pytest.warns(FutureWarning, match="activation_checkpointing"):  # the caller's own choice: transformers says
         cfg = MileGPOConfig(output_dir="unused", gradient_checkpointing=False)

@@ -144,3 +144,28 @@ def test_household_episodes_have_no_score():
     out = runner.run(tasks, 2, expert_generator(runner, tasks, 2))
     assert all(e.score is None for e in out.episodes)
     assert "score" not in episode_metrics(out.episode_summaries())
+
+
+def test_constrain_actions_hands_each_prompt_its_admissible_actions():
+    """``constrain_actions=True``: ``generate(prompts, admissible)``, ``admissible[i]`` the actions the prompt lists
+    (what a backend constrains the row to); off: ``generate(prompts)``, the same rollout for the same choices."""
+    tasks = household_tasks("train", 2, horizon=4)
+
+    def runs(constrain: bool):
+        runner = EpisodeRunner(SequentialPool(4), horizon=4, constrain_actions=constrain)
+        plain = expert_generator(runner, tasks, 2, p_expert=0.5)
+        seen = []
+
+        def generate(prompts, *admissible):
+            assert len(admissible) == (1 if constrain else 0)
+            if constrain:
+                assert [_admissible(p) for p in prompts] == admissible[0]
+                seen.extend(admissible[0])
+            return plain(prompts)
+
+        return runner.run(tasks, 2, generate), seen
+
+    on, seen = runs(True)
+    off, _ = runs(False)
+    assert seen and all(seen)
+    assert [(r.state, r.action, r.invalid) for r in on.rows] == [(r.state, r.action, r.invalid) for r in off.rows]

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from trl import TrlParser
 
-from milegpo.config import MileGPOConfig
+from milegpo.trainer.config import MileGPOConfig
 
 BASE = ["--output_dir", "/tmp/milegpo-config-test", "--report_to", "none", "--bf16", "false", "--use_cpu", "true"]
 
@@ -35,6 +35,7 @@ def test_every_field_is_a_documented_flag():
     cfg = a.credit_config()
     assert a.credit_method == "graphgpo" and cfg.eta == 0.5 and cfg.norm == "mean" and cfg.invalid_penalty == 0.2
     assert a.num_generations == 4 and a.eval_splits == ["id"] and a.require_think and a.horizon == 30
+    assert not a.constrain_actions and parse("--constrain_actions", "true").constrain_actions
 
 
 @pytest.mark.parametrize("flags, match", [
@@ -92,9 +93,13 @@ def test_every_field_is_a_documented_flag():
     (["--env_options", '{"level": 3}'], r"MileGPOConfig.env_options=\{'level': 3\}: env option 'level' is not a "
                                         r"setting of milegpo.envs.household_tasks; its settings: \['max_receptacles'\]"),
     (["--prompt_style", "fancy"], r"MileGPOConfig.prompt_style='fancy': one of alfworld, compact, webshop$"),
+    (["--constrain_actions", "true", "--use_vllm", "true", "--vllm_mode", "server"],
+     r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_mode='colocate' \(got 'server'"),
+    (["--constrain_actions", "true", "--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_tensor_parallel_size",
+      "2"], r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_tensor_parallel_size=1 \(got 2\)$"),
 ])
 def test_bad_values_are_refused(flags, match):
-    from milegpo.config import ConfigError
+    from milegpo.trainer.config import ConfigError
 
     if "cuda:7" in flags and __import__("torch").cuda.device_count() > 7:
         pytest.skip("this machine has a cuda:7")
@@ -112,7 +117,7 @@ def test_bad_values_are_refused(flags, match):
     (dict(generation_batch_size=64), r"MileGPOConfig.generation_batch_size=64: leave it unset"),
 ])
 def test_bad_values_are_refused_at_construction(kwargs, match):
-    from milegpo.config import ConfigError
+    from milegpo.trainer.config import ConfigError
 
     with pytest.raises(ConfigError, match=match):
         MileGPOConfig(output_dir="/tmp/milegpo-config-test", report_to="none", **kwargs)

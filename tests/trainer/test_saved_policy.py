@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 
-from milegpo.config import ConfigError, MileGPOConfig
+from milegpo.trainer.config import ConfigError, MileGPOConfig
 from milegpo.job import eval_summary, parse, reload_tokenizer, run_eval
 from milegpo.job.policy import saved_task_settings
 from milegpo.trainer import MileGPOTrainer

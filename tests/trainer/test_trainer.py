@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from milegpo.config import MileGPOConfig
+from milegpo.trainer.config import MileGPOConfig
 from milegpo.job.policy import reload_tokenizer
 from milegpo.credit import StepBatch, estimate
 from milegpo.trainer import MileGPOTrainer

@@ -30,12 +30,12 @@ from typing import Any, ClassVar, Mapping
 import torch
 from trl import GRPOConfig
 
-from .credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
-from .envs import ENV_KINDS, task_space
-from .envs.pool import env_workers_setting
-from .rollout.prompt import PROMPT_STYLES
-from .rollout.tasks import check_env_options
-from .state_sketches import StateSimilarity
+from ..credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
+from ..envs import ENV_KINDS, task_space
+from ..envs.pool import env_workers_setting
+from ..rollout.prompt import PROMPT_STYLES
+from ..rollout.tasks import check_env_options
+from ..state_sketches import StateSimilarity
 
 
 class ConfigError(ValueError):
@@ -113,6 +113,12 @@ class MileGPOConfig(GRPOConfig):
             template, the paper's), `webshop` (verl-agent's WebShop template) or `compact` (the same facts without
             instructions, for tiny policies).
         require_think (`bool`, defaults to `False`): a completion without `<think>...</think>` is invalid.
+        constrain_actions (`bool`, defaults to `False`): the text inside `<action>...</action>` is constrained to
+            the row's admissible actions while generating (`milegpo.trainer.constrained`: transformers'
+            `prefix_allowed_tokens_fn` over a token trie; with `use_vllm`, vLLM's structured outputs, one regex per
+            row, colocate mode with `vllm_tensor_parallel_size=1`); a template such as WebShop's
+            `search[<your query>]` is its fixed prefix `search[` then free text up to `]`. Logged as
+            `constrain_actions` when on.
     Credit:
         credit_method (`str`, defaults to `"milegpo"`): `grpo`, `gigpo`, `graphgpo` or `milegpo`.
         credit_variant (`str`, defaults to `"full"`): MileGPO ablation `md`, `rcs` or `full`.
@@ -181,6 +187,10 @@ class MileGPOConfig(GRPOConfig):
                                                                      "tiny policies trained from scratch)."})
     require_think: bool = field(default=False, metadata={"help": "Count a completion without <think>...</think> "
                                                                   "as an invalid action."})
+    constrain_actions: bool = field(default=False, metadata={
+        "help": "Constrain the text inside <action>...</action> to the row's admissible actions while generating "
+                "(transformers: a token trie; vLLM colocate: structured outputs); a template such as "
+                "search[<your query>] keeps its prefix and takes free text up to ']'."})
     # ---- credit
     credit_method: str = field(default="milegpo", metadata={"help": "Advantage estimator: grpo, gigpo, graphgpo, "
                                                                      "milegpo."})
@@ -357,6 +367,13 @@ class MileGPOConfig(GRPOConfig):
                 raise _refused(name, getattr(self, name), "must be >= 0")
         if not self.eval_temperature > 0:
             raise _refused("eval_temperature", self.eval_temperature, "must be > 0 (a sampling temperature)")
+        if self.constrain_actions and self.use_vllm and self.vllm_mode != "colocate":
+            raise _refused("constrain_actions", True, f"with use_vllm needs vllm_mode='colocate' (got "
+                                                      f"{self.vllm_mode!r}: TRL's vLLM client sends one structured-"
+                                                      "outputs regex per request batch, the rows need one each)")
+        if self.constrain_actions and self.use_vllm and self.vllm_tensor_parallel_size != 1:
+            raise _refused("constrain_actions", True, "with use_vllm needs vllm_tensor_parallel_size=1 (got "
+                                                      f"{self.vllm_tensor_parallel_size})")
 
     def with_task_settings(self, settings: Mapping[str, Any]) -> "MileGPOConfig":
         """A copy of this config that plays the games a saved policy was trained on, as ``milegpo eval`` and
