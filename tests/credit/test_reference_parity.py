@@ -404,3 +404,21 @@ def test_config_errors():
         CreditConfig(invalid_penalty_in_step_reward=True, invalid_penalty_on_step_return=True)
     with pytest.raises(TypeError, match="invalid_penalty_in_step_reward must be a bool"):
         CreditConfig(invalid_penalty_in_step_reward=1)
+
+
+@pytest.mark.skipif("triton" not in BACKENDS, reason="needs a GPU or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("method", ["grpo", "gigpo", "graphgpo", "milegpo"])
+def test_gpu_layout_pipeline_reads_nothing_on_the_host_under_the_preset(method):
+    # as tests/credit/test_triton_backend.py: the new paths (per-trajectory norm, max + 1 distances, the step
+    # reward) at the GPU's static layout make none of the ops that would sync or copy from the host there
+    from milegpo.credit.vectorized import credit_tables
+    from milegpo_kernels.inputs import host_checks
+    from milegpo_kernels.testing import no_host_reads
+
+    batch = StepBatch.from_rows(BATCHES[0])
+    config = presets.GRAPHGPO_REFERENCE
+    with host_checks(False), no_host_reads(method):  # raises naming the host reads
+        tables = credit_tables(batch, method, config, "full", "triton", static_shapes=True)
+        adv = tables.result(batch, method, config, "full", "triton").advantages
+    torch.testing.assert_close(adv, estimate(batch, method, config, backend="reference").advantages,
+                               rtol=1e-9, atol=1e-9)
