@@ -203,4 +203,5 @@ def check_method(method: str, variant: str) -> None:
         raise ValueError(f"unknown MileGPO variant {variant!r}; expected one of {VARIANTS}")
 
 
-__all__ = ["ALFWORLD", "WEBSHOP", "GRAPHGPO_REFERENCE", "GIGPO_REFERENCE", "PRESETS", "CHOICES", "CreditConfig", "get_preset", "METHODS", "VARIANTS", "NORMS", "MAX_COUNT"]
+__all__ = ["ALFWORLD", "WEBSHOP", "GRAPHGPO_REFERENCE", "GIGPO_REFERENCE", "PRESETS", "CHOICES", "CreditConfig",
+           "get_preset", "METHODS", "VARIANTS", "NORMS", "MAX_COUNT"]
