@@ -15,9 +15,10 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from ..envs.webshop.env import DEFAULT_WEBSHOP_HORIZON
+from ..usage import UsageError
 
 #: defaults of every embedded run (no --model_name_or_path), whatever the environment: a tiny Qwen2 (hidden 128)
 #: warm-started at lr 3e-3, 4 groups x 4 episodes per iteration, 50 iterations at lr 3e-4, no checkpoints; sized
@@ -93,6 +94,26 @@ class JobArguments:
     plots: bool = field(default=True, metadata={"help": "Write the PNG plots."})
     threads: int = field(default=0, metadata={"help": "torch CPU threads (0: leave torch's default)."})
 
+    #: the least value of each numeric field (``sft_explore`` also at most 1), checked at construction
+    AT_LEAST: ClassVar[dict[str, float]] = dict(sft_epochs=0, sft_tasks=1, sft_learning_rate=0, sft_batch_size=1,
+                                                sft_explore=0, tiny_hidden=1, tiny_layers=1, threads=0)
+
+    def __post_init__(self):
+        """Refuse a value the job cannot run with: a ValueError of one line naming the field, the value and what
+        is allowed (``milegpo train`` prints it and exits 2), as MileGPOConfig does."""
+        import math
+
+        for name, low in self.AT_LEAST.items():
+            value = getattr(self, name)
+            if isinstance(value, float) and not math.isfinite(value) or value < low:
+                raise ValueError(f"JobArguments.{name}={value!r}: must be >= {low:g}"
+                                 + {"sft_epochs": " (0: no warm start)", "threads": " (0: torch's default)"}.get(name, ""))
+        if self.sft_explore > 1:
+            raise ValueError(f"JobArguments.sft_explore={self.sft_explore!r}: must be <= 1 (a share of actions)")
+        if self.tiny_hidden % 8:
+            raise ValueError(f"JobArguments.tiny_hidden={self.tiny_hidden!r}: must be a multiple of 8 (the tiny "
+                             "Qwen2's 4 attention heads, each of an even size for its rotary embedding)")
+
 
 #: the file beside a saved policy that records the games and prompt it was trained with (`milegpo eval` and
 #: `milegpo train --model_name_or_path` of that policy take them as defaults)
@@ -118,16 +139,47 @@ def _flag_value(argv: Sequence[str], flag: str) -> str | None:
     return None
 
 
-def _given(argv: Sequence[str], name: str) -> Any:
-    """The value of ``--name`` on the command line, else in the ``--config`` YAML file, else None."""
-    value = _flag_value(argv, f"--{name}")
-    config = _flag_value(argv, "--config")
-    if value is None and config is not None and Path(config).is_file():
-        import yaml
+def _without_config(argv: Sequence[str]) -> tuple[list[str], str | None]:
+    """(``argv`` without its ``--config FILE``, FILE or None)."""
+    rest, path, i = [], None, 0
+    while i < len(argv):
+        if argv[i] == "--config" and i + 1 < len(argv):
+            path, i = argv[i + 1], i + 2
+            continue
+        if argv[i].startswith("--config="):
+            path = argv[i].split("=", 1)[1]
+        else:
+            rest.append(argv[i])
+        i += 1
+    return rest, path
 
-        loaded = yaml.safe_load(Path(config).read_text())
-        value = loaded.get(name) if isinstance(loaded, dict) else None
-    return value
+
+def _given(argv: Sequence[str], config: dict, name: str) -> Any:
+    """The value of ``--name`` on the command line, else in the ``--config`` mapping (not TRL's ``env:``
+    mapping of environment variables), else None."""
+    value = _flag_value(argv, f"--{name}")
+    if value is None:
+        value = config.get(name)
+    return None if name == "env" and isinstance(value, dict) else value
+
+
+def merged_env_options(defaults: dict[str, Any], given: Any) -> Any:
+    """The ``--env_options`` of a run: those ``given`` (a JSON object string or a dict) merged into the defaults'
+    (:data:`ENV_DEFAULTS`' tiny row, a saved policy's), a key given wins and a key given as null drops the
+    default's. ``given`` that is not a JSON object is returned as it is, for MileGPOConfig to refuse."""
+    base = defaults.get("env_options")
+    if not isinstance(base, dict):
+        return given
+    options = given
+    if isinstance(given, str):
+        try:
+            options = json.loads(given) if given.strip() else {}
+        except json.JSONDecodeError:
+            return given
+    if not isinstance(options, dict):
+        return given
+    merged = {**base, **options}
+    return {k: v for k, v in merged.items() if v is not None}
 
 
 def saved_task_settings(path) -> dict[str, Any]:
@@ -221,9 +273,18 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     full_help = HELP_ALL in argv
     argv = ["--help" if a == HELP_ALL else a for a in argv]
     parser = build_parser(prog, full_help=full_help or not {"-h", "--help"} & set(argv))
-    model_path = _given(argv, "model_name_or_path")
-    saved = saved_task_settings(model_path)
-    env = _given(argv, "env") or saved.get("env") or "household"
+    from .flags import config_flags, parse_flags, read_config  # every mistake one line, not a traceback
+
+    argv, config_path = _without_config(argv)
+    if config_path is None and "--config" in argv:
+        raise UsageError(f"{prog}: error: argument --config: expected one argument (a YAML file)")
+    config = read_config(config_path, prog) if config_path is not None else {}
+    model_path = _given(argv, config, "model_name_or_path")
+    try:
+        saved = saved_task_settings(model_path)
+    except ValueError as e:
+        raise UsageError(f"{prog}: error: {e}") from None
+    env = _given(argv, config, "env") or saved.get("env") or "household"
     defaults = env_defaults(env, tiny=model_path is None)
     if saved.get("env", "household") == env:
         # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
@@ -231,10 +292,20 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     if not torch.cuda.is_available():  # GRPOConfig defaults to bf16 on an accelerator
         defaults.update(use_cpu=True, bf16=False)
     parser.set_defaults(**defaults)
-    from .flags import parse_flags  # every mistake one line (milegpo.usage.UsageError), not a traceback
-
-    return parse_flags(parser, argv, prog)
+    options = _given(argv, config, "env_options")
+    if options is not None:  # given options merge into the defaults' (the tiny catalog's size stays)
+        options = merged_env_options(defaults, options)
+        argv = [a for i, a in enumerate(argv) if a != "--env_options" and (i == 0 or argv[i - 1] != "--env_options")
+                and not a.startswith("--env_options=")]
+        config.pop("env_options", None)
+        argv += ["--env_options", options if isinstance(options, str) else json.dumps(options)]
+    # the --config values become flags before the command line's (the same checks); a flag given wins, so the
+    # file's value of that flag is not read at all
+    given = {a.lstrip("-").split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--")}
+    config = {k: v for k, v in config.items() if k not in given or (k == "env" and isinstance(v, dict))}
+    tokens = config_flags(config, parser, prog, config_path)
+    return parse_flags(parser, tokens + argv, prog, from_config=set(config), config_path=config_path)
 
 
 __all__ = ["JobArguments", "HELP_GROUPS", "arrange_help", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults",
-           "saved_task_settings", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]
+           "saved_task_settings", "merged_env_options", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]

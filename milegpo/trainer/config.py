@@ -365,8 +365,12 @@ class MileGPOConfig(GRPOConfig):
         for name in ("beta", "learning_rate"):
             if not getattr(self, name) >= 0:
                 raise _refused(name, getattr(self, name), "must be >= 0")
-        if not self.eval_temperature > 0:
-            raise _refused("eval_temperature", self.eval_temperature, "must be > 0 (a sampling temperature)")
+        for name in ("temperature", "eval_temperature"):
+            if not getattr(self, name) > 0:
+                raise _refused(name, getattr(self, name), "must be > 0 (a sampling temperature)")
+        for name in ("top_p",):
+            if not 0 < getattr(self, name) <= 1:
+                raise _refused(name, getattr(self, name), "must be in (0, 1]")
         if self.constrain_actions and self.use_vllm and self.vllm_mode != "colocate":
             raise _refused("constrain_actions", True, f"with use_vllm needs vllm_mode='colocate' (got "
                                                       f"{self.vllm_mode!r}: TRL's vLLM client sends one structured-"
