@@ -278,9 +278,9 @@ def table(records: list[dict], settings: dict) -> str:
 
 
 def plot(records: list[dict], path: Path) -> Path:
-    from milegpo.job.plots import _plt, _save
+    from milegpo.job.plots import pyplot, save_figure
 
-    fig, axes = _plt().subplots(1, 3, figsize=(15, 3.8))
+    fig, axes = pyplot().subplots(1, 3, figsize=(15, 3.8))
     for m in [m for m in METHODS if any(r["method"] == m for r in records)]:
         curves = [r["curve"] for r in records if r["method"] == m]
         n = min(len(c) for c in curves)
@@ -297,7 +297,7 @@ def plot(records: list[dict], path: Path) -> Path:
     axes[0].legend(fontsize=7)
     fig.suptitle(f"credit testbed: mean and 95% interval over {len({r['seed'] for r in records})} seeds", fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def parser(description: str | None = __doc__) -> argparse.ArgumentParser:

@@ -56,7 +56,7 @@ from milegpo_kernels import (
     segment_normalize,
     shaped_advantage,
 )
-from milegpo_kernels._backend import resolve
+from milegpo_kernels import resolve_backend
 
 from .batch import SINK, StepBatch
 from .config import CreditConfig
@@ -312,7 +312,7 @@ def rollout_graph(rows: GroupOrderedRows) -> RolloutGraph:
     arrays = graph_arrays(node, next_node, edge, rows.group, rows.raw_group, rows.state, rows.next_state,
                           rows.group_start, rows.traj_start, rows.success, node_ids.count, edge_ids.count,
                           rows.n_groups, node_cap, edge_cap, rows.group_cap, SINK, **ops)
-    edge_offsets = arrays.edge_offsets if resolve(rows.backend, arrays.src) == "triton" else None
+    edge_offsets = arrays.edge_offsets if resolve_backend(rows.backend, arrays.src) == "triton" else None
 
     # Distinct-trajectory counts, nodes and edges in one call (edge j is segment node_cap + j). A
     # trajectory touches a node as the state of a row or as the next_state of its last row (any

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 from ..envs.webshop.env import DEFAULT_WEBSHOP_HORIZON
+from ..trainer.saved_policy import EVAL_FIELDS, TASK_FIELDS, TASK_SETTINGS, saved_task_settings  # re-exported
 from ..usage import UsageError
 
 #: defaults of every embedded run (no --model_name_or_path), whatever the environment: a tiny Qwen2 (hidden 128)
@@ -115,21 +115,6 @@ class JobArguments:
                              "Qwen2's 4 attention heads, each of an even size for its rotary embedding)")
 
 
-#: the file beside a saved policy that records the games and prompt it was trained with (`milegpo eval` and
-#: `milegpo train --model_name_or_path` of that policy take them as defaults)
-TASK_SETTINGS = "milegpo_task.json"
-#: the evaluation settings a saved policy carries too: ``milegpo eval`` of it plays the evaluation ``milegpo train``
-#: printed at its end (same tasks, episodes, temperature and seed: the same numbers)
-EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
-#: the MileGPOConfig fields :data:`TASK_SETTINGS` records (``num_train_tasks``: its training games, seeds 0..n-1,
-#: which a small catalog may not hold a thousand of; ``groups_per_iteration`` with them: a config needs at least
-#: that many games; it and ``group_size`` also size the environment pool, whose waves of episodes set the
-#: generation batches of an evaluation: the same pool, the same sampled episodes)
-TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length", "constrain_actions", "num_train_tasks", "groups_per_iteration",
-               "group_size") + EVAL_FIELDS
-
-
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:
     for i, a in enumerate(argv):
         if a == flag and i + 1 < len(argv):
@@ -180,23 +165,6 @@ def merged_env_options(defaults: dict[str, Any], given: Any) -> Any:
         return given
     merged = {**base, **options}
     return {k: v for k, v in merged.items() if v is not None}
-
-
-def saved_task_settings(path) -> dict[str, Any]:
-    """The task settings saved beside the policy at ``path`` by ``milegpo train`` (:data:`TASK_SETTINGS`: env,
-    task type, horizon, env options, prompt...), or ``{}`` for a model without them (a Hub id, any other folder,
-    None). A file that is not a JSON object is a ValueError naming it.
-    :meth:`milegpo.trainer.config.MileGPOConfig.with_task_settings` applies them."""
-    file = Path(path) / TASK_SETTINGS if path else None
-    if file is None or not file.is_file():
-        return {}
-    try:
-        settings = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{file}: not valid JSON ({e})") from None
-    if not isinstance(settings, dict):
-        raise ValueError(f"{file}: expected a JSON object of MileGPOConfig fields, got {type(settings).__name__}")
-    return settings
 
 
 #: the layout of ``milegpo train --help``: milegpo's own flags in these groups, in this order, then a pointer to

@@ -384,7 +384,7 @@ class MileGPOConfig(GRPOConfig):
         ``milegpo train --model_name_or_path`` of it do.
 
         settings: the task settings saved beside the policy (``milegpo_task.json``,
-        :func:`milegpo.job.policy.saved_task_settings`: its env, task type, horizon, env options, prompt...).
+        :func:`milegpo.trainer.saved_policy.saved_task_settings`: its env, task type, horizon, env options, prompt...).
         They fill the fields this config leaves at MileGPOConfig's defaults (a value set to something else
         wins, as a command-line flag does; one set to the default itself cannot be told from it), and only
         when the policy was trained on this config's env or ``env`` is left at its default: saved settings

@@ -67,6 +67,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler, pad
 
 from .config import MileGPOConfig
+from .saved_policy import reload_tokenizer, saved_task_settings
 from ..credit import (CreditResult, SketchTable, StepBatch, diagnostic_parts, diagnostics_from_parts, estimate,
                       merge_diagnostic_parts, merge_similar_states)
 from ..envs import Task
@@ -117,7 +118,7 @@ class MileGPOTrainer(GRPOTrainer):
     Args:
         model: a model id / path or a ``PreTrainedModel`` (as GRPOTrainer). A policy folder saved by
             ``milegpo train`` (``milegpo_run/final``) is loaded as ``milegpo eval`` loads it: its tokenizer
-            faithfully (:func:`milegpo.job.policy.reload_tokenizer`, unless ``processing_class`` is given) and
+            faithfully (:func:`milegpo.trainer.saved_policy.reload_tokenizer`, unless ``processing_class`` is given) and
             its ``milegpo_task.json`` in the fields ``args`` leaves at their defaults
             (:meth:`MileGPOConfig.with_task_settings`; ``self.args`` is that copy).
         args: a :class:`~milegpo.trainer.config.MileGPOConfig`.
@@ -152,8 +153,6 @@ class MileGPOTrainer(GRPOTrainer):
         if unchecked:
             warnings.warn(unchecked, stacklevel=2)
         if isinstance(model, (str, os.PathLike)) and os.path.isdir(model):  # a saved policy: as `milegpo eval`
-            from ..job.policy import reload_tokenizer, saved_task_settings
-
             args = args.with_task_settings(saved_task_settings(model))
             processing_class = reload_tokenizer(str(model)) if processing_class is None else processing_class
         if train_tasks is None:
