@@ -4,6 +4,7 @@ standing in for Qwen2.5-1.5B-Instruct (its TensorBoard scalars read back)."""
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -102,8 +103,6 @@ def test_env_as_a_mapping_still_sets_environment_variables(tmp_path, monkeypatch
     recipe.write_text("env:\n  MILEGPO_RECIPE_PROBE: '1'\nmax_steps: 3\n")
     script = load_module(ROOT / "examples" / "train_alfworld.py")
     _, cfg = script.parse_args(["--config", str(recipe), "--output_dir", str(tmp_path)])
-    import os
-
     assert os.environ["MILEGPO_RECIPE_PROBE"] == "1" and cfg.env == "household" and cfg.max_steps == 3
 
 
