@@ -39,7 +39,7 @@ pytest.importorskip("alfworld")
 import torch  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
-from milegpo.config import MileGPOConfig  # noqa: E402
+from milegpo.trainer.config import MileGPOConfig  # noqa: E402
 from milegpo.envs import EnvError  # noqa: E402
 from milegpo.envs.alfworld import alfworld_tasks, generate  # noqa: E402
 from milegpo.envs.pool import EnvPool, SequentialPool  # noqa: E402

@@ -125,7 +125,7 @@ def intervals(records: list[dict]) -> dict:
     methods: one warm start per seed) of the paper's adjacent pairs and of every method with GRPO, and the
     seeds a paired t-test would need to separate a 2-point difference given each pair's measured seed-to-seed
     spread (80% power, two-sided 5%)."""
-    from milegpo.seed_stats import mean_ci, paired_test, seeds_for
+    from milegpo.evidence.seed_stats import mean_ci, paired_test, seeds_for
 
     methods = list(dict.fromkeys(r["method"] for r in records))
     a, b = (records[0]["splits"] + ["", ""])[:2]

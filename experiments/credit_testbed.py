@@ -20,7 +20,7 @@ observation, the context line and the admissible actions; ``observation`` (the d
 before anchors) leaves the context out.
 
 WebShop (``--env webshop``, preset ``webshop`` by default; goals of the embedded catalog's train split from
-:data:`milegpo.credit.quality.QUALITY_START` on): the prior favours the shopping expert's action (WebShop's
+:data:`milegpo.evidence.quality.QUALITY_START` on): the prior favours the shopping expert's action (WebShop's
 non-privileged expert), the table's actions are :meth:`TextEnv.playable_actions` (the search box
 ``search[<your query>]`` is the expert's query: a table writes no text), the step size defaults to 0.05
 (the preset does not divide advantages by their spread, so they are in reward units, a win 10), and the
@@ -28,6 +28,11 @@ score is WebShop's (x 100).
 
     python experiments/credit_testbed.py --env webshop --out experiments/results/testbed_webshop --iterations 30 \
         --seeds $(seq 0 19) --jobs 2
+
+``--overrides '{"norm": "mean_std"}'`` changes CreditConfig fields of the preset, ``--env-options`` the task
+generator's settings (WebShop: ``'{"reward": "score"}'``, 10 x WebShop's score as the reward). Every record keeps
+the advantages its credit gave the purchase rows (``click[buy now]``) of winning and of losing episodes
+(``purchases``; the table's last section).
 
 Every method of a seed plays the same tasks in the same order from the same prior with the same random
 stream, so seeds pair the methods. Writes ``<out>/results.json`` (one record per method and seed: curves and
@@ -46,9 +51,10 @@ from pathlib import Path
 
 import numpy as np
 
-from milegpo.credit.quality import default_preset
+from milegpo.credit import presets
 from milegpo.envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
-from milegpo.seed_stats import mean_ci, paired_test, seeds_for
+from milegpo.evidence.quality import default_preset
+from milegpo.evidence.seed_stats import mean_ci, paired_test, seeds_for
 
 #: methods: label -> (credit method, variant)
 METHODS = {"grpo": ("grpo", "full"), "gigpo": ("gigpo", "full"), "graphgpo": ("graphgpo", "full"),
@@ -57,6 +63,8 @@ METHODS = {"grpo": ("grpo", "full"), "gigpo": ("gigpo", "full"), "graphgpo": ("g
 PAPER_RANKING = ("milegpo-full", "graphgpo", "gigpo", "grpo")
 #: the invalid action of the tabular policy (no world accepts it)
 INVALID_ACTION = "<invalid>"
+#: WebShop's purchase, whose rows' advantages the records keep (``purchases``: the shortest-path question)
+PURCHASE_ACTION = "click[buy now]"
 
 
 class TabularPolicy:
@@ -88,8 +96,8 @@ class TabularPolicy:
         return z / z.sum()
 
     def chooser(self, env, goal: str, record: list):
-        """A :data:`milegpo.rollout.labelled.Chooser` sampling from the table; appends (key, action index)."""
-        from milegpo.rollout.labelled import default_expert
+        """A :data:`milegpo.evidence.labelled.Chooser` sampling from the table; appends (key, action index)."""
+        from milegpo.evidence.labelled import default_expert
 
         expert_of = env.expert(default_expert(env.kind))
 
@@ -122,7 +130,7 @@ def play_groups(tasks, group_size: int, policy: TabularPolicy, envs: dict, state
     """``group_size`` episodes of each task by the policy, their rows keyed by ``state_anchor`` (None: the
     default): (groups of PlayedEpisode, (key, action) per row)."""
     from milegpo.envs import make_env
-    from milegpo.rollout.labelled import play_episode
+    from milegpo.evidence.labelled import play_episode
 
     record: list = []
     groups = []
@@ -151,14 +159,14 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     from trl.trainer.utils import RepeatSampler
 
     from milegpo.credit import estimate, presets
-    from milegpo.credit.quality import quality_tasks
-    from milegpo.rollout.labelled import step_batch
+    from milegpo.evidence.quality import quality_tasks
+    from milegpo.evidence.labelled import step_batch
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     s = settings
     method, variant = METHODS[method_label]
-    config = presets.get_preset(s["preset"]).replace(invalid_penalty=s["invalid_penalty"])
+    config = presets.get_preset(s["preset"]).replace(invalid_penalty=s["invalid_penalty"], **s.get("overrides", {}))
     tasks = quality_tasks(s["env"], "train", s["tasks"], seed, s["horizon"], s["options"])
     policy = TabularPolicy(s["prior"], s["invalid_logit"], np.random.default_rng(seed),
                            sees_context=s.get("policy_sees", "observation") == "context")
@@ -168,18 +176,37 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     stream = (i for _ in iter(int, 1) for i in sampler)
     envs: dict = {}
     curve = []
+    purchases: dict[str, list[float]] = {"won": [], "lost": []}  # the advantage of every "buy now" row, by outcome
     for _ in range(s["iterations"]):
         chosen = [tasks[next(stream)] for _ in range(s["groups"])]
         groups, record = play_groups(chosen, s["group_size"], policy, envs, s["state_anchor"])
         curve.append(episode_stats(groups))
-        result = estimate(step_batch(groups), method, config, variant, backend="torch")
-        policy.update(record, result.advantages.numpy(), s["lr"])
+        batch = step_batch(groups)
+        result = estimate(batch, method, config, variant, backend="torch")
+        advantages = result.advantages.numpy()
+        for (key, i), adv, won in zip(record, advantages, batch.success.numpy()):
+            if policy.table[key][0][i] == PURCHASE_ACTION:
+                purchases["won" if won else "lost"].append(float(adv))
+        policy.update(record, advantages, s["lr"])
     final_groups, _ = play_groups(tasks, s["eval_episodes"], policy, envs, s["state_anchor"])
     final = episode_stats(final_groups)
     for env in envs.values():
         env.close()
     return {"method": method_label, "seed": seed, "env": s["env"], "curve": curve, "final": final,
+            "purchases": purchase_stats(purchases),
             "states": len(policy.table), "seconds": time.perf_counter() - t0}
+
+
+def purchase_stats(purchases: dict[str, list[float]]) -> dict:
+    """The advantages the credit gave the ``buy now`` rows of a run (WebShop's purchase; empty elsewhere): count and
+    mean of the winning and the losing ones, and the share of losing purchases credited positively."""
+    out: dict = {}
+    for outcome, values in purchases.items():
+        out[f"{outcome}_n"] = len(values)
+        out[f"{outcome}_mean"] = float(np.mean(values)) if values else float("nan")
+    lost = purchases.get("lost", [])
+    out["lost_positive_share"] = float(np.mean([v > 0 for v in lost])) if lost else float("nan")
+    return out
 
 
 def analyse(records: list[dict]) -> dict:
@@ -234,7 +261,9 @@ def table(records: list[dict], settings: dict) -> str:
     lines = [f"{world} testbed: tabular softmax policy, {s['tasks']} training {games}, horizon {s['horizon']}, "
              f"{s['iterations']} iterations x {s['groups']} groups x {s['group_size']} episodes, prior {s['prior']}, "
              f"lr {s['lr']}, state anchor {_anchor_of(s)}, the policy sees {s.get('policy_sees', 'observation')}, "
-             f"preset {s['preset']}; final evaluation: "
+             f"preset {s['preset']}"
+             f"{''.join(f', {k}={v}' for k, v in s.get('overrides', {}).items())}"
+             f"{''.join(f', env option {k}={v}' for k, v in s.get('options', {}).items())}; final evaluation: "
              f"{s['eval_episodes']} episodes of every training game; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}), mean "
              "and 95% t-interval over seeds.", "",
              f"| method | final success % | mean training success % | final {score} | final invalid % | seeds |",
@@ -252,13 +281,24 @@ def table(records: list[dict], settings: dict) -> str:
                      f"{f['t_p']:.3f} / {f['wilcoxon_p']:.3f} | {100 * t['diff']:+.1f} [{100 * t['ci'][0]:+.1f}, "
                      f"{100 * t['ci'][1]:+.1f}] | {t['t_p']:.3f} / {t['wilcoxon_p']:.3f} | "
                      f"{f['seeds_for_2_points']} |")
+    with_purchases = [r for r in records if r.get("purchases", {}).get("lost_n")]
+    if with_purchases:
+        lines += ["", "The credit of the purchase rows (`click[buy now]`, every training iteration; mean and 95% interval "
+                  "over seeds of each seed's mean): winning purchases, losing ones, and the share of losing purchases "
+                  "credited positively:", "", "| method | won: advantage | lost: advantage | lost: share > 0 % |",
+                  "| --- | --- | --- | --- |"]
+        for m in a["methods"]:
+            rs = [r["purchases"] for r in with_purchases if r["method"] == m]
+            won, lost, share = (mean_ci([p[k] for p in rs if p[k] == p[k]])
+                                for k in ("won_mean", "lost_mean", "lost_positive_share"))
+            lines.append(f"| {m} | {cell(won, 1.0)} | {cell(lost, 1.0)} | {cell(share)} |")
     return "\n".join(lines) + "\n"
 
 
 def plot(records: list[dict], path: Path) -> Path:
-    from milegpo.job.plots import _plt, _save
+    from milegpo.job.plots import pyplot, save_figure
 
-    fig, axes = _plt().subplots(1, 3, figsize=(15, 3.8))
+    fig, axes = pyplot().subplots(1, 3, figsize=(15, 3.8))
     for m in [m for m in METHODS if any(r["method"] == m for r in records)]:
         curves = [r["curve"] for r in records if r["method"] == m]
         n = min(len(c) for c in curves)
@@ -275,13 +315,12 @@ def plot(records: list[dict], path: Path) -> Path:
     axes[0].legend(fontsize=7)
     fig.suptitle(f"credit testbed: mean and 95% interval over {len({r['seed'] for r in records})} seeds", fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    command = "python experiments/credit_testbed.py " + " ".join(argv)
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(description: str | None = __doc__) -> argparse.ArgumentParser:
+    """The testbed's flags (this script's and experiments/convention_testbed.py's)."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="experiments/results/testbed_household")
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(20)))
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
@@ -306,13 +345,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policy-sees", default="observation", choices=["observation", "context"],
                    help="the table's state: what a prompt without (observation) or with (context) the tracker's "
                         "context line shows")
-    p.add_argument("--preset", default=None, choices=["alfworld", "webshop"],
-                   help="credit preset (default: webshop for webshop, else alfworld)")
+    p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
+                   help="credit preset (default: webshop for webshop, else alfworld; graphgpo_reference: the public "
+                        "GraphGPO recipe's credit)")
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="the trainer's invalid_action_penalty")
+    p.add_argument("--overrides", default="{}",
+                   help="CreditConfig fields over the preset, as JSON (e.g. '{\"norm\": \"mean_std\"}')")
     p.add_argument("--table-only", action="store_true", help="rewrite table.md / curves.png from results.json")
-    args = p.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
+    """The settings of every run from the parsed flags; a bad value ends in ``p.error`` (one line, exit 2)."""
     settings = {"env": args.env, "options": json.loads(args.env_options), "tasks": args.tasks,
                 "iterations": args.iterations, "groups": args.groups, "group_size": args.group_size,
                 "horizon": args.horizon, "prior": args.prior, "invalid_logit": args.invalid_logit,
@@ -324,8 +368,24 @@ def main(argv: list[str] | None = None) -> int:
         check_state_anchor(args.state_anchor)
     except ValueError as e:
         p.error(str(e))
+    try:
+        settings["overrides"] = json.loads(args.overrides)
+        presets.get_preset(settings["preset"]).replace(**settings["overrides"])
+    except (TypeError, ValueError, AttributeError) as e:
+        p.error(f"--overrides {args.overrides!r}: {e}")
     if args.groups > args.tasks:
         p.error(f"--groups ({args.groups}) must not exceed --tasks ({args.tasks}): a group per distinct task")
+    return settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = "python experiments/credit_testbed.py " + " ".join(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = settings_of(args, p)
     if args.table_only:
         saved = json.loads((out / "results.json").read_text())
         md = table(saved["records"], saved["settings"])

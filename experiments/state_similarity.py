@@ -2,7 +2,7 @@
 WebShop batches with exact state keys and with near-duplicate states merged at a few thresholds.
 
 For each environment this runs ``milegpo credit-quality --state-similarity T ...``
-(:func:`milegpo.credit.quality.run_credit_quality`: mixed-expert batches labelled by the world's planner,
+(:func:`milegpo.evidence.quality.run_credit_quality`: mixed-expert batches labelled by the world's planner,
 every method scored on the same batches with exact keys and with the merge at each threshold), writes its
 ``credit_quality.json`` into ``<out>/<env>/`` and gathers the figures into ``<out>/table.md`` and
 ``<out>/table.json``: distinct states, the share of same-state pairs at different true distances from a
@@ -10,7 +10,7 @@ win, shared-state coverage and tie share (the spec's section-11
 diagnostics of MileGPO full), the tie-correction rate, the same-state and group AUC of every method with
 95% bootstrap intervals over task groups, and each method's group AUC and same-state AUC on the exact
 keys' pairs with merged states minus exact keys, paired on the same pairs and resamples
-(:func:`milegpo.credit.quality.against_exact`).
+(:func:`milegpo.evidence.quality.against_exact`).
 
     python experiments/state_similarity.py --thresholds 0.9 0.8 0.7 --out experiments/results/state_similarity
     python experiments/state_similarity.py --out experiments/results/state_similarity --table-only
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from milegpo.credit.quality import METHOD_VARIANTS, run_credit_quality  # noqa: E402
+from milegpo.evidence.quality import METHOD_VARIANTS, run_credit_quality  # noqa: E402
 
 DIAGNOSTICS = ("shared_state_coverage", "tie_share", "tie_correction_rate")
 
@@ -95,7 +95,7 @@ def tables(reports: dict) -> tuple[str, dict]:
         "Ground-truth credit quality with exact state keys and with near-duplicate states merged "
         "(`experiments/state_similarity.py`; per environment `<env>/credit_quality.json`).", "", *header, "",
         "Diagnostics (MileGPO full, mean over batches; aliased: the share of all same-state row pairs whose rows "
-        "are at different steps-to-win, `milegpo.credit.quality.aliased_share`):", "", *diag, "",
+        "are at different steps-to-win, `milegpo.evidence.quality.aliased_share`):", "", *diag, "",
         "Same-state AUC (pairs of rows in one merged state: the pair set changes with the keys):", "", *same, "",
         "Group AUC (the same pairs for every setting):", "", *group, "",
         "Group AUC with merged states minus exact keys, paired (same pairs, same resamples):", "",

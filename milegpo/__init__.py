@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from . import _moved
-
-_moved.install()  # old module paths (milegpo._moved.MOVED) keep working
-
 __version__ = "0.1.0"
 
 _LAZY = {
     "MileGPOTrainer": ("milegpo.trainer", "MileGPOTrainer"),
-    "MileGPOConfig": ("milegpo.config", "MileGPOConfig"),
+    "MileGPOConfig": ("milegpo.trainer.config", "MileGPOConfig"),
 }
 
 

@@ -13,10 +13,13 @@ and torch twins, ``<family>/triton_ops.py`` the Triton kernels and their launche
 ``torch_ops``, never the other way); ``policy_loss/`` holds ``naive.py`` (the math) and
 ``fused.py`` (kernels, autograd, the public op). Shared Triton helpers are in
 :mod:`.triton_helpers`, parameter records and host-side id checks in :mod:`.inputs`, test
-machinery in :mod:`.testing`; old module paths keep importing through :mod:`._moved`.
+machinery in :mod:`.testing`.
+:func:`resolve_backend` tells which backend a call on given tensors takes; :func:`interpreter_on`
+whether Triton's interpreter is on.
 """
 
-from . import _interpreter_compat, _moved
+from . import _interpreter_compat
+from ._backend import interpreter_on, resolve as resolve_backend
 from .counting import DistinctCounts, count_distinct
 from .graph import INF, hop_distance, max_times_potential
 from .graph_layout import GraphArrays, graph_arrays, graph_arrays_torch
@@ -46,6 +49,8 @@ from .segment import (
 
 __all__ = [
     "INF",
+    "interpreter_on",
+    "resolve_backend",
     "PolicyLossStats",
     "DenseIds",
     "DistinctCounts",
@@ -89,4 +94,3 @@ __all__ = [
 ]
 
 _interpreter_compat.install()  # older Tritons' interpreter under NumPy 2 (see the module)
-_moved.install()  # old module paths (see the module)

@@ -70,7 +70,7 @@ def test_the_tabular_policy_searches_what_the_shopping_expert_types(private_webs
     """WebShop's search box (``search[<your query>]``) is one action of the table: the expert's query."""
     import numpy as np
 
-    from milegpo.credit.quality import quality_tasks
+    from milegpo.evidence.quality import quality_tasks
     from milegpo.envs import make_env
     from milegpo.envs.webshop.expert import search_query
 

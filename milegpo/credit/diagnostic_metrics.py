@@ -2,8 +2,6 @@
 
 All computed on the host with numpy from a :class:`CreditResult`; they are for
 logging and plots, not for the hot path. :func:`diagnostics_text` prints them.
-(Formerly ``milegpo.credit.diagnose`` with ``credit_diagnostics`` / ``format_diagnostics``:
-those names still work, see :mod:`milegpo._moved`.)
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .._moved import moved_names
 from .result import CreditResult
 
 #: A^G values closer than this count as tied (spec section 11)
@@ -219,8 +216,6 @@ def diagnostics_text(d: dict) -> str:
         lines.append(f"  {k:<28} {f(v)}")
     return "\n".join(lines)
 
-
-__getattr__ = moved_names(__name__)  # the names before issue 19: credit_diagnostics, format_diagnostics
 
 __all__ = ["MAX_PARTS", "TIE_TOL", "diagnostic_parts", "diagnostics", "diagnostics_from_parts", "diagnostics_text",
            "merge_diagnostic_parts", "same_state_pairs"]

@@ -47,6 +47,13 @@ UNWINNABLE: int = 1 << 30
 _TEMPLATE = re.compile(r"^([^\[\]<>]+)\[<[^<>]*>\]$")
 
 
+def action_template(entry: str) -> str | None:
+    """The name of a template entry ``name[<...>]`` (WebShop's ``search[<your query>]`` -> ``"search"``: it admits
+    ``name[<any text that is not blank>]``), None for an entry that is an action as written."""
+    template = _TEMPLATE.match(entry)
+    return None if template is None else template.group(1)
+
+
 def match_action(action: str, admissible: Sequence[str], loose: bool = False) -> str | None:
     """The admissible action ``action`` stands for, or None when it is not admissible.
 
@@ -225,9 +232,9 @@ class TextEnv(ABC):
         """Privileged knowledge for judging credit, never shown to an agent: the fewest actions that win
         from the current hidden state, as the world's own planner counts them; ``None`` where the world
         cannot tell, :data:`UNWINNABLE` where no sequence of actions wins. A step is on an optimal path
-        when it is valid and lowers this by one (``milegpo.credit.quality`` labels steps so).
+        when it is valid and lowers this by one (``milegpo.evidence.quality`` labels steps so).
 
-        Asked only when labels are wanted (``milegpo.rollout.labelled.play_episode(..., label=True)``, or a
+        Asked only when labels are wanted (``milegpo.evidence.labelled.play_episode(..., label=True)``, or a
         replay of recorded actions), so training pays nothing for it. Household: an exact planner
         (:mod:`milegpo.envs.household.planner`); TextWorld: its winning policy's length; ALFWorld: its PDDL
         planner's plan length (the last two not proven shortest)."""
@@ -294,5 +301,5 @@ def success_by_task_type(task_types, won) -> dict[str, float]:
     return out
 
 
-__all__ = ["SINK", "UNWINNABLE", "match_action", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
+__all__ = ["SINK", "UNWINNABLE", "match_action", "action_template", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
            "state_key", "stable_seed"]

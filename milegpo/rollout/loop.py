@@ -241,13 +241,18 @@ class EpisodeRunner:
       observation in the prompt; independent of ``state_anchor``, so key and prompt ablate apart.
     parts: generation calls per step of a wave's episodes (the module docstring: it sets the batches).
     overlap: step one part in the pool while generating the next (changes the timing, never the rollout).
+    constrain_actions: call ``generate(prompts, admissible)``, ``admissible[i]`` the admissible actions of prompt
+      ``i`` (an empty list for the dummy prompt of a call with no live episode), so that the backend constrains
+      each row's action to them (``MileGPOTrainer``: ``MileGPOConfig.constrain_actions``); off:
+      ``generate(prompts)``.
     num_env_workers: workers of the pool made when ``pool`` is None (``"auto"`` or an int).
     """
 
     def __init__(self, pool=None, *, conversational: bool = False, history_length: int = 2,
                  horizon: int | None = None, require_think: bool = False, prompt_style: str = "alfworld",
                  state_similarity: StateSimilarity | None = None, state_anchor=None,
-                 show_state_context: bool = True, parts: int = 2, overlap: bool = True, num_env_workers: int | str = "auto") -> None:
+                 show_state_context: bool = True, parts: int = 2, overlap: bool = True,
+                 num_env_workers: int | str = "auto", constrain_actions: bool = False) -> None:
         if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
             raise ValueError(f"EpisodeRunner: parts must be an int >= 1, got {parts!r}")
         self.pool = pool
@@ -262,6 +267,7 @@ class EpisodeRunner:
         self.parts = parts
         self.overlap = overlap
         self.num_env_workers = num_env_workers
+        self.constrain_actions = bool(constrain_actions)
         self._dummy_prompt: Any = as_model_input(render_prompt("", "", [], [], 0, 0, style=prompt_style),
                                                  conversational)
 
@@ -375,7 +381,10 @@ class EpisodeRunner:
                 prompts.append(as_model_input(text, self.conversational))
             self._dummy_prompt = prompts[0]
         t0 = time.perf_counter()
-        outputs = generate(prompts)
+        if self.constrain_actions:
+            outputs = generate(prompts, [list(slots[s]["admissible"]) for s in live] if live else [[]])
+        else:
+            outputs = generate(prompts)
         out.generate_s += time.perf_counter() - t0
         out.generate_calls += 1
         _check_outputs(outputs, len(prompts))

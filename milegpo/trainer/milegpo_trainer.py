@@ -50,6 +50,7 @@ is refused), ``compute_loss`` (chunk weight for row-averaged loss types; the fus
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import time
@@ -65,15 +66,18 @@ from transformers.integrations.fsdp import is_fsdp_managed_module
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler, pad
 
-from ..config import MileGPOConfig
+from .config import MileGPOConfig
+from .saved_policy import reload_tokenizer, saved_task_settings
 from ..credit import (CreditResult, SketchTable, StepBatch, diagnostic_parts, diagnostics_from_parts, estimate,
                       merge_diagnostic_parts, merge_similar_states)
 from ..envs import Task
 from ..envs.pool import make_pool
 from ..rollout import EpisodeRunner, Rollout, episode_metrics, make_tasks
+from .tensorboard import use_tensorboard_scalars
 from .trl_mirror import TOKEN_NORMALISED_LOSSES
 
 # the modules, so that each use reads trl_mirror.<piece> (``from . import trl_mirror`` would import the package)
+import milegpo.trainer.constrained as constrained  # isort: skip
 import milegpo.trainer.engines as engines  # isort: skip
 import milegpo.trainer.trl_mirror as trl_mirror  # isort: skip
 
@@ -84,6 +88,19 @@ def environment_reward(completions, **kwargs):
     GRPOTrainer refuses to start without a reward function; MileGPOTrainer never calls this one
     (episodes are scored by :func:`milegpo.credit.estimate`)."""
     raise RuntimeError("environment_reward is a placeholder; MileGPOTrainer scores episodes with milegpo.credit")
+
+
+@contextlib.contextmanager
+def _generate_with(model, **generate_kwargs):
+    """Inside the block, ``model.generate`` takes ``generate_kwargs`` too (TRL's ``_generate_single_turn`` calls
+    ``generate`` of the unwrapped model with input ids and a generation config only; a callable such as
+    ``prefix_allowed_tokens_fn`` has no place in either). ``model``: the module TRL's
+    ``unwrap_model_for_generation`` yields (``accelerator.unwrap_model`` of the wrapped model)."""
+    model.generate = functools.partial(type(model).generate, model, **generate_kwargs)
+    try:
+        yield
+    finally:
+        del model.generate  # the class's method again
 
 
 def credit_device(setting: str, accelerator_device, backend: str) -> torch.device:
@@ -102,10 +119,10 @@ class MileGPOTrainer(GRPOTrainer):
     Args:
         model: a model id / path or a ``PreTrainedModel`` (as GRPOTrainer). A policy folder saved by
             ``milegpo train`` (``milegpo_run/final``) is loaded as ``milegpo eval`` loads it: its tokenizer
-            faithfully (:func:`milegpo.job.policy.reload_tokenizer`, unless ``processing_class`` is given) and
+            faithfully (:func:`milegpo.trainer.saved_policy.reload_tokenizer`, unless ``processing_class`` is given) and
             its ``milegpo_task.json`` in the fields ``args`` leaves at their defaults
             (:meth:`MileGPOConfig.with_task_settings`; ``self.args`` is that copy).
-        args: a :class:`~milegpo.config.MileGPOConfig`.
+        args: a :class:`~milegpo.trainer.config.MileGPOConfig`.
         processing_class: the tokenizer (left padding); a chat template makes prompts conversational.
         train_tasks: the training Tasks (default: ``make_tasks(args.env, args.train_split, args.num_train_tasks)``).
         eval_tasks: ``{split: [Task]}`` (default: ``args.num_eval_tasks`` tasks of each of ``args.eval_splits``).
@@ -137,8 +154,6 @@ class MileGPOTrainer(GRPOTrainer):
         if unchecked:
             warnings.warn(unchecked, stacklevel=2)
         if isinstance(model, (str, os.PathLike)) and os.path.isdir(model):  # a saved policy: as `milegpo eval`
-            from ..job.policy import reload_tokenizer, saved_task_settings
-
             args = args.with_task_settings(saved_task_settings(model))
             processing_class = reload_tokenizer(str(model)) if processing_class is None else processing_class
         if train_tasks is None:
@@ -166,6 +181,7 @@ class MileGPOTrainer(GRPOTrainer):
                          eval_dataset=eval_dataset, processing_class=processing_class, callbacks=callbacks,
                          optimizers=optimizers, peft_config=peft_config)
         engines.check_engine(self)  # DDP / FSDP2 / DeepSpeed ZeRO-2/3: what they need (milegpo/trainer/engines.py)
+        use_tensorboard_scalars(self.callback_handler)  # report_to tensorboard: n/a metrics left out, not warned
         self.credit_cfg = args.credit_config()
         self.vllm_weight_sync = None
         if self.use_vllm:  # vLLM on CPU repacks its weights: sync them through its in-place reload
@@ -185,7 +201,7 @@ class MileGPOTrainer(GRPOTrainer):
                                     horizon=args.horizon, require_think=args.require_think,
                                     prompt_style=args.prompt_style, state_similarity=args.state_similarity_params(),
                                     state_anchor=args.state_anchor, show_state_context=args.show_state_context,
-                                    parts=args.rollout_parts)
+                                    parts=args.rollout_parts, constrain_actions=args.constrain_actions)
         self.last_iteration: dict[str, Any] | None = None
 
     def close(self) -> None:
@@ -227,11 +243,25 @@ class MileGPOTrainer(GRPOTrainer):
         t = torch.tensor([1 if flag else 0], device=self.accelerator.device)
         return bool(self.accelerator.reduce(t, reduction="sum").item() > 0)
 
-    def _generate_batch(self, prompts: list):
-        """One batched generation call through TRL's backend: (prompt_ids, completion_ids, logprobs, texts)."""
+    def _generate_batch(self, prompts: list, admissible: list[list[str]] | None = None):
+        """One batched generation call through TRL's backend: (prompt_ids, completion_ids, logprobs, texts).
+
+        admissible: per prompt, the actions its ``<action>`` block is constrained to (``constrain_actions``;
+        :mod:`milegpo.trainer.constrained`): vLLM's structured outputs, one regex per prompt
+        (:func:`~milegpo.trainer.trl_mirror.guided_vllm_generate`), or transformers' ``generate`` with a
+        ``prefix_allowed_tokens_fn``; None: unconstrained."""
         prompt_ids, _, _ = self._tokenize_prompts(prompts)
         prompt_ids = [list(p) for p in prompt_ids]
-        completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, 1)
+        if admissible is not None and self.use_vllm:
+            completion_ids, logprobs = trl_mirror.guided_vllm_generate(
+                self, prompt_ids, [constrained.action_regex(a) if a else None for a in admissible])
+        elif admissible is not None:
+            allowed = constrained.allowed_tokens_fn(self._tokenizer, self.eos_token_ids, admissible,
+                                                    self.generation_config.max_new_tokens)
+            with _generate_with(self.accelerator.unwrap_model(self.model_wrapped), prefix_allowed_tokens_fn=allowed):
+                completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, 1)
+        else:
+            completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, 1)
         completion_ids = [list(map(int, c)) for c in completion_ids]
         texts = self._tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         return prompt_ids, completion_ids, logprobs, texts
@@ -424,6 +454,8 @@ class MileGPOTrainer(GRPOTrainer):
         m = self._metrics[mode]
         for k, v in episode_metrics(summaries, prefix="episode/").items():
             m[k].append(v)
+        if self.args.constrain_actions:  # the actions were constrained to the admissible ones (reported when on)
+            m["constrain_actions"].append(1.0)
         m["rows/iteration"].append(float(world_rows.sum()))
         m["rows/per_process_max"].append(float(world_rows.max()))
         m["rows/per_process_min"].append(float(world_rows.min()))
@@ -638,6 +670,8 @@ class MileGPOTrainer(GRPOTrainer):
                                                                              float("nan"))
                                                                  - metrics.get(f"{metric_key_prefix}_{b}_success_rate",
                                                                                float("nan")))
+            if self.args.constrain_actions:
+                metrics[f"{metric_key_prefix}_constrain_actions"] = 1.0
             metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
             self.log(metrics)
         finally:

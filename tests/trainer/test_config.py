@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from trl import TrlParser
 
-from milegpo.config import MileGPOConfig
+from milegpo.trainer.config import MileGPOConfig
 
 BASE = ["--output_dir", "/tmp/milegpo-config-test", "--report_to", "none", "--bf16", "false", "--use_cpu", "true"]
 
@@ -35,6 +35,7 @@ def test_every_field_is_a_documented_flag():
     cfg = a.credit_config()
     assert a.credit_method == "graphgpo" and cfg.eta == 0.5 and cfg.norm == "mean" and cfg.invalid_penalty == 0.2
     assert a.num_generations == 4 and a.eval_splits == ["id"] and a.require_think and a.horizon == 30
+    assert not a.constrain_actions and parse("--constrain_actions", "true").constrain_actions
 
 
 @pytest.mark.parametrize("flags, match", [
@@ -43,7 +44,7 @@ def test_every_field_is_a_documented_flag():
     (["--credit_variant", "xyz"], r"MileGPOConfig.credit_variant='xyz': unknown MileGPO variant; one of md, rcs, "
                                   r"full$"),
     (["--credit_preset", "atari"], r"MileGPOConfig.credit_preset='atari': unknown credit preset; one of alfworld, "
-                                   r"webshop$"),
+                                   r"gigpo_reference, graphgpo_reference, webshop$"),
     (["--credit_overrides", '{"nope": 1}'], r"MileGPOConfig.credit_overrides=\{'nope': 1\}: unknown CreditConfig "
                                             r"field\(s\) \['nope'\]"),
     (["--credit_overrides", '{"eta": 0.5'], r"MileGPOConfig.credit_overrides='\{\"eta\": 0.5': not valid JSON "
@@ -97,9 +98,13 @@ def test_every_field_is_a_documented_flag():
                                            r"dotted path to a callable, got 'tracked\+action'$"),
     (["--state_anchor", "no_such_module.anchor"], r"MileGPOConfig.state_anchor='no_such_module.anchor': "
                                                   r"state_anchor 'no_such_module.anchor': cannot import it"),
+    (["--constrain_actions", "true", "--use_vllm", "true", "--vllm_mode", "server"],
+     r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_mode='colocate' \(got 'server'"),
+    (["--constrain_actions", "true", "--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_tensor_parallel_size",
+      "2"], r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_tensor_parallel_size=1 \(got 2\)$"),
 ])
 def test_bad_values_are_refused(flags, match):
-    from milegpo.config import ConfigError
+    from milegpo.trainer.config import ConfigError
 
     if "cuda:7" in flags and __import__("torch").cuda.device_count() > 7:
         pytest.skip("this machine has a cuda:7")
@@ -117,7 +122,7 @@ def test_bad_values_are_refused(flags, match):
     (dict(generation_batch_size=64), r"MileGPOConfig.generation_batch_size=64: leave it unset"),
 ])
 def test_bad_values_are_refused_at_construction(kwargs, match):
-    from milegpo.config import ConfigError
+    from milegpo.trainer.config import ConfigError
 
     with pytest.raises(ConfigError, match=match):
         MileGPOConfig(output_dir="/tmp/milegpo-config-test", report_to="none", **kwargs)
@@ -184,3 +189,13 @@ def test_credit_device():
     assert credit_device("cpu", torch.device("cuda", 0), "auto") == torch.device("cpu")
     assert credit_device("cuda:2", torch.device("cpu"), "auto") == torch.device("cuda", 2)
 
+
+
+@pytest.mark.parametrize("name", ["graphgpo_reference", "gigpo_reference"])
+def test_reference_presets(name):
+    # the public GraphGPO recipe's credit (issue 33) by name; invalid_action_penalty stays the recipe's 0.1
+    from milegpo.credit import presets
+
+    assert parse("--credit_preset", name).credit_config() == presets.GRAPHGPO_REFERENCE
+    cfg = parse("--credit_preset", name, "--credit_overrides", '{"episode_norm_over": "rows"}').credit_config()
+    assert cfg == presets.GRAPHGPO_REFERENCE.replace(episode_norm_over="rows")

@@ -41,7 +41,7 @@ def test_fused_loss_equals_trl_loss_in_the_trainer(tmp_path, warm_checkpoint, lo
 
 
 def test_fused_loss_refuses_settings_it_does_not_fuse(tmp_path):
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
 
     args = MileGPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", use_fused_loss=True,
                          loss_type="cispo")

@@ -7,9 +7,9 @@ import shutil
 import pytest
 import torch
 
-from milegpo.config import ConfigError, MileGPOConfig
+from milegpo.trainer.config import ConfigError, MileGPOConfig
 from milegpo.job import eval_summary, parse, reload_tokenizer, run_eval
-from milegpo.job.arguments import PRE_ANCHOR_SETTINGS
+from milegpo.trainer.saved_policy import PRE_ANCHOR_SETTINGS
 from milegpo.job.policy import saved_task_settings
 from milegpo.trainer import MileGPOTrainer
 

@@ -73,7 +73,7 @@ def load_policy():
 
 
 def make_args(out, world, **kw):
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
 
     base = dict(output_dir=os.path.join(out, "run"), report_to="none", bf16=False, max_steps=2,
                 groups_per_iteration=2 * world, group_size=2, horizon=5, num_train_tasks=2 * world,

@@ -53,7 +53,7 @@ def main():
     if len(sys.argv) > 3 and sys.argv[3] == "packed":
         emulate_packed_cpu_gemm()
     from warm_checkpoints import easy_tasks
-    from milegpo.config import MileGPOConfig
+    from milegpo.trainer.config import MileGPOConfig
     from milegpo.job.policy import reload_tokenizer
     from milegpo.trainer import MileGPOTrainer
     ck = sys.argv[1]

@@ -1,7 +1,7 @@
 """The household world's planner: the optimal number of actions that win from the hidden state.
 
 :func:`steps_to_win` backs :meth:`~milegpo.envs.household.env.HouseholdEnv.steps_to_win` (the :class:`~milegpo.envs.TextEnv` hook for
-ground-truth step labels, :mod:`milegpo.credit.quality`). It knows every object's place, as ALFWorld's
+ground-truth step labels, :mod:`milegpo.evidence.quality`). It knows every object's place, as ALFWorld's
 planner does, and answers the length of a shortest winning action sequence from the current state; no
 agent ever sees it.
 

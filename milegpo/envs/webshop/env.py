@@ -14,9 +14,11 @@ the argument is all between the first ``[`` and the final ``]``, where WebShop's
 where the box is), ``click[<clickable>]`` on the page's clickables. Anything else, a blank search
 and ``click[search]`` (WebAgentTextEnv refuses it too) change nothing: the same page comes back,
 reward 0, ``info["invalid"]``. ``click[buy now]`` ends the episode: raw score = :func:`get_reward`
-of the product on the page with the selected options at its price; reward 10 and a win when the
-score is 1.0, else 0 and the episode ends lost (verl-agent's reward); ``info["score"]`` is the raw
-score on every step (0.0 before a purchase), ``info["reward_info"]`` its parts.
+of the product on the page with the selected options at its price; a win when the score is 1.0, else
+the episode ends lost. The reward of the purchase is the Task option ``reward`` (:data:`REWARDS`):
+``"win"`` (the default, verl-agent's: 10 for a win, else 0) or ``"score"`` (10 x the raw score, WebShop's
+own partial credit: a purchase that meets half the goal earns 5); every other step earns 0.
+``info["score"]`` is the raw score on every step (0.0 before a purchase), ``info["reward_info"]`` its parts.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from .search import PRODUCT_WINDOW, SEARCH_RETURN_N, SearchEngine, product_docum
 
 #: the reward of a winning purchase (verl-agent: 10 when the score is 1.0, else 0)
 WIN_REWARD = 10.0
+#: the values of the Task option ``reward`` (:func:`purchase_reward`); the first is the default
+REWARDS = ("win", "score")
+DEFAULT_REWARD = "win"
 #: the default step budget of a WebShop task
 DEFAULT_WEBSHOP_HORIZON = 30
 #: the options that name a catalog (a Task carries them; the env reads them)
@@ -92,6 +97,16 @@ class World:
 _WORLDS: dict[tuple, World] = {}
 
 
+def purchase_reward(score: float, reward: str = DEFAULT_REWARD) -> float:
+    """The reward of a purchase of WebShop raw score ``score`` in [0, 1] under the Task option ``reward``:
+    ``win`` (verl-agent's) :data:`WIN_REWARD` when ``score == 1.0`` else 0; ``score``: ``WIN_REWARD * score``."""
+    if reward == "win":
+        return WIN_REWARD if score == 1.0 else 0.0
+    if reward == "score":
+        return WIN_REWARD * float(score)
+    raise ValueError(f"WebShop reward must be one of {list(REWARDS)}, got {reward!r}")
+
+
 def world_options(data_dir: str | os.PathLike | None = None, files: str = "auto",
                   catalog_size: int = DEFAULT_PRODUCTS, catalog_seed: int = DEFAULT_SEED) -> tuple[tuple[str, Any], ...]:
     """The Task options that name a catalog: ``data_dir`` (else ``$WEBSHOP_DATA``) or the embedded one."""
@@ -127,15 +142,21 @@ def get_world(options: tuple[tuple[str, Any], ...] | dict = ()) -> World:
 def webshop_tasks(split: str = "train", n: int | None = 100, start: int = 0, task_type: str = "",
                   horizon: int = DEFAULT_WEBSHOP_HORIZON, data_dir: str | os.PathLike | None = None,
                   files: str = "auto", catalog_size: int = DEFAULT_PRODUCTS, catalog_seed: int = DEFAULT_SEED,
-                  test_goals: int = TEST_GOALS, show_attrs: bool = False, search_anywhere: bool = False) -> list[Task]:
+                  test_goals: int = TEST_GOALS, show_attrs: bool = False, search_anywhere: bool = False,
+                  reward: str = DEFAULT_REWARD) -> list[Task]:
     """``n`` WebShop goals of ``split`` as Tasks, from the ``start``-th goal of the split on.
 
     split: ``test`` (the first ``test_goals`` goals, verl-agent's 500) or ``train`` (the rest);
     task_type: keep only goals of this WebShop category (``beauty``, ``electronics``...); n: None for all;
     data_dir: WebShop's data folder (default ``$WEBSHOP_DATA``; neither: the embedded catalog of
     ``catalog_size`` products from ``catalog_seed``); files: ``auto`` / ``small`` / ``full``;
-    show_attrs / search_anywhere: see :class:`WebShopEnv`. Fewer than ``n`` goals left is an error.
+    show_attrs / search_anywhere: see :class:`WebShopEnv`; reward: the reward of a purchase, ``win`` (10 for a
+    perfect one, else 0: verl-agent's) or ``score`` (10 x WebShop's score), see :data:`REWARDS`. Fewer than ``n``
+    goals left is an error.
     """
+    if reward not in REWARDS:
+        raise ValueError(f"WebShop reward must be one of {list(REWARDS)} ('win': 10 for a purchase of score 1.0, "
+                         f"else 0; 'score': 10 x the score), got {reward!r}")
     catalog = world_options(data_dir, files, catalog_size, catalog_seed)
     world = get_world(catalog)
     indices = list(split_goals(len(world.shop.goals), split, int(test_goals)))
@@ -151,6 +172,8 @@ def webshop_tasks(split: str = "train", n: int | None = 100, start: int = 0, tas
                        f"{world.label} has {len(indices)} goals; asked for {n} from goal {start} on")
     options = catalog + tuple((k, v) for k, v in (("show_attrs", bool(show_attrs)),
                                                    ("search_anywhere", bool(search_anywhere))) if v)
+    if reward != DEFAULT_REWARD:  # the default is not written: the Tasks (and their ids' options) stay as before
+        options += (("reward", reward),)
     return [Task(task_id=f"webshop/{world.fingerprint}/{split}/{i}", env="webshop", seed=i,
                  task_type=world.shop.goals[i]["category"], split=split, horizon=horizon, options=options)
             for i in chosen]
@@ -186,6 +209,7 @@ class WebShopEnv(TextEnv):
         self.page: Page | None = None
         self.show_attrs = False
         self.search_anywhere = False
+        self.reward = DEFAULT_REWARD
         self.trace: list[tuple[str, tuple, str]] = []  # (observation, admissible, action) so far, for the expert
 
     # ------------------------------------------------------------------ hooks
@@ -197,6 +221,11 @@ class WebShopEnv(TextEnv):
         self.goal = self.world.goal(self.goal_index)
         self.show_attrs = bool(task.option("show_attrs", False))
         self.search_anywhere = bool(task.option("search_anywhere", False))
+        reward = task.option("reward", DEFAULT_REWARD)
+        if reward not in REWARDS:
+            raise EnvError(f"webshop task {task.task_id!r}: option reward must be one of {list(REWARDS)}, "
+                           f"got {reward!r}")
+        self.reward = reward
         self.session, self.trace = Session(), []
         self._render()
         return self.page.observation, self._admissible(), {
@@ -229,7 +258,7 @@ class WebShopEnv(TextEnv):
             info = self._click(arg)
             if self.session.page == "done":
                 won = info["score"] == 1.0
-                reward = WIN_REWARD if won else 0.0
+                reward = purchase_reward(info["score"], self.reward)
                 info["lost"] = not won
         self.trace.append((before, options, action))
         return self.page.observation, reward, won, self._admissible(), info
@@ -340,5 +369,5 @@ class WebShopEnv(TextEnv):
 
 
 __all__ = ["WebShopEnv", "webshop_tasks", "get_world", "world_options", "World", "split_action", "canonical_action",
-           "WIN_REWARD",
+           "WIN_REWARD", "REWARDS", "DEFAULT_REWARD", "purchase_reward",
            "DEFAULT_WEBSHOP_HORIZON"]

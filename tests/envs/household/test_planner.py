@@ -11,7 +11,7 @@ import pytest
 
 from milegpo.envs import HouseholdEnv, household_tasks
 from milegpo.envs.base import TASK_TYPES
-from milegpo.rollout.labelled import labelled_batch, play_episode
+from milegpo.evidence.labelled import labelled_batch, play_episode
 
 
 def task_of(task_type: str, seed: int, **kw):

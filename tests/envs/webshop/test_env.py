@@ -149,6 +149,36 @@ def test_buying_without_the_options_ends_lost_with_the_raw_score(env, small_task
     assert env.steps_to_win() == UNWINNABLE
 
 
+def test_reward_option_score_pays_ten_times_the_score(env, small_tasks):
+    """reward="score": a purchase earns 10 x WebShop's raw score (a partial one too, and the win 10); "win", the
+    default, is not written into the Task (same ids and options as before the option existed)."""
+    from milegpo.envs.webshop.reward import best_options, goal_option_values
+
+    scored = {t.seed: t for t in webshop_tasks("test", None, reward="score", **SMALL)}
+    default = webshop_tasks("test", None, **SMALL)
+    assert default == webshop_tasks("test", None, reward="win", **SMALL) and default == small_tasks["test"]
+    assert all(dict(t.options)["reward"] == "score" for t in scored.values())
+    task = next(t for t in small_tasks["test"] if env.reset(t) and env.goal["goal_options"])
+    partial = _buy(env, scored[task.seed], {})  # the goal product without its options: a partial score
+    assert 0.0 < partial[4]["score"] < 1.0 and partial[3] is False
+    assert partial[1] == pytest.approx(10.0 * partial[4]["score"])
+    assert _buy(env, task, {})[1] == 0.0  # the default "win": nothing for the same purchase
+    env.reset(scored[task.seed])
+    product = env.world.shop.by_asin[env.goal["asin"]]
+    won = _buy(env, scored[task.seed], best_options(product, goal_option_values(env.goal)))
+    assert won[1:4] == (10.0, True, True)
+    env.reset(scored[task.seed])
+    assert env.step(f"search[{env.goal['query']}]")[1] == 0.0  # a step that buys nothing earns nothing
+
+
+def test_reward_option_refuses_an_unknown_value(env, small_tasks):
+    with pytest.raises(ValueError, match=r"WebShop reward must be one of \['win', 'score'\].*got 'points'"):
+        webshop_tasks("test", 2, reward="points", **SMALL)
+    bad = dataclasses.replace(small_tasks["test"][0], options=small_tasks["test"][0].options + (("reward", "x"),))
+    with pytest.raises(EnvError, match="option reward must be one of"):
+        env.reset(bad)
+
+
 @pytest.mark.parametrize("action", ["click[nothing]", "search[shoes]", "jump", "", "click[]", "click[ ]",
                                     "Click[back to search]", "click[back to search] now", "click back to search",
                                     "click[b0000000000]", "\u2603[\u2603]", "x" * 5000, "click[[back to search]]"])

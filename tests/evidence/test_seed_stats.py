@@ -1,4 +1,4 @@
-"""milegpo.seed_stats: intervals over seeds, paired tests and the seeds a difference needs."""
+"""milegpo.evidence.seed_stats: intervals over seeds, paired tests and the seeds a difference needs."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from milegpo.seed_stats import mean_ci, paired_test, seeds_for  # noqa: E402
+from milegpo.evidence.seed_stats import mean_ci, paired_test, seeds_for  # noqa: E402
 
 
 def test_mean_ci_is_the_t_interval():

@@ -1,4 +1,4 @@
-"""Ground-truth credit quality (milegpo.credit.quality): the AUCs on hand-made batches with known answers,
+"""Ground-truth credit quality (milegpo.evidence.quality): the AUCs on hand-made batches with known answers,
 the bootstrap, and the command end to end on small labelled batches."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from milegpo.credit import SINK, StepBatch, presets
-from milegpo.credit.quality import (METRICS, LabelledBatch, credit_quality, percentile_interval,
+from milegpo.evidence.quality import (METRICS, LabelledBatch, credit_quality, percentile_interval,
                                     quality_of_advantages, step_labels)
 
 
@@ -112,8 +112,8 @@ def test_step_labels_and_errors():
 
 
 def test_every_method_on_labelled_household_batches():
-    from milegpo.credit.quality import quality_tasks
-    from milegpo.rollout.labelled import play_mixed_expert
+    from milegpo.evidence.quality import quality_tasks
+    from milegpo.evidence.labelled import play_mixed_expert
 
     tasks = quality_tasks("household", "train", 3, 0, 20)
     assert [t.task_type for t in tasks] == ["pick_and_place_simple", "look_at_obj_in_light",
@@ -144,7 +144,7 @@ def test_the_command_writes_the_json_and_the_plot(tmp_path):
 
 
 def test_near_duplicate_states_of_a_labelled_batch_merge_and_keep_rows_and_labels():
-    from milegpo.credit.quality import aliased_share, distinct_states, with_similar_states
+    from milegpo.evidence.quality import aliased_share, distinct_states, with_similar_states
     from milegpo.state_sketches import StateSimilarity
 
     lb = hand_batch()
@@ -195,9 +195,9 @@ def test_the_command_scores_every_method_with_exact_and_with_merged_states(tmp_p
 
 
 def test_replayed_trajectories_get_the_labels_of_the_played_ones():
-    from milegpo.credit.quality import quality_tasks
+    from milegpo.evidence.quality import quality_tasks
     from milegpo.envs import HouseholdEnv
-    from milegpo.rollout.labelled import mixed_expert, play_episode, replay_labels
+    from milegpo.evidence.labelled import mixed_expert, play_episode, replay_labels
 
     env, rng = HouseholdEnv(), random.Random(0)
     tasks = quality_tasks("household", "train", 2, 1, 15)
@@ -212,8 +212,8 @@ def test_replayed_trajectories_get_the_labels_of_the_played_ones():
 
 @pytest.mark.slow
 def test_a_saved_policy_is_played_by_the_trainer_and_labelled_by_replay(tmp_path):
-    from milegpo.credit.quality import quality_tasks
-    from milegpo.rollout.labelled import play_checkpoint
+    from milegpo.evidence.quality import quality_tasks
+    from milegpo.evidence.labelled import play_checkpoint
     from milegpo.job.policy import make_model, make_tokenizer
 
     tok = make_tokenizer(n_tasks=4)
@@ -238,7 +238,7 @@ def test_webshop_labels_on_hand_played_episodes(private_webshop_cache):
     below 1.0 are bad."""
     from milegpo.envs.webshop import WebShopEnv, webshop_tasks
     from milegpo.envs.webshop.expert import search_query
-    from milegpo.rollout.labelled import labelled_batch, play_episode
+    from milegpo.evidence.labelled import labelled_batch, play_episode
 
     task = webshop_tasks("test", None, **WEBSHOP_SMALL)[1]
     env = WebShopEnv()

@@ -4,7 +4,7 @@ The paper's diagnostics (:func:`milegpo.credit.diagnostics`) count agreement bet
 measure agreement with the truth. A step's label comes from the world's own knowledge of the hidden state
 (:meth:`milegpo.envs.TextEnv.steps_to_win`, e.g. the household planner): a step is **good** when it is valid
 and lowers the steps-to-win by one (it is on an optimal path), **bad** otherwise (:func:`step_labels`).
-Batches come with labels as a :class:`LabelledBatch` (:mod:`milegpo.rollout.labelled` plays them).
+Batches come with labels as a :class:`LabelledBatch` (:mod:`milegpo.evidence.labelled` plays them).
 
 For every method (and variant) on the same batches:
 
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .batch import StepBatch
-from .config import CreditConfig
-from .diagnostic_metrics import TIE_TOL, diagnostics, same_state_pairs
-from ..rollout.labelled import LabelledBatch, step_labels  # re-exported: the labelled batches this module scores
+from ..credit.batch import StepBatch
+from ..credit.config import CreditConfig
+from ..credit.diagnostic_metrics import TIE_TOL, diagnostics, same_state_pairs
+from .labelled import LabelledBatch, step_labels  # re-exported: the labelled batches this module scores
 
 #: advantages closer than this are a tie (half a correctly ordered pair)
 ADV_TIE_TOL = 1e-9
@@ -91,7 +91,7 @@ def pair_sets(labelled: LabelledBatch, a_graph: np.ndarray) -> PairSets:
 
 def estimate_all(batch: StepBatch, config: CreditConfig, backend: str = "auto", methods=None) -> dict:
     """``{name: CreditResult}`` of every entry of :data:`METHOD_VARIANTS` (or ``methods``) on ``batch``."""
-    from . import estimate
+    from ..credit import estimate
 
     out = {}
     for name in methods or METHOD_VARIANTS:
@@ -106,11 +106,11 @@ def with_similar_states(labelled: LabelledBatch, similarity, backend: str = "aut
     rows and labels unchanged."""
     import dataclasses
 
-    from .similarity import SketchTable, merge_similar_states
+    from ..credit.similarity import SketchTable, merge_similar_states
 
     if labelled.texts is None:
         raise ValueError(f"with_similar_states: the batch of {labelled.source!r} seed {labelled.seed} has no "
-                         "observation texts (LabelledBatch.texts; milegpo.rollout.labelled records them)")
+                         "observation texts (LabelledBatch.texts; milegpo.evidence.labelled records them)")
     table = SketchTable.from_texts(labelled.texts, similarity)
     return dataclasses.replace(labelled, batch=merge_similar_states(labelled.batch, table, similarity, backend))
 
@@ -301,10 +301,10 @@ def format_quality(report: dict) -> str:
 
 def plot_quality(report: dict, path, title: str = "") -> str:
     """Bars of the three figures per method with their 95% intervals (0.5: no better than a coin)."""
-    from ..job.plots import _plt, _save
+    from ..job.plots import pyplot, save_figure
 
     methods = list(report["methods"])
-    fig, ax = _plt().subplots(figsize=(max(7.0, 1.3 * len(methods)), 3.8))
+    fig, ax = pyplot().subplots(figsize=(max(7.0, 1.3 * len(methods)), 3.8))
     width = 0.8 / len(METRICS)
     for j, k in enumerate(METRICS):
         xs = [i + (j - 1) * width for i in range(len(methods))]
@@ -319,7 +319,7 @@ def plot_quality(report: dict, path, title: str = "") -> str:
     ax.legend(fontsize=8)
     ax.set_title(title or "ground-truth credit quality (95% bootstrap intervals over groups)", fontsize=9)
     fig.tight_layout()
-    return str(_save(fig, path))
+    return str(save_figure(fig, path))
 
 
 # ---------------------------------------------------------------------------------------------- the command
@@ -333,7 +333,7 @@ QUALITY_START_DEFAULT = 100_000
 def default_preset(env: str) -> str:
     """The credit preset of an environment kind (paper table 5) as ``milegpo train`` picks it: the kind's row of
     :data:`milegpo.job.ENV_DEFAULTS` (``webshop`` for WebShop), else MileGPOConfig's default (``alfworld``)."""
-    from ..config import MileGPOConfig
+    from ..trainer.config import MileGPOConfig
     from ..job.arguments import env_defaults
 
     return env_defaults(env, tiny=False).get("credit_preset", MileGPOConfig.credit_preset)
@@ -370,7 +370,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     mixed expert's rows' state keys are made of (:mod:`milegpo.envs.anchors`; None: the default,
     ``tracked+actions``, as the trainer's; a checkpoint's rows are keyed as its saved task settings say).
     horizon None: the world's own (household 50 as
-    ALFWorld, WebShop 30); expert None: :func:`milegpo.rollout.labelled.default_expert`; preset None: ``webshop``
+    ALFWorld, WebShop 30); expert None: :func:`milegpo.evidence.labelled.default_expert`; preset None: ``webshop``
     for WebShop, else ``alfworld``. state_similarity: thresholds at which the
     same batches are measured again with near-duplicate states merged (:func:`with_similar_states`,
     shingles of ``similarity_shingle`` tokens), reported under ``state_similarity`` (threshold -> the
@@ -382,9 +382,9 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     import time
     from pathlib import Path
 
-    from ..rollout.labelled import default_expert, play_checkpoint, play_mixed_expert
+    from .labelled import default_expert, play_checkpoint, play_mixed_expert
     from ..state_sketches import StateSimilarity
-    from .config import get_preset
+    from ..credit.config import get_preset
 
     from ..envs.anchors import anchor_name, check_state_anchor
 

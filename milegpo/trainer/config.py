@@ -30,13 +30,13 @@ from typing import Any, ClassVar, Mapping
 import torch
 from trl import GRPOConfig
 
-from .credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
-from .envs import ENV_KINDS, task_space
-from .envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
-from .envs.pool import env_workers_setting
-from .rollout.prompt import PROMPT_STYLES
-from .rollout.tasks import check_env_options
-from .state_sketches import StateSimilarity
+from ..credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
+from ..envs import ENV_KINDS, task_space
+from ..envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
+from ..envs.pool import env_workers_setting
+from ..rollout.prompt import PROMPT_STYLES
+from ..rollout.tasks import check_env_options
+from ..state_sketches import StateSimilarity
 
 
 class ConfigError(ValueError):
@@ -124,10 +124,18 @@ class MileGPOConfig(GRPOConfig):
             empty context.
         show_state_context (`bool`, defaults to `True`): show the tracker's context line after the observation in
             the prompt (independent of `state_anchor`, so key and prompt ablate apart).
+        constrain_actions (`bool`, defaults to `False`): the text inside `<action>...</action>` is constrained to
+            the row's admissible actions while generating (`milegpo.trainer.constrained`: transformers'
+            `prefix_allowed_tokens_fn` over a token trie; with `use_vllm`, vLLM's structured outputs, one regex per
+            row, colocate mode with `vllm_tensor_parallel_size=1`); a template such as WebShop's
+            `search[<your query>]` is its fixed prefix `search[` then free text up to `]`. Logged as
+            `constrain_actions` when on.
     Credit:
         credit_method (`str`, defaults to `"milegpo"`): `grpo`, `gigpo`, `graphgpo` or `milegpo`.
         credit_variant (`str`, defaults to `"full"`): MileGPO ablation `md`, `rcs` or `full`.
-        credit_preset (`str`, defaults to `"alfworld"`): `alfworld` or `webshop` (paper table 5).
+        credit_preset (`str`, defaults to `"alfworld"`): `alfworld` or `webshop` (paper table 5), or
+            `graphgpo_reference` / `gigpo_reference` (the same values: the public GraphGPO recipe's credit,
+            `milegpo.credit.presets.GRAPHGPO_REFERENCE`).
         credit_overrides (`dict` or `str`, *optional*): CreditConfig fields to change, e.g.
             `'{"eta": 0.5}'` on the command line.
         credit_backend (`str`, defaults to `"auto"`): `auto`, `torch`, `triton` or `reference`.
@@ -197,12 +205,18 @@ class MileGPOConfig(GRPOConfig):
     show_state_context: bool = field(default=True, metadata={
         "help": "Show the state tracker's context line after the observation in the prompt (what the agent holds, "
                 "the WebShop options selected...); independent of --state_anchor."})
+    constrain_actions: bool = field(default=False, metadata={
+        "help": "Constrain the text inside <action>...</action> to the row's admissible actions while generating "
+                "(transformers: a token trie; vLLM colocate: structured outputs); a template such as "
+                "search[<your query>] keeps its prefix and takes free text up to ']'."})
     # ---- credit
     credit_method: str = field(default="milegpo", metadata={"help": "Advantage estimator: grpo, gigpo, graphgpo, "
                                                                      "milegpo."})
     credit_variant: str = field(default="full", metadata={"help": "MileGPO ablation: md, rcs, full."})
     credit_preset: str = field(default="alfworld", metadata={"help": "Credit preset (paper table 5): alfworld, "
-                                                                      "webshop."})
+                                                                      "webshop; or the public GraphGPO recipe's "
+                                                                      "credit: graphgpo_reference (= "
+                                                                      "gigpo_reference)."})
     credit_overrides: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "CreditConfig fields to change, as a dict or JSON string, e.g. "
                                         "'{\"eta\": 0.5}'."})
@@ -376,15 +390,26 @@ class MileGPOConfig(GRPOConfig):
         for name in ("beta", "learning_rate"):
             if not getattr(self, name) >= 0:
                 raise _refused(name, getattr(self, name), "must be >= 0")
-        if not self.eval_temperature > 0:
-            raise _refused("eval_temperature", self.eval_temperature, "must be > 0 (a sampling temperature)")
+        for name in ("temperature", "eval_temperature"):
+            if not getattr(self, name) > 0:
+                raise _refused(name, getattr(self, name), "must be > 0 (a sampling temperature)")
+        for name in ("top_p",):
+            if not 0 < getattr(self, name) <= 1:
+                raise _refused(name, getattr(self, name), "must be in (0, 1]")
+        if self.constrain_actions and self.use_vllm and self.vllm_mode != "colocate":
+            raise _refused("constrain_actions", True, f"with use_vllm needs vllm_mode='colocate' (got "
+                                                      f"{self.vllm_mode!r}: TRL's vLLM client sends one structured-"
+                                                      "outputs regex per request batch, the rows need one each)")
+        if self.constrain_actions and self.use_vllm and self.vllm_tensor_parallel_size != 1:
+            raise _refused("constrain_actions", True, "with use_vllm needs vllm_tensor_parallel_size=1 (got "
+                                                      f"{self.vllm_tensor_parallel_size})")
 
     def with_task_settings(self, settings: Mapping[str, Any]) -> "MileGPOConfig":
         """A copy of this config that plays the games a saved policy was trained on, as ``milegpo eval`` and
         ``milegpo train --model_name_or_path`` of it do.
 
         settings: the task settings saved beside the policy (``milegpo_task.json``,
-        :func:`milegpo.job.policy.saved_task_settings`: its env, task type, horizon, env options, prompt...).
+        :func:`milegpo.trainer.saved_policy.saved_task_settings`: its env, task type, horizon, env options, prompt...).
         They fill the fields this config leaves at MileGPOConfig's defaults (a value set to something else
         wins, as a command-line flag does; one set to the default itself cannot be told from it), and only
         when the policy was trained on this config's env or ``env`` is left at its default: saved settings
