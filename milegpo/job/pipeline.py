@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..credit import get_method
 from .arguments import TASK_FIELDS, TASK_SETTINGS, JobArguments
 from .console import METRICS_FILE, use_iteration_console
 from .policy import load_policy, reload_tokenizer, warm_start
@@ -91,8 +92,8 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
 
     say(f"[milegpo] policy: {job.model_name_or_path or 'tiny Qwen2 built on the spot'}; env {cfg.env}"
-        f"{' / ' + cfg.task_type if cfg.task_type else ''}, horizon {cfg.horizon}; credit {cfg.credit_method}"
-        f"{'/' + cfg.credit_variant if cfg.credit_method == 'milegpo' else ''}")
+        f"{' / ' + cfg.task_type if cfg.task_type else ''}, horizon {cfg.horizon}; credit "
+        f"{get_method(cfg.credit_method).display_name(cfg.credit_variant)}")
     if not cfg.resume_from_checkpoint:  # a resumed run goes on with its log
         (out / METRICS_FILE).unlink(missing_ok=True)
     model, tok, tiny = load_policy(job, cfg)
