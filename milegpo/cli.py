@@ -44,8 +44,14 @@ def _plots_folder(flag: str, folder: str | None):
     return (check_writable, folder, flag) if folder else (lambda: None,)
 
 
+#: the names of milegpo.credit.presets.PRESETS (tests/test_cli.py checks), without importing torch for --help
+PRESET_NAMES = ("alfworld", "webshop", "graphgpo_reference", "gigpo_reference")
+
+
 def _add_credit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default="alfworld", choices=["alfworld", "webshop"], help="credit preset (table 5)")
+    p.add_argument("--preset", default="alfworld", choices=PRESET_NAMES,
+                   help="credit preset (alfworld, webshop: paper table 5; graphgpo_reference = gigpo_reference: the "
+                        "public GraphGPO recipe's credit)")
     p.add_argument("--variant", default="full", choices=["md", "rcs", "full"], help="MileGPO ablation")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
 
@@ -324,8 +330,9 @@ def _add_credit_quality(sub) -> None:
                    help="also measure every method with near-duplicate states merged at each threshold T "
                         "(token-shingle Jaccard >= T inside a task group, as MileGPOConfig.state_similarity)")
     p.add_argument("--similarity-shingle", type=int, default=2, help="tokens per shingle of --state-similarity")
-    p.add_argument("--preset", default=None, choices=["alfworld", "webshop"],
-                   help="credit preset (table 5; default webshop for webshop, else alfworld)")
+    p.add_argument("--preset", default=None, choices=PRESET_NAMES,
+                   help="credit preset (table 5; default webshop for webshop, else alfworld; graphgpo_reference = "
+                        "gigpo_reference: the public GraphGPO recipe's credit)")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
     p.set_defaults(func=cmd_credit_quality)
 

@@ -123,7 +123,9 @@ class MileGPOConfig(GRPOConfig):
         credit_method (`str`, defaults to `"milegpo"`): a name of `milegpo.credit.METHODS`: `grpo`, `gigpo`,
             `graphgpo`, `milegpo`, or one added by `milegpo.credit.register`.
         credit_variant (`str`, defaults to `"full"`): MileGPO ablation `md`, `rcs` or `full`.
-        credit_preset (`str`, defaults to `"alfworld"`): `alfworld` or `webshop` (paper table 5).
+        credit_preset (`str`, defaults to `"alfworld"`): `alfworld` or `webshop` (paper table 5), or
+            `graphgpo_reference` / `gigpo_reference` (the same values: the public GraphGPO recipe's credit,
+            `milegpo.credit.presets.GRAPHGPO_REFERENCE`).
         credit_overrides (`dict` or `str`, *optional*): CreditConfig fields to change, e.g.
             `'{"eta": 0.5}'` on the command line.
         credit_backend (`str`, defaults to `"auto"`): `auto`, `torch`, `triton` or `reference`.
@@ -195,7 +197,9 @@ class MileGPOConfig(GRPOConfig):
                                                                      "(milegpo.credit.METHODS)."})
     credit_variant: str = field(default="full", metadata={"help": "MileGPO ablation: md, rcs, full."})
     credit_preset: str = field(default="alfworld", metadata={"help": "Credit preset (paper table 5): alfworld, "
-                                                                      "webshop."})
+                                                                      "webshop; or the public GraphGPO recipe's "
+                                                                      "credit: graphgpo_reference (= "
+                                                                      "gigpo_reference)."})
     credit_overrides: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "CreditConfig fields to change, as a dict or JSON string, e.g. "
                                         "'{\"eta\": 0.5}'."})
