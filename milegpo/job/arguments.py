@@ -93,6 +93,9 @@ class JobArguments:
     save_batches: bool = field(default=True, metadata={"help": "Save every iteration's StepBatch (.npz)."})
     plots: bool = field(default=True, metadata={"help": "Write the PNG plots."})
     threads: int = field(default=0, metadata={"help": "torch CPU threads (0: leave torch's default)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace an earlier run in --output_dir (its log, batches, checkpoints, policies and plots are "
+                "removed first); without it, or --resume_from_checkpoint, such a folder is refused."})
 
     #: the least value of each numeric field (``sft_explore`` also at most 1), checked at construction
     AT_LEAST: ClassVar[dict[str, float]] = dict(sft_epochs=0, sft_tasks=1, sft_learning_rate=0, sft_batch_size=1,

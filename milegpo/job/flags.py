@@ -5,7 +5,7 @@
 (``--env nowhere``, bad JSON in ``--env_options``, ``--group_size 1``), an unknown flag (with the closest one:
 ``--iteratons`` -> ``--max_steps``), a missing ``--config`` file and a ``--model_name_or_path`` that is neither
 a saved model folder nor a Hugging Face Hub id (:func:`check_model_path`, which also reads its ``config.json``),
-a ``--resume_from_checkpoint`` that is not a whole checkpoint (:func:`check_checkpoint`) and an ``--output_dir``
+a ``--resume_from_checkpoint`` that is not a whole checkpoint (:func:`checkpoint_step`) and an ``--output_dir``
 that cannot be written. ``--config recipe.yaml`` is read by :func:`read_config` and its values become flags
 (:func:`config_flags`) placed before the command line's: they pass the same checks, and a flag given wins.
 """
