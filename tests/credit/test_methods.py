@@ -52,7 +52,8 @@ def test_the_paper_methods_and_their_labels():
     assert tuple(METHODS) == ("grpo", "gigpo", "graphgpo", "milegpo")
     assert list(method_variants()) == ["grpo", "gigpo", "gigpo-verl", "graphgpo", "milegpo-md", "milegpo-rcs",
                                        "milegpo-full"]
-    assert method_variants()["gigpo-verl"] == ("gigpo", "full", {"invalid_penalty_on_step_return": True})
+    assert method_variants()["gigpo-verl"] == ("gigpo", "full", {"invalid_penalty_on_step_return": True,
+                                                                  "invalid_penalty_in_step_reward": False})
 
 
 def test_registry_errors_name_the_method():
