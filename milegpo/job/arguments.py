@@ -142,6 +142,20 @@ def _without_config(argv: Sequence[str]) -> tuple[list[str], str | None]:
     return rest, path
 
 
+def refuse_repeated_flags(argv: Sequence[str], prog: str) -> None:
+    """A flag given twice on the command line is a one-line UsageError (argparse would keep the last silently).
+    ``milegpo train`` / ``eval`` call it on what the user typed; :func:`parse` itself keeps argparse's last-wins
+    for callers that put their own flags after a user's (``play_checkpoint``, ``compare_methods``)."""
+    seen: dict[str, str] = {}
+    for token in argv:
+        if not token.startswith("--") or token == "--":
+            continue
+        name = token[2:].split("=", 1)[0].replace("-", "_")
+        if name in seen:
+            raise UsageError(f"{prog}: error: --{name} given twice: give it once")
+        seen[name] = token
+
+
 def _given(argv: Sequence[str], config: dict, name: str) -> Any:
     """The value of ``--name`` on the command line, else in the ``--config`` mapping (not TRL's ``env:``
     mapping of environment variables), else None."""
@@ -279,4 +293,4 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
 
 
 __all__ = ["JobArguments", "HELP_GROUPS", "arrange_help", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults",
-           "saved_task_settings", "merged_env_options", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]
+           "saved_task_settings", "merged_env_options", "refuse_repeated_flags", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]
