@@ -304,3 +304,14 @@ def test_resume_and_overwrite_together_or_a_checkpoint_past_max_steps_is_refused
                                     str(checkpoint), "--max_steps", "4"])
     assert line.endswith(f"--resume_from_checkpoint {checkpoint}: saved at step 4, and --max_steps is 4: nothing left "
                          "to train (raise --max_steps)")
+
+
+def test_the_warm_start_imitates_an_expert_the_world_has(capsys, tmp_path):
+    from milegpo.job import parse
+
+    job, _ = parse(["--env", "textworld", "--model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct", "--output_dir",
+                    str(tmp_path / "run"), "--num_eval_tasks", "0", "--max_steps", "1", "--num_train_tasks", "16"])
+    assert job.sft_expert == "oracle"  # the game's planner: TextWorld's only expert
+    line = _one_line_error(capsys, ["train", "--env", "textworld", "--output_dir", str(tmp_path / "run")])
+    assert line.startswith("milegpo train: error: --env textworld: the embedded tiny policy has a tokenizer for "
+                           "household, webshop only")

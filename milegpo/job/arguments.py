@@ -41,6 +41,9 @@ ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
         "tiny": dict(env_options={"max_receptacles": 4}, prompt_style="compact", sft_epochs=24.0,
                      task_type="look_at_obj_in_light", horizon=8, num_train_tasks=64, max_completion_length=16),
     },
+    # the game's own planner is their only expert (it reads the full state): the warm start imitates it
+    "alfworld": {"run": dict(sft_expert="oracle"), "tiny": {}},
+    "textworld": {"run": dict(sft_expert="oracle"), "tiny": {}},
     # WebShop as verl-agent trains it: its credit preset (paper table 5), its prompt, its test split. The tiny run:
     # an embedded catalog of 500 products (a 2.3k-word vocabulary; test = its first 100 goals, train = the other
     # 309), 8 steps (the expert needs 5.6), the compact prompt with one step of history (~240 tokens; verl-agent's

@@ -201,7 +201,14 @@ def checkpoint_step(checkpoint) -> int:
 
 def check_job_arguments(job, cfg) -> None:
     """The job's flags that depend on the run's config: ``--sft_expert`` must be an expert of the env's world
-    (when there is a warm start)."""
+    (when there is a warm start); the embedded tiny policy (no ``--model_name_or_path``) needs a tokenizer of the
+    env's words (:data:`milegpo.job.policy.TOKENIZER_TEXTS`)."""
+    from .policy import TOKENIZER_TEXTS
+
+    if job.model_name_or_path is None and cfg.env not in TOKENIZER_TEXTS:
+        raise UsageError(f"--env {cfg.env}: the embedded tiny policy has a tokenizer for "
+                         f"{', '.join(sorted(TOKENIZER_TEXTS))} only; give --model_name_or_path (a model with its "
+                         "own tokenizer)")
     if job.sft_epochs > 0:
         from ..envs import env_class
 
