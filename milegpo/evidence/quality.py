@@ -39,7 +39,8 @@ METRICS = ("same_state_auc", "group_auc", "tied_pair_accuracy")
 METHOD_VARIANTS = {
     "grpo": ("grpo", "full", {}),
     "gigpo": ("gigpo", "full", {}),
-    "gigpo-verl": ("gigpo", "full", {"invalid_penalty_on_step_return": True}),
+    # verl-agent's trainer: the penalty after discounting, in place of the preset's in the step reward (graphgpo_reference)
+    "gigpo-verl": ("gigpo", "full", {"invalid_penalty_on_step_return": True, "invalid_penalty_in_step_reward": False}),
     "graphgpo": ("graphgpo", "full", {}),
     "milegpo-md": ("milegpo", "md", {}),
     "milegpo-rcs": ("milegpo", "rcs", {}),

@@ -7,7 +7,8 @@ with MileGPO credit), its config :class:`MileGPOConfig`, and what they need.
   TRL version they were compared against;
 - :mod:`.engines`: what DDP, FSDP2 and DeepSpeed ZeRO-2/3 need of the chunked micro-steps, and the
   combinations refused at start;
-- :mod:`.vllm_sync`: the colocated vLLM weight sync through vLLM's in-place reload (vLLM on CPU).
+- :mod:`.vllm_sync`: the colocated vLLM weight sync through vLLM's in-place reload (vLLM on CPU);
+- :mod:`.tensorboard`: ``report_to="tensorboard"`` without a warning per n/a metric and iteration.
 
 The names are imported when first asked for (as TRL's own package does): the config alone does not load the
 trainer's models and generation code.

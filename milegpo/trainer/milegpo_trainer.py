@@ -73,6 +73,7 @@ from ..credit import (CreditResult, SketchTable, StepBatch, diagnostic_parts, di
 from ..envs import Task
 from ..envs.pool import make_pool
 from ..rollout import EpisodeRunner, Rollout, episode_metrics, make_tasks
+from .tensorboard import use_tensorboard_scalars
 from .trl_mirror import TOKEN_NORMALISED_LOSSES
 
 # the modules, so that each use reads trl_mirror.<piece> (``from . import trl_mirror`` would import the package)
@@ -180,6 +181,7 @@ class MileGPOTrainer(GRPOTrainer):
                          eval_dataset=eval_dataset, processing_class=processing_class, callbacks=callbacks,
                          optimizers=optimizers, peft_config=peft_config)
         engines.check_engine(self)  # DDP / FSDP2 / DeepSpeed ZeRO-2/3: what they need (milegpo/trainer/engines.py)
+        use_tensorboard_scalars(self.callback_handler)  # report_to tensorboard: n/a metrics left out, not warned
         self.credit_cfg = args.credit_config()
         self.vllm_weight_sync = None
         if self.use_vllm:  # vLLM on CPU repacks its weights: sync them through its in-place reload

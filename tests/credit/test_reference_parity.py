@@ -422,3 +422,14 @@ def test_gpu_layout_pipeline_reads_nothing_on_the_host_under_the_preset(method):
         adv = tables.result(batch, method, config, "full", "triton").advantages
     torch.testing.assert_close(adv, estimate(batch, method, config, backend="reference").advantages,
                                rtol=1e-9, atol=1e-9)
+
+
+def test_credit_quality_measures_every_method_under_every_preset():
+    # milegpo credit-quality --preset graphgpo_reference: gigpo-verl puts verl-agent's penalty after discounting
+    # in place of the preset's in the step reward (both on is refused)
+    from milegpo.evidence.quality import METHOD_VARIANTS
+
+    for name, config in presets.PRESETS.items():
+        for label, (_, _, changes) in METHOD_VARIANTS.items():
+            changed = config.replace(**changes)
+            assert not (changed.invalid_penalty_in_step_reward and changed.invalid_penalty_on_step_return), label
