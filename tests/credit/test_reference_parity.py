@@ -15,7 +15,7 @@ import torch
 
 from milegpo.credit import SINK, CreditConfig, StepBatch, estimate, presets
 from milegpo.credit.config import CHOICES
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 
 from .batches import make_rows
 from .test_estimate import compare
