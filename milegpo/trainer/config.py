@@ -283,6 +283,19 @@ class MileGPOConfig(GRPOConfig):
         if self.groups_per_iteration % self.world_size != 0:
             raise _refused("groups_per_iteration", self.groups_per_iteration, f"must be divisible by the number of "
                            f"processes ({self.world_size}): every process plays whole task groups")
+        self._check_reporting()
+
+    def _check_reporting(self) -> None:
+        """Refuse a ``report_to`` backend that is not installed here (transformers would fail when the trainer
+        is built, after the warm start)."""
+        from transformers.integrations import get_available_reporting_integrations
+
+        available = get_available_reporting_integrations()
+        missing = [name for name in (self.report_to or []) if name not in available]
+        if missing:
+            raise _refused("report_to", self.report_to if len(self.report_to) > 1 else self.report_to[0],
+                           f"{', '.join(missing)} is not installed here; installed: {', '.join(available) or 'none'} "
+                           "(or 'none')")
 
     def _check_values(self) -> None:
         """Refuse, with a :class:`ConfigError` naming the field, the value and what is allowed, every value the
@@ -366,6 +379,7 @@ class MileGPOConfig(GRPOConfig):
         for name in ("beta", "learning_rate"):
             if not getattr(self, name) >= 0:
                 raise _refused(name, getattr(self, name), "must be >= 0")
+        self._check_training_values()
         for name in ("temperature", "eval_temperature"):
             if not getattr(self, name) > 0:
                 raise _refused(name, getattr(self, name), "must be > 0 (a sampling temperature)")
@@ -379,6 +393,28 @@ class MileGPOConfig(GRPOConfig):
         if self.constrain_actions and self.use_vllm and self.vllm_tensor_parallel_size != 1:
             raise _refused("constrain_actions", True, "with use_vllm needs vllm_tensor_parallel_size=1 (got "
                                                       f"{self.vllm_tensor_parallel_size})")
+
+    def _check_training_values(self) -> None:
+        """The TrainingArguments / GRPOConfig values transformers and TRL accept and a run then fails on or
+        ignores: an empty output_dir, a seed numpy refuses, save_steps 0 with save_strategy steps, no
+        gradient-accumulation step, no pass over an iteration's rows, a negative clip range or weight decay."""
+        if self.output_dir is not None and not str(self.output_dir).strip():  # None: transformers' default
+            raise _refused("output_dir", self.output_dir, "a folder is needed (where the run writes)")
+        for name in ("seed", "data_seed"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < 2 ** 32:
+                raise _refused(name, value, "must be in [0, 2**32 - 1] (numpy's seeds)")
+        if getattr(self.save_strategy, "value", self.save_strategy) == "steps" and not self.save_steps > 0:
+            raise _refused("save_steps", self.save_steps, "must be > 0 with save_strategy='steps' (a checkpoint "
+                                                          "every save_steps iterations)")
+        for name in ("gradient_accumulation_steps", "num_iterations"):
+            if getattr(self, name) < 1:
+                raise _refused(name, getattr(self, name), "must be >= 1")
+        for name in ("epsilon", "weight_decay"):
+            if not getattr(self, name) >= 0:
+                raise _refused(name, getattr(self, name), "must be >= 0")
+        if self.epsilon_high is not None and not self.epsilon_high >= 0:
+            raise _refused("epsilon_high", self.epsilon_high, "must be >= 0")
 
     def with_task_settings(self, settings: Mapping[str, Any]) -> "MileGPOConfig":
         """A copy of this config that plays the games a saved policy was trained on, as ``milegpo eval`` and
