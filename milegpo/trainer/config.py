@@ -120,7 +120,8 @@ class MileGPOConfig(GRPOConfig):
             `search[<your query>]` is its fixed prefix `search[` then free text up to `]`. Logged as
             `constrain_actions` when on.
     Credit:
-        credit_method (`str`, defaults to `"milegpo"`): `grpo`, `gigpo`, `graphgpo` or `milegpo`.
+        credit_method (`str`, defaults to `"milegpo"`): a name of `milegpo.credit.METHODS`: `grpo`, `gigpo`,
+            `graphgpo`, `milegpo`, or one added by `milegpo.credit.register`.
         credit_variant (`str`, defaults to `"full"`): MileGPO ablation `md`, `rcs` or `full`.
         credit_preset (`str`, defaults to `"alfworld"`): `alfworld` or `webshop` (paper table 5), or
             `graphgpo_reference` / `gigpo_reference` (the same values: the public GraphGPO recipe's credit,
@@ -192,8 +193,8 @@ class MileGPOConfig(GRPOConfig):
                 "(transformers: a token trie; vLLM colocate: structured outputs); a template such as "
                 "search[<your query>] keeps its prefix and takes free text up to ']'."})
     # ---- credit
-    credit_method: str = field(default="milegpo", metadata={"help": "Advantage estimator: grpo, gigpo, graphgpo, "
-                                                                     "milegpo."})
+    credit_method: str = field(default="milegpo", metadata={"help": f"Advantage estimator: {', '.join(METHODS)} "
+                                                                     "(milegpo.credit.METHODS)."})
     credit_variant: str = field(default="full", metadata={"help": "MileGPO ablation: md, rcs, full."})
     credit_preset: str = field(default="alfworld", metadata={"help": "Credit preset (paper table 5): alfworld, "
                                                                       "webshop; or the public GraphGPO recipe's "

@@ -427,9 +427,9 @@ def test_gpu_layout_pipeline_reads_nothing_on_the_host_under_the_preset(method):
 def test_credit_quality_measures_every_method_under_every_preset():
     # milegpo credit-quality --preset graphgpo_reference: gigpo-verl puts verl-agent's penalty after discounting
     # in place of the preset's in the step reward (both on is refused)
-    from milegpo.evidence.quality import METHOD_VARIANTS
+    from milegpo.credit import method_variants
 
     for name, config in presets.PRESETS.items():
-        for label, (_, _, changes) in METHOD_VARIANTS.items():
+        for label, (_, _, changes) in method_variants().items():
             changed = config.replace(**changes)
             assert not (changed.invalid_penalty_in_step_reward and changed.invalid_penalty_on_step_return), label
