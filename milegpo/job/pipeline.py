@@ -92,7 +92,8 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
 
     say(f"[milegpo] policy: {job.model_name_or_path or 'tiny Qwen2 built on the spot'}; env {cfg.env}"
         f"{' / ' + cfg.task_type if cfg.task_type else ''}, horizon {cfg.horizon}; credit {cfg.credit_method}"
-        f"{'/' + cfg.credit_variant if cfg.credit_method == 'milegpo' else ''}")
+        f"{'/' + cfg.credit_variant if cfg.credit_method == 'milegpo' else ''}"
+        f"{'; actions constrained to the admissible ones' if cfg.constrain_actions else ''}")
     if not cfg.resume_from_checkpoint:  # a resumed run goes on with its log
         (out / METRICS_FILE).unlink(missing_ok=True)
     model, tok, tiny = load_policy(job, cfg)
@@ -135,7 +136,7 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
         "policy": job.model_name_or_path or "tiny", "env": cfg.env, "task_type": cfg.task_type,
         "credit_method": cfg.credit_method, "credit_variant": cfg.credit_variant, "iterations": cfg.max_steps,
         "groups_per_iteration": cfg.groups_per_iteration, "group_size": cfg.group_size, "horizon": cfg.horizon,
-        "splits": splits, "before": before, "after": after, **sft_info, "train_s": train_s,
+        "constrain_actions": cfg.constrain_actions, "splits": splits, "before": before, "after": after, **sft_info, "train_s": train_s,
         "train_success_first": history[0]["success_rate"] if history else float("nan"),
         "train_success_last": history[-1]["success_rate"] if history else float("nan"),
         "history": history, "time_per_iteration": time_split(history), "diagnostics": saver.diagnostics,
