@@ -278,9 +278,9 @@ def table(records: list[dict], settings: dict) -> str:
 
 
 def plot(records: list[dict], path: Path) -> Path:
-    from milegpo.job.plots import _plt, _save
+    from milegpo.job.plots import pyplot, save_figure
 
-    fig, axes = _plt().subplots(1, 3, figsize=(15, 3.8))
+    fig, axes = pyplot().subplots(1, 3, figsize=(15, 3.8))
     for m in [m for m in METHODS if any(r["method"] == m for r in records)]:
         curves = [r["curve"] for r in records if r["method"] == m]
         n = min(len(c) for c in curves)
@@ -297,13 +297,12 @@ def plot(records: list[dict], path: Path) -> Path:
     axes[0].legend(fontsize=7)
     fig.suptitle(f"credit testbed: mean and 95% interval over {len({r['seed'] for r in records})} seeds", fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    command = "python experiments/credit_testbed.py " + " ".join(argv)
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(description: str | None = __doc__) -> argparse.ArgumentParser:
+    """The testbed's flags (this script's and experiments/convention_testbed.py's)."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="experiments/results/testbed_household")
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(20)))
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
@@ -325,15 +324,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state", default="obs", choices=["obs", "obs+actions"],
                    help="the credit's state key: the observation (the trainer's rows), or the observation with "
                         "the admissible actions (a diagnostic: fewer distinct situations share one key)")
-    p.add_argument("--preset", default=None, choices=["alfworld", "webshop"],
-                   help="credit preset (default: webshop for webshop, else alfworld)")
+    p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
+                   help="credit preset (default: webshop for webshop, else alfworld; graphgpo_reference: the public "
+                        "GraphGPO recipe's credit)")
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="the trainer's invalid_action_penalty")
     p.add_argument("--overrides", default="{}",
                    help="CreditConfig fields over the preset, as JSON (e.g. '{\"norm\": \"mean_std\"}')")
     p.add_argument("--table-only", action="store_true", help="rewrite table.md / curves.png from results.json")
-    args = p.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
+    """The settings of every run from the parsed flags; a bad value ends in ``p.error`` (one line, exit 2)."""
     settings = {"env": args.env, "options": json.loads(args.env_options), "tasks": args.tasks,
                 "iterations": args.iterations, "groups": args.groups, "group_size": args.group_size,
                 "horizon": args.horizon, "prior": args.prior, "invalid_logit": args.invalid_logit,
@@ -348,6 +350,17 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--overrides {args.overrides!r}: {e}")
     if args.groups > args.tasks:
         p.error(f"--groups ({args.groups}) must not exceed --tasks ({args.tasks}): a group per distinct task")
+    return settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = "python experiments/credit_testbed.py " + " ".join(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = settings_of(args, p)
     if args.table_only:
         saved = json.loads((out / "results.json").read_text())
         md = table(saved["records"], saved["settings"])

@@ -26,11 +26,32 @@ import argparse
 import sys
 import time
 
-from milegpo.usage import OneLineParser, UsageError
+from milegpo.usage import OneLineParser, UsageError, check_range, check_writable
+
+
+def _checked(prog: str, *checks) -> None:
+    """Run each ``(check, *args)`` of ``checks`` (:func:`milegpo.usage.check_range`, ``check_writable``...); the
+    first refusal is one :class:`UsageError` line that starts with ``prog``."""
+    for check, *args in checks:
+        try:
+            check(*args)
+        except UsageError as e:
+            raise UsageError(f"{prog}: error: {e}") from None
+
+
+def _plots_folder(flag: str, folder: str | None):
+    """The check of a ``--plots`` folder ('' or None: no plots, nothing to check)."""
+    return (check_writable, folder, flag) if folder else (lambda: None,)
+
+
+#: the names of milegpo.credit.presets.PRESETS (tests/test_cli.py checks), without importing torch for --help
+PRESET_NAMES = ("alfworld", "webshop", "graphgpo_reference", "gigpo_reference")
 
 
 def _add_credit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default="alfworld", choices=["alfworld", "webshop"], help="credit preset (table 5)")
+    p.add_argument("--preset", default="alfworld", choices=PRESET_NAMES,
+                   help="credit preset (alfworld, webshop: paper table 5; graphgpo_reference = gigpo_reference: the "
+                        "public GraphGPO recipe's credit)")
     p.add_argument("--variant", default="full", choices=["md", "rcs", "full"], help="MileGPO ablation")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
 
@@ -80,6 +101,11 @@ def _run_methods(batch, preset: str, variant: str, backend: str, show_rows: int,
 def cmd_demo(args: argparse.Namespace) -> int:
     from milegpo.credit.synthetic import random_batch
 
+    _checked("milegpo demo", (check_range, "--groups", args.groups, 1), (check_range, "--group-size", args.group_size, 2),
+             (check_range, "--horizon", args.horizon, 1), (check_range, "--rows", args.rows, 0),
+             _plots_folder("--plots", args.plots),
+             (check_writable, args.save, "--save", "file") if args.save else (lambda: None,))
+
     batch = random_batch(n_groups=args.groups, group_size=args.group_size, horizon=args.horizon, seed=args.seed)
     if args.save:
         print(f"saved the rollout batch to {batch.save(args.save)}")
@@ -99,6 +125,7 @@ def _load_batch(path):
 def cmd_replay(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    _checked("milegpo replay", (check_range, "--rows", args.rows, 0), _plots_folder("--plots", args.plots))
     path = Path(args.batch)
     if path.is_dir():
         return _replay_run(sorted(path.glob("*.npz")), args)
@@ -183,7 +210,7 @@ def cmd_generate_games(args: argparse.Namespace) -> int:
     if args.world == "alfworld":
         from milegpo.envs.alfworld.__main__ import main as alfworld_main
 
-        return alfworld_main([args.out, *args.rest])
+        return alfworld_main([args.out, *args.rest], prog="milegpo generate-games alfworld")
     if args.world == "webshop":
         return _generate_webshop(args.out, args.rest)
     import json
@@ -199,6 +226,14 @@ def cmd_generate_games(args: argparse.Namespace) -> int:
     p.add_argument("--task-type", default="")
     p.add_argument("--horizon", type=int, default=50)
     opts = p.parse_args(args.rest)
+    _checked(p.prog, (check_range, "--n", opts.n, 1), (check_range, "--start", opts.start, 0),
+             (check_range, "--horizon", opts.horizon, 1), (check_writable, args.out, "OUT.jsonl", "file"))
+    if opts.task_type:
+        from milegpo.envs.household import TASK_TYPES
+
+        if opts.task_type not in TASK_TYPES:
+            raise UsageError(f"{p.prog}: error: --task-type {opts.task_type!r}: not a household task type; one of "
+                             f"{', '.join(TASK_TYPES)} (or none: all)")
     tasks = household_tasks(opts.split, opts.n, start=opts.start, task_type=opts.task_type, horizon=opts.horizon)
     env = HouseholdEnv()
     lengths = []
@@ -223,6 +258,27 @@ def cmd_credit_quality(args: argparse.Namespace) -> int:
     from milegpo.state_sketches import StateSimilarity
 
     # what the command line names is checked before anything is played: a mistake is one line
+    prog = "milegpo credit-quality"
+    low, high = args.epsilon
+    _checked(prog, (check_range, "--groups", args.groups, 1), (check_range, "--group-size", args.group_size, 2),
+             *(((check_range, "--horizon", args.horizon, 1),) if args.horizon is not None else ()),
+             (check_range, "--epsilon LO", low, 0, 1), (check_range, "--epsilon HI", high, 0, 1),
+             (check_range, "--invalid-share", args.invalid_share, 0, 1),
+             (check_range, "--temperature", args.temperature, 0, None, True),
+             *(((check_range, "--checkpoint-seeds", args.checkpoint_seeds, 1),) if args.checkpoint_seeds is not None
+               else ()),
+             (check_range, "--resamples", args.resamples, 1), (check_range, "--similarity-shingle",
+                                                                 args.similarity_shingle, 1),
+             (check_writable, args.out, "--out"))
+    if low > high:
+        raise UsageError(f"{prog}: error: --epsilon {low:g} {high:g}: LO must be <= HI")
+    if len(set(args.seeds)) != len(args.seeds):
+        raise UsageError(f"{prog}: error: --seeds {' '.join(map(str, args.seeds))}: a seed given twice (its batches "
+                         "would count twice)")
+    if args.checkpoint is not None:
+        from milegpo.job.flags import check_model_path
+
+        _checked(prog, (check_model_path, args.checkpoint, "--checkpoint"))
     try:
         options = json.loads(args.env_options)
         expert = args.expert or default_expert(args.env)
@@ -274,8 +330,9 @@ def _add_credit_quality(sub) -> None:
                    help="also measure every method with near-duplicate states merged at each threshold T "
                         "(token-shingle Jaccard >= T inside a task group, as MileGPOConfig.state_similarity)")
     p.add_argument("--similarity-shingle", type=int, default=2, help="tokens per shingle of --state-similarity")
-    p.add_argument("--preset", default=None, choices=["alfworld", "webshop"],
-                   help="credit preset (table 5; default webshop for webshop, else alfworld)")
+    p.add_argument("--preset", default=None, choices=PRESET_NAMES,
+                   help="credit preset (table 5; default webshop for webshop, else alfworld; graphgpo_reference = "
+                        "gigpo_reference: the public GraphGPO recipe's credit)")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
     p.set_defaults(func=cmd_credit_quality)
 
@@ -286,12 +343,11 @@ def _generate_webshop(out: str, rest: list[str]) -> int:
     from milegpo.envs.webshop.catalog import DEFAULT_PRODUCTS, DEFAULT_SEED
     from milegpo.envs.webshop.data import TEST_GOALS
 
-    p = argparse.ArgumentParser(prog="milegpo generate-games webshop DIR")
+    p = OneLineParser(prog="milegpo generate-games webshop DIR")
     p.add_argument("--size", type=int, default=DEFAULT_PRODUCTS, help="products in the catalog (>= 10)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="catalog seed (same seed, same files)")
     opts = p.parse_args(rest)
-    if opts.size < 10:
-        p.error(f"--size must be >= 10, got {opts.size}")
+    _checked(p.prog, (check_range, "--size", opts.size, 10), (check_writable, out, "DIR"))
     folder = write_catalog(out, opts.size, opts.seed)
     shop = load_shop(folder)
     test = min(TEST_GOALS, len(shop.goals))

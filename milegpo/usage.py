@@ -105,6 +105,53 @@ def unknown_arguments(prog: str, extras: list[str], parser: argparse.ArgumentPar
     return UsageError(f"{prog}: error: unknown flag {typed}{more}{hint} ({prog} --help lists them)")
 
 
+def check_writable(path, flag: str, kind: str = "dir") -> None:
+    """Refuse, before any work starts, an output path the command could not write: ``kind`` ``"dir"`` (a folder
+    that is made if missing) that is a regular file, ``"file"`` that is a folder, or a path whose nearest existing
+    folder (itself, or the closest parent) is not writable (a temporary file cannot be made there). A :class:`UsageError` naming ``flag`` and the path."""
+    import os
+    from pathlib import Path
+
+    target = Path(os.path.expanduser(str(path)))
+    if kind == "dir" and target.exists() and not target.is_dir():
+        raise UsageError(f"{flag} {path}: a file, not a folder")
+    if kind == "file" and target.is_dir():
+        raise UsageError(f"{flag} {path}: a folder, not a file")
+    existing = target if target.is_dir() else target.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{flag} {path}: {existing} is a file, not a folder")
+    import tempfile
+
+    try:  # a file made and removed: os.access says yes to root even where the file system is read-only
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: {existing} is not writable ({e.strerror or e})") from None
+    if kind == "file" and target.exists() and not os.access(target, os.W_OK):
+        raise UsageError(f"{flag} {path}: the file is not writable")
+
+
+def check_range(flag: str, value, low=None, high=None, low_open: bool = False, high_open: bool = False) -> None:
+    """Refuse ``value`` of ``flag`` outside [low, high] (``low_open`` / ``high_open``: the end excluded; None: no
+    end) with a one-line :class:`UsageError` that names the flag, the value and the range."""
+    import math
+
+    bad = isinstance(value, float) and math.isnan(value)
+    if low is not None:
+        bad = bad or (value <= low if low_open else value < low)
+    if high is not None:
+        bad = bad or (value >= high if high_open else value > high)
+    if bad:
+        ends = []
+        if low is not None:
+            ends.append(f"{'>' if low_open else '>='} {low:g}")
+        if high is not None:
+            ends.append(f"{'<' if high_open else '<='} {high:g}")
+        raise UsageError(f"{flag} {value!r}: must be {' and '.join(ends)}")
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ``argparse.ArgumentParser`` whose errors raise :class:`UsageError` (one line) instead of printing the
     usage and exiting; an unknown flag comes with the closest known one."""
@@ -127,5 +174,5 @@ class OneLineParser(argparse.ArgumentParser):
         return None
 
 
-__all__ = ["UsageError", "OneLineParser", "closest_flag", "word_match", "parser_flags", "unknown_arguments",
+__all__ = ["UsageError", "OneLineParser", "check_writable", "check_range", "closest_flag", "word_match", "parser_flags", "unknown_arguments",
            "NAME_CUTOFF", "SUGGEST_CUTOFF"]

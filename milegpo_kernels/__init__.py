@@ -14,9 +14,12 @@ and torch twins, ``<family>/triton_ops.py`` the Triton kernels and their launche
 ``fused.py`` (kernels, autograd, the public op). Shared Triton helpers are in
 :mod:`.triton_helpers`, parameter records and host-side id checks in :mod:`.inputs`, test
 machinery in :mod:`.testing`.
+:func:`resolve_backend` tells which backend a call on given tensors takes; :func:`interpreter_on`
+whether Triton's interpreter is on.
 """
 
 from . import _interpreter_compat
+from ._backend import interpreter_on, resolve as resolve_backend
 from .counting import DistinctCounts, count_distinct
 from .graph import INF, hop_distance, max_times_potential
 from .graph_layout import GraphArrays, graph_arrays, graph_arrays_torch
@@ -46,6 +49,8 @@ from .segment import (
 
 __all__ = [
     "INF",
+    "interpreter_on",
+    "resolve_backend",
     "PolicyLossStats",
     "DenseIds",
     "DistinctCounts",

@@ -13,15 +13,19 @@
 #   credit_profile.log   scripts/credit_profile.py: kernels per credit call, eager vs CUDA graph
 #   kernel_variants.md   scripts/kernel_variants.py: the grouping / relaxation kernels' tuning variants
 #   credit_compile.log   scripts/credit_compile.py: torch.compile of the pipeline vs the CUDA-graph replay
+#   vllm_server.log      scripts/vllm_server_check.py: two MileGPO iterations against a local `trl vllm-serve`
+#                        and whether the weights reached it (server/: its log, the tiny model); needs 2 GPUs
 # With ARCHIVE=/path/x.tgz, all of $OUT is also packed into that one file after every
 # step (for transports that bring back few files, or a run cut short).
-# STEPS=credit,profile,variants,loss,kernels,gpu,ops,ops640k,compile (the default: all) runs a subset, in
-# that order (compile: scripts/credit_compile.py, torch.compile of the credit pipeline, an experiment).
+# STEPS=credit,profile,variants,loss,kernels,gpu,ops,ops640k,server,compile (the default: all) runs a subset,
+# in that order (compile: scripts/credit_compile.py, torch.compile of the credit pipeline, an experiment;
+# server: vLLM server mode, which needs vLLM and two GPUs, since TRL 1.16 sends the weights to the server over
+# NCCL and NCCL takes no two ranks on one GPU: skipped, and said so, with one).
 # Every step has its own timeout and the script keeps a total budget, so one slow or
 # hanging step cannot eat the others; the exit status is non-zero if a test run failed.
 set -u
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT="${OUT:-$PWD/gpu_out}"
 mkdir -p "$OUT"
 BUDGET_S="${BUDGET_S:-470}"            # whole script, seconds (< 8 minutes)
@@ -37,7 +41,7 @@ export PYTHONDONTWRITEBYTECODE=1
 PYTEST=("$PY" -m pytest -p no:cacheprovider -q -rfEs)
 status=0
 
-STEPS="${STEPS:-credit,profile,variants,loss,kernels,gpu,ops,ops640k,compile}"
+STEPS="${STEPS:-credit,profile,variants,loss,kernels,gpu,ops,ops640k,server,compile}"
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
 
 left() { echo $(( BUDGET_S - SECONDS )); }
@@ -116,6 +120,30 @@ pack
 # 4. per-op tables: up to 64,000 rows (with plain Python), then 640,000 rows
 want ops && run_bench test_kernels 120 bench/test_kernels.py -k "not 640000"
 want ops640k && run_bench test_kernels_640k 60 bench/test_kernels.py -k 640000
+# 5. vLLM server mode: the trainer on the first visible GPU, `trl vllm-serve` on the second
+if want server; then
+  IFS=, read -r -a visible <<< "${CUDA_VISIBLE_DEVICES:-}"
+  n_gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+  if ! "$PY" -c "import vllm" > /dev/null 2>&1; then
+    echo "server: skipped, vLLM does not import here" | tee "$OUT/vllm_server.log"
+  elif (( n_gpus < 2 )); then
+    echo "server: skipped, ${n_gpus} CUDA device(s): the server and the trainer need one GPU each (NCCL)" \
+      | tee "$OUT/vllm_server.log"
+  elif (( $(left) < 120 )); then
+    echo "server: skipped, budget spent" | tee "$OUT/vllm_server.log"
+  else
+    trainer_gpu="${visible[0]:-0}"; server_gpu="${visible[1]:-1}"
+    t=$(step_timeout 300); echo "== vLLM server mode (timeout ${t}s; trainer GPU $trainer_gpu, server GPU $server_gpu)"
+    CUDA_VISIBLE_DEVICES="$trainer_gpu" timeout --kill-after=10 "$t" "$PY" -u scripts/vllm_server_check.py \
+      --server-gpu "$server_gpu" --out "$OUT/server" > "$OUT/vllm_server.log" 2>&1
+    rc=$?
+    grep '^SERVER_' "$OUT/vllm_server.log"
+    echo "server rc=$rc" >> "$OUT/tests_rc.txt"
+    if (( rc != 0 )); then status=1; fi
+  fi
+  rm -rf "$OUT/server/model" "$OUT/server/run"  # the tiny model and its run: not worth bringing back
+  pack
+fi
 if want compile && (( $(left) > 60 )); then
   t=$(step_timeout 150); echo "== torch.compile experiment (timeout ${t}s)"
   timeout --kill-after=10 "$t" "$PY" -u scripts/credit_compile.py > "$OUT/credit_compile.log" 2>&1
@@ -165,6 +193,12 @@ for case in ET.parse(sys.argv[1]).iter("testcase"):
         print(f"- {case.get('name')}: " + "; ".join(f"{k} {v}" for k, v in props.items()))
 EOF
   fi
+  echo
+  echo "## vLLM server mode (scripts/vllm_server_check.py)"
+  echo
+  echo '```'
+  [ -e "$OUT/vllm_server.log" ] && grep -E '^(SERVER_|server:|Traceback|[A-Za-z]*Error)' "$OUT/vllm_server.log" | tail -n 20
+  echo '```'
   echo
   echo "## Kernel variants (scripts/kernel_variants.py)"
   echo

@@ -40,7 +40,7 @@ import milegpo_kernels.grouping.triton_ops as tgroup  # noqa: E402
 import milegpo_kernels.segment.triton_ops as tseg  # noqa: E402
 from milegpo.credit import estimate, presets  # noqa: E402
 from milegpo.credit.synthetic import benchmark_batch  # noqa: E402
-from milegpo_kernels._backend import interpreter_on  # noqa: E402
+from milegpo_kernels import interpreter_on  # noqa: E402
 from milegpo_kernels.graph.torch_ops import hop_distance_torch, max_times_potential_torch  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

@@ -32,7 +32,7 @@ def _triton_grid_order(request):
     stray one is an illegal address or reads another tensor; the interpreter would read or write
     whatever memory the pointer hits. A masked load without ``other`` reads NaN / garbage in its
     masked-off lanes (``poison_masked_loads``), as a GPU may, where the interpreter reads 0."""
-    from milegpo_kernels._backend import interpreter_on
+    from milegpo_kernels import interpreter_on
 
     if not interpreter_on():
         yield

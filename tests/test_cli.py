@@ -178,6 +178,17 @@ def test_generate_webshop_catalog_is_played_with_data_dir(tmp_path, capsys, priv
             env.step(env.expert_action())
         won += env.won
     assert won >= 3
-    with pytest.raises(SystemExit):
-        main(["generate-games", "webshop", str(tmp_path / "tiny"), "--size", "5"])
-    assert "--size must be >= 10" in capsys.readouterr().err
+    assert _one_line_error(capsys, ["generate-games", "webshop", str(tmp_path / "tiny"), "--size", "5"]) == \
+        "milegpo generate-games webshop DIR: error: --size 5: must be >= 10"
+
+
+def test_preset_names_are_the_credit_presets(tmp_path, capsys):
+    from milegpo.cli import PRESET_NAMES
+    from milegpo.credit import presets
+
+    assert PRESET_NAMES == tuple(presets.PRESETS)
+    batch_file = tmp_path / "batch.npz"
+    assert main(["demo", "--groups", "2", "--group-size", "3", "--horizon", "5", "--save", str(batch_file)]) == 0
+    capsys.readouterr()
+    assert main(["replay", str(batch_file), "--preset", "graphgpo_reference", "--rows", "0"]) == 0
+    assert "preset graphgpo_reference" in capsys.readouterr().out

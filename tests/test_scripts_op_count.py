@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "credit_op_count.py"
 

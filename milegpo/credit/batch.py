@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import torch
 
+from ..files import atomic_write
 from ..state_keys import SINK  # re-exported: the one definition, shared with milegpo.envs
 
 FIELDS = ("group", "traj", "t", "state", "next_state", "success", "reward", "invalid")
@@ -233,10 +234,12 @@ class StepBatch:
         return [dict(zip(FIELDS, vals)) for vals in zip(*(cols[k] for k in FIELDS))]
 
     def save(self, path) -> Path:
-        """Write the batch as a ``.npz`` file (``replay`` reads it back); returns the file's path, ``path``
-        with ``.npz`` appended when it has another suffix or none (as numpy does)."""
+        """Write the batch as a ``.npz`` file (``replay`` reads it back), whole or not at all (a temporary file
+        renamed over ``path``); returns the file's path, ``path`` with ``.npz`` appended when it has another
+        suffix or none (as numpy does)."""
         file = _npz_path(path)
-        np.savez_compressed(file, **self.to_numpy())
+        with atomic_write(file, "wb") as f:  # whole or absent: a crash mid-save leaves no torn batch
+            np.savez_compressed(f, **self.to_numpy())
         return file
 
     @classmethod

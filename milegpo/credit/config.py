@@ -13,8 +13,16 @@ NORMS = ("mean_std", "mean")
 #: the largest count threshold (``min_node_support``, ``min_trap_visits``): int32's maximum, the width the Triton
 #: kernels take a Python int scalar at; no batch holds more trajectories (a larger threshold overflowed there)
 MAX_COUNT = 2 ** 31 - 1
-#: the CreditConfig switches (every other field is a number, or ``norm``)
-BOOL_FIELDS = ("invalid_penalty_on_step_return",)
+#: the CreditConfig switches (every other field is a number, or one of :data:`CHOICES`)
+BOOL_FIELDS = ("invalid_penalty_on_step_return", "invalid_penalty_in_step_reward")
+#: the CreditConfig fields that take one of a few names, with those names (the spec's first)
+CHOICES = {
+    "norm": NORMS,
+    "episode_penalty": ("row", "trajectory"),
+    "episode_norm_over": ("rows", "trajectories"),
+    "episode_single_value": ("unit", "zero"),
+    "graph_unreachable": ("zero", "max_plus_one"),
+}
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,16 @@ class CreditConfig:
     # GraphGPO return (eq. 1)
     c: float = 10.0
     gamma_g: float = 0.2
+    #: hops added to d(s_{t+1}, g) in eq. 1, 0 or 1: 0 (the spec, and the public GraphGPO recipe:
+    #: r^G = c * gamma_G^d(s_{t+1}, g), c on the winning row) or 1 (the GraphGPO paper's eq. 4:
+    #: c * gamma_G^(d(s_{t+1}, g) + 1)). Unreachable stays unreachable.
+    graph_distance_offset: int = 0
+    #: r^G of a row whose s_{t+1} cannot reach g, in a group with a success: ``"zero"`` (the spec: the
+    #: distance is infinite, r^G = 0) or ``"max_plus_one"`` (the public GraphGPO recipe: such a node is at
+    #: distance (the largest finite d(., g) in its group) + 1, then ``graph_distance_offset`` is added).
+    #: A group without a success has r^G = 0 either way. Only r^G reads it: PCC's dd(e) (eq. 15) and the
+    #: node table's ``dist`` keep the search's distances (-1: unreachable).
+    graph_unreachable: str = "zero"
     # potentials and shaping (eqs. 7-10, 20)
     omega: float = 0.2
     gamma_phi: float = 1.0
@@ -60,6 +78,22 @@ class CreditConfig:
     norm: str = "mean_std"
     norm_eps: float = 1e-6
     invalid_penalty: float = 0.1
+    #: where ``invalid_penalty`` enters the episode score Z (eq. 22): ``"row"`` (the spec): Z of a row is its
+    #: trajectory's summed reward, minus ``invalid_penalty`` when that row is invalid; ``"trajectory"`` (the
+    #: public GraphGPO recipe): every row of a trajectory gets its return, the summed reward minus
+    #: ``invalid_penalty`` times the trajectory's number of invalid rows (10 * success - 0.1 * n_invalid on
+    #: ALFWorld, where the winning row's reward is 10 and every other is 0)
+    episode_penalty: str = "row"
+    #: what Norm_q (eq. 22) standardises over in a task group: ``"rows"`` (the spec, and the recipe's original
+    #: helper): the Z of every row, a trajectory's score counted once per row (long trajectories weigh more);
+    #: ``"trajectories"`` (the public GraphGPO recipe): the K trajectory returns, once each, the value
+    #: broadcast to the trajectory's rows. ``"trajectories"`` needs ``episode_penalty="trajectory"`` (one
+    #: score per trajectory).
+    episode_norm_over: str = "rows"
+    #: Norm_q of a group holding one value (one row under ``"rows"``, one trajectory under
+    #: ``"trajectories"``): ``"unit"`` (the spec, verl-agent's episode_norm_reward: mean 0, std 1, the value
+    #: itself / (1 + norm_eps)) or ``"zero"`` (the public GraphGPO recipe: 0, as for zero variance)
+    episode_single_value: str = "unit"
     # GiGPO baseline (spec section 9)
     gamma: float = 0.95
     step_weight: float = 1.0
@@ -67,6 +101,11 @@ class CreditConfig:
     #: after discounting, as verl-agent's trainer does (``apply_invalid_action_penalty`` on its
     #: ``step_rewards``, on in its example scripts). Off (the spec): the penalty enters the episode score only.
     invalid_penalty_on_step_return: bool = False
+    #: the public GraphGPO recipe's GiGPO: a row's immediate reward is its reward minus ``invalid_penalty`` when
+    #: it is invalid, before discounting (so the penalty is discounted into the trajectory's earlier rows:
+    #: R_t = sum_{k >= t} gamma^(k-t) (reward_k - invalid_penalty * invalid_k)). Off (the spec): R_t sums the
+    #: rewards alone. Not together with ``invalid_penalty_on_step_return`` (the penalty would count twice).
+    invalid_penalty_in_step_reward: bool = False
     #: thresholds "x > 0" and "x >= theta" are taken as x > tol and x >= theta - tol
     #: so that a value that is mathematically on the threshold is not moved across
     #: it by a rounding residue (e.g. a sibling mean of three equal 1/3s).
@@ -75,9 +114,9 @@ class CreditConfig:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name == "norm":
-                if v not in NORMS:
-                    raise ValueError(f"CreditConfig.norm must be one of {NORMS}, got {v!r}")
+            if f.name in CHOICES:
+                if v not in CHOICES[f.name]:
+                    raise ValueError(f"CreditConfig.{f.name} must be one of {CHOICES[f.name]}, got {v!r}")
                 continue
             if f.name in BOOL_FIELDS:
                 if not isinstance(v, bool):
@@ -103,8 +142,15 @@ class CreditConfig:
             if int(v) != v or not 1 <= v <= MAX_COUNT:
                 raise ValueError(f"CreditConfig.{name} must be a whole number in [1, {MAX_COUNT}] (a count of "
                                  f"trajectories), got {v}")
-        if self.kappa_bc not in (0, 1):
-            raise ValueError(f"CreditConfig.kappa_bc must be 0 or 1, got {self.kappa_bc}")
+        for name in ("kappa_bc", "graph_distance_offset"):
+            if getattr(self, name) not in (0, 1):
+                raise ValueError(f"CreditConfig.{name} must be 0 or 1, got {getattr(self, name)}")
+        if self.episode_norm_over == "trajectories" and self.episode_penalty != "trajectory":
+            raise ValueError("CreditConfig.episode_norm_over='trajectories' needs episode_penalty='trajectory' (one "
+                             f"score per trajectory to standardise), got episode_penalty={self.episode_penalty!r}")
+        if self.invalid_penalty_in_step_reward and self.invalid_penalty_on_step_return:
+            raise ValueError("CreditConfig.invalid_penalty_in_step_reward and invalid_penalty_on_step_return are both "
+                             "on: the step return would take the invalid-action penalty twice; choose one")
 
     def replace(self, **changes: Any) -> "CreditConfig":
         """A copy with some fields changed; an unknown field name is an error."""
@@ -124,7 +170,23 @@ class CreditConfig:
 
 ALFWORLD = CreditConfig()
 WEBSHOP = CreditConfig(theta_m=0.5, kappa_bc=1, rho=0.5, eta=1.0, norm="mean")
-PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP}
+#: The public GraphGPO recipe's credit as its reproductions document it (issue 33; README "Reference parity"),
+#: on ALFWorld's rewards (10 on the winning row): a trajectory's return 10 * success - 0.1 * n_invalid on all
+#: its rows, standardised once per trajectory in the task group (sample std, (x - mean) / (std + 1e-6); one
+#: trajectory or zero variance: 0); r^G = 10 * 0.1^d(s_{t+1}, g) with a node that cannot reach g at the
+#: group's largest finite distance + 1 (no success: 0), standardised per (group, state); GiGPO's immediate
+#: reward -0.1 on an invalid row plus the env's reward, discounted with 0.95. ``grpo`` gives the recipe's
+#: episode advantage alone, ``gigpo`` and ``graphgpo`` add their step / graph advantage (w = 1): every
+#: baseline on the one convention. ``milegpo`` runs on the same episode and graph terms with the paper's
+#: shaping parameters (table 5).
+GRAPHGPO_REFERENCE = ALFWORLD.replace(gamma_g=0.1, graph_unreachable="max_plus_one", episode_penalty="trajectory",
+                                      episode_norm_over="trajectories", episode_single_value="zero",
+                                      invalid_penalty_in_step_reward=True)
+#: The same values as :data:`GRAPHGPO_REFERENCE`: the recipe's GiGPO is one of its three baselines, under
+#: one credit convention; the second name lets a run be named after the method it reproduces.
+GIGPO_REFERENCE = GRAPHGPO_REFERENCE.replace()
+PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "graphgpo_reference": GRAPHGPO_REFERENCE,
+           "gigpo_reference": GIGPO_REFERENCE}
 
 
 def get_preset(name: str) -> CreditConfig:
@@ -141,4 +203,5 @@ def check_method(method: str, variant: str) -> None:
         raise ValueError(f"unknown MileGPO variant {variant!r}; expected one of {VARIANTS}")
 
 
-__all__ = ["ALFWORLD", "WEBSHOP", "PRESETS", "CreditConfig", "get_preset", "METHODS", "VARIANTS", "NORMS", "MAX_COUNT"]
+__all__ = ["ALFWORLD", "WEBSHOP", "GRAPHGPO_REFERENCE", "GIGPO_REFERENCE", "PRESETS", "CHOICES", "CreditConfig",
+           "get_preset", "METHODS", "VARIANTS", "NORMS", "MAX_COUNT"]

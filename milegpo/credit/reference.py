@@ -10,7 +10,7 @@ Numerical conventions (the vectorised backends agree with these to 1e-9):
 - powers by repeated multiplication, left to right: ``x = S; x = x * omega`` d times
   (:func:`decayed`), never ``**``;
 - distances are directed shortest hop counts over the group's distinct edges (BFS);
-  an unreachable target contributes 0;
+  an unreachable target contributes 0 (eq. 1's r^G: unless ``graph_unreachable="max_plus_one"``);
 - thresholds use ``tol = config.threshold_tol``: "x > 0" is ``x > tol`` and
   "x >= theta" is ``x >= theta - tol`` (:func:`positive`, :func:`at_least`);
 - max-normalisation is ``x / max`` with 0 where the max is 0;
@@ -189,15 +189,28 @@ def hop_distances_to(graph: RolloutGraph, target) -> dict:
 
 
 # ------------------------------------------------------------ GraphGPO (eq. 1)
+def return_distance(graph: RolloutGraph, dist_g: dict, node, config: CreditConfig):
+    """The hops eq. 1 decays over for s_{t+1} = node: d(node, g) + ``graph_distance_offset``; where node cannot
+    reach g, None (r^G = 0), or with ``graph_unreachable="max_plus_one"`` (the GraphGPO recipe) the group's
+    largest finite d(., g) + 1 (+ the offset). None in a group without a success."""
+    if not graph.has_sink:
+        return None
+    d = dist_g.get(node)
+    if d is None and config.graph_unreachable == "max_plus_one":
+        d = max(dist_g.values()) + 1
+    return None if d is None else d + config.graph_distance_offset
+
+
 def graph_return(graph: RolloutGraph, rows: list, dist_g: dict, config: CreditConfig) -> dict:
-    """Eq. 1: r^G_t = c * gamma_G ^ d(s_{t+1}, g); 0 when unreachable or the group has no success.
+    """Eq. 1: r^G_t = c * gamma_G ^ d(s_{t+1}, g) (d as :func:`return_distance` takes it); 0 when unreachable
+    or the group has no success.
 
     Returns {row index: r^G}.
     """
     out = {}
     for tr in graph.trajs:
         for i in tr:
-            d = dist_g.get(rows[i]["next_state"]) if graph.has_sink else None
+            d = return_distance(graph, dist_g, rows[i]["next_state"], config)
             out[i] = decayed(config.c, config.gamma_g, d) if d is not None else 0.0
     return out
 
@@ -466,30 +479,55 @@ def normalize_step(values: dict, rows: list, config: CreditConfig) -> dict:
 
 
 def normalize_episode(values: dict, rows: list, config: CreditConfig) -> dict:
-    """Eq. 22 Norm_q: normalise over all rows of the task group; one row: mean 0, std 1."""
-    keys = {i: rows[i]["group"] for i in values}
-    return normalize_segments(values, keys, config.norm, config.norm_eps, "unit")
+    """Eq. 22 Norm_q: normalise over all rows of the task group (``episode_norm_over="rows"``), or over its
+    trajectories, each once (``"trajectories"``: the score of the trajectory's first row, broadcast back to its
+    rows); a group of one value: mean 0, std 1 (``episode_single_value="unit"``) or 0 (``"zero"``)."""
+    single = config.episode_single_value
+    if config.episode_norm_over == "rows":
+        keys = {i: rows[i]["group"] for i in values}
+        return normalize_segments(values, keys, config.norm, config.norm_eps, single)
+    first: dict = {}  # trajectory -> its first row index (every row of a trajectory has one score)
+    for i in sorted(values):
+        first.setdefault(rows[i]["traj"], i)
+    heads = {i: values[i] for i in first.values()}
+    normed = normalize_segments(heads, {i: rows[i]["group"] for i in heads}, config.norm, config.norm_eps, single)
+    return {i: normed[first[rows[i]["traj"]]] for i in values}
 
 
 def episode_scores(trajs: list, rows: list, config: CreditConfig) -> dict:
-    """Z of each row: reward summed over the trajectory (t order), minus invalid_penalty if the row is invalid."""
+    """Z of each row: reward summed over the trajectory (t order), minus invalid_penalty if the row is invalid
+    (``episode_penalty="row"``), or minus invalid_penalty times the trajectory's number of invalid rows on every
+    row (``"trajectory"``: the trajectory's return)."""
     out = {}
     for tr in trajs:
         total = 0.0
         for i in tr:
             total = total + rows[i]["reward"]
+        if config.episode_penalty == "trajectory":
+            n_invalid = sum(1 for i in tr if rows[i]["invalid"])
+            for i in tr:
+                out[i] = total - config.invalid_penalty * n_invalid
+            continue
         for i in tr:
             out[i] = total - config.invalid_penalty if rows[i]["invalid"] else total
     return out
 
 
+def step_reward(row: dict, config: CreditConfig) -> float:
+    """GiGPO's immediate reward of a row: its reward, minus invalid_penalty on an invalid row with
+    ``invalid_penalty_in_step_reward`` (the GraphGPO recipe)."""
+    if config.invalid_penalty_in_step_reward and row["invalid"]:
+        return row["reward"] - config.invalid_penalty
+    return row["reward"]
+
+
 def gigpo_step_returns(trajs: list, rows: list, config: CreditConfig) -> dict:
-    """GiGPO R_t = sum_{k >= t} gamma^(k-t) reward_k, backward: running = reward_t + gamma * running."""
+    """GiGPO R_t = sum_{k >= t} gamma^(k-t) r_k, r = :func:`step_reward`, backward: running = r_t + gamma * running."""
     out = {}
     for tr in trajs:
         running = 0.0
         for i in reversed(tr):
-            running = rows[i]["reward"] + config.gamma * running
+            running = step_reward(rows[i], config) + config.gamma * running
             out[i] = running
     return out
 
@@ -645,9 +683,11 @@ def estimate_reference(batch: StepBatch, method: str, config: CreditConfig, vari
 
 __all__ = [
     "estimate_reference", "RolloutGraph", "rollout_graph", "group_trajectories", "hop_distances_to",
-    "graph_return", "milestone_candidates", "node_degree", "coverage", "centrality", "milestone_scores",
+    "graph_return", "return_distance", "milestone_candidates", "node_degree", "coverage", "centrality",
+    "milestone_scores",
     "trap_scores", "potential", "uniform_potential", "reliability_potential", "shaping_terms",
     "branch_contrast", "branch_evidence", "local_progress", "progress_evidence", "pcc_scores",
     "shaped_return", "normalize_segment", "normalize_step", "normalize_episode", "episode_scores",
-    "gigpo_step_returns", "penalised_step_returns", "milegpo_advantage", "graphgpo_advantage", "decayed", "max_normalize",
+    "step_reward", "gigpo_step_returns", "penalised_step_returns", "milegpo_advantage", "graphgpo_advantage",
+    "decayed", "max_normalize",
 ]

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from milegpo_kernels import (
+    INF,
     GraphArrays,
     GraphReturn,
     GraphScores,
@@ -51,10 +52,11 @@ from milegpo_kernels import (
     lexsort,
     max_times_potential,
     ordered_rows,
+    segment_max,
     segment_normalize,
     shaped_advantage,
 )
-from milegpo_kernels._backend import resolve
+from milegpo_kernels import resolve_backend
 
 from .batch import SINK, StepBatch
 from .config import CreditConfig
@@ -187,22 +189,54 @@ def order_rows(batch: StepBatch, backend: str, static: bool) -> GroupOrderedRows
 
 def episode_terms(rows: GroupOrderedRows, config: CreditConfig) -> dict[str, torch.Tensor]:
     """Eq. 22's episode term: ``episode_score`` Z = the trajectory's rewards summed in step order
-    (as the reference sums) minus ``invalid_penalty`` on an invalid row, and ``episode_adv``
-    Norm_q(Z) over the rows of each task group (a group of one row: mean 0, std 1). Each (N,)
-    float64; Norm_q(Z) is GRPO's advantage."""
-    z = episode_scores(rows.reward, rows.invalid, rows.traj_end, config.invalid_penalty, **rows.ops)
-    episode_adv = segment_normalize(z, rows.group, rows.group_cap, config.norm, config.norm_eps, "unit", **rows.ops)
+    (as the reference sums) minus ``invalid_penalty`` on an invalid row (``episode_penalty="row"``)
+    or minus ``invalid_penalty`` times the trajectory's invalid count on each of its rows
+    (``"trajectory"``), and ``episode_adv`` Norm_q(Z) over the rows of each task group, or over its
+    trajectories once each (``episode_norm_over``; a group of one value: mean 0, std 1, or 0 with
+    ``episode_single_value="zero"``). Each (N,) float64; Norm_q(Z) is GRPO's advantage."""
+    ops = rows.ops
+    if config.episode_penalty == "row":
+        z = episode_scores(rows.reward, rows.invalid, rows.traj_end, config.invalid_penalty, **ops)
+    else:  # the trajectory's return: two sums per trajectory, as the reference forms them
+        no_flags = torch.zeros_like(rows.invalid)
+        total = episode_scores(rows.reward, no_flags, rows.traj_end, 0.0, **ops)
+        n_invalid = episode_scores(rows.invalid.to(F64), no_flags, rows.traj_end, 0.0, **ops)
+        z = total - config.invalid_penalty * n_invalid
+    single = config.episode_single_value
+    if config.episode_norm_over == "rows":
+        episode_adv = segment_normalize(z, rows.group, rows.group_cap, config.norm, config.norm_eps, single, **ops)
+    else:
+        episode_adv = per_trajectory_norm(rows, z, config)
     return {"episode_score": z, "episode_adv": episode_adv}
+
+
+def per_trajectory_norm(rows: GroupOrderedRows, z: torch.Tensor, config: CreditConfig) -> torch.Tensor:
+    """Norm_q over the trajectories of each group, one value each (``episode_norm_over="trajectories"``):
+    the score of each trajectory's last row is normalised among its group's (every other row goes to a
+    one-row segment of its own, whose value is dropped), then broadcast to the trajectory's rows. No
+    host read. z: (N,) float64, one score per trajectory; returns (N,) float64."""
+    n, ops = len(rows), rows.ops
+    row_ids = torch.arange(n, device=z.device)
+    seg = torch.where(rows.traj_end, rows.group, rows.group_cap + row_ids)
+    normed = segment_normalize(z, seg, rows.group_cap + n, config.norm, config.norm_eps,
+                               config.episode_single_value, **ops)
+    per_traj = torch.zeros(n + 1, dtype=F64, device=z.device)  # slot n: the dropped rows
+    per_traj.scatter_(0, torch.where(rows.traj_end, rows.traj, n), normed)
+    return per_traj.index_select(0, rows.traj)
 
 
 def gigpo_step_terms(rows: GroupOrderedRows, episode_adv: torch.Tensor,
                      config: CreditConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """GiGPO (spec section 9): step groups are (group, state); ``step_return`` R_t = sum over k >= t
-    of gamma^(k-t) reward_k (minus ``invalid_penalty`` on an invalid row with
-    ``invalid_penalty_on_step_return``, verl-agent's trainer), ``step_adv`` Norm_{q,s}(R_t), and the advantage
+    of gamma^(k-t) reward_k (reward_k - ``invalid_penalty`` on an invalid row with
+    ``invalid_penalty_in_step_reward``, the GraphGPO recipe; minus ``invalid_penalty`` on an invalid
+    row after discounting with ``invalid_penalty_on_step_return``, verl-agent's trainer), ``step_adv`` Norm_{q,s}(R_t), and the advantage
     A = Norm_q(Z) + step_weight * Norm_{q,s}(R_t). Returns (A, {step_return, step_adv}), each (N,) float64."""
     step_groups = dense_ids(rows.group, rows.state, **rows.ops)
-    step_return = discounted_returns(rows.reward, rows.traj_end, config.gamma, **rows.ops)
+    reward = rows.reward
+    if config.invalid_penalty_in_step_reward:  # the GraphGPO recipe (reference.step_reward)
+        reward = torch.where(rows.invalid, reward - config.invalid_penalty, reward)
+    step_return = discounted_returns(reward, rows.traj_end, config.gamma, **rows.ops)
     if config.invalid_penalty_on_step_return:  # verl-agent parity (reference.penalised_step_returns)
         step_return = torch.where(rows.invalid, step_return - config.invalid_penalty, step_return)
     step_cap = rows.capacity(step_groups.count, len(rows))
@@ -278,7 +312,7 @@ def rollout_graph(rows: GroupOrderedRows) -> RolloutGraph:
     arrays = graph_arrays(node, next_node, edge, rows.group, rows.raw_group, rows.state, rows.next_state,
                           rows.group_start, rows.traj_start, rows.success, node_ids.count, edge_ids.count,
                           rows.n_groups, node_cap, edge_cap, rows.group_cap, SINK, **ops)
-    edge_offsets = arrays.edge_offsets if resolve(rows.backend, arrays.src) == "triton" else None
+    edge_offsets = arrays.edge_offsets if resolve_backend(rows.backend, arrays.src) == "triton" else None
 
     # Distinct-trajectory counts, nodes and edges in one call (edge j is segment node_cap + j). A
     # trajectory touches a node as the state of a row or as the next_state of its last row (any
@@ -304,10 +338,29 @@ def rollout_graph(rows: GroupOrderedRows) -> RolloutGraph:
 def graph_return_terms(graph: RolloutGraph, config: CreditConfig) -> tuple[torch.Tensor, GraphReturn]:
     """Eq. 1: d(s, g) for every node slot, (V_cap,) int64 (one reverse BFS from g), and the GraphGPO
     return r^G = c * gamma_G^d(s_{t+1}, g), (N,) float64, as c * gamma_G * gamma_G ... (the
-    reference's repeated products); 0 where g is unreachable."""
+    reference's repeated products); 0 where g is unreachable (``graph_unreachable``,
+    ``graph_distance_offset``: :func:`return_distance`)."""
     arrays, ops = graph.arrays, graph.rows.ops
     dist = hop_distance(arrays.src, arrays.dst, arrays.is_sink, graph.edge_offsets, **ops)
-    return dist, graph_return(dist, graph.next_node, config.c, config.gamma_g, **ops)
+    if config.graph_unreachable == "zero" and config.graph_distance_offset == 0:
+        return dist, graph_return(dist, graph.next_node, config.c, config.gamma_g, **ops)
+    decayed = graph_return(return_distance(graph, dist, config), graph.next_node, config.c, config.gamma_g, **ops)
+    # the node table reports the search's distances (reference: dist_g, -1 where g is unreachable)
+    return dist, GraphReturn(decayed.r_graph, torch.where(dist < INF, dist, -1))
+
+
+def return_distance(graph: RolloutGraph, dist: torch.Tensor, config: CreditConfig) -> torch.Tensor:
+    """The hops eq. 1 decays over, per node slot (V_cap,) int64 (reference.return_distance): d(s, g) +
+    ``graph_distance_offset``; where g is unreachable INF, or with ``graph_unreachable="max_plus_one"`` the
+    largest finite d(., g) of the node's group + 1 (+ the offset), INF in a group without a success."""
+    arrays, ops = graph.arrays, graph.rows.ops
+    finite = dist < INF
+    if config.graph_unreachable == "max_plus_one":
+        group_max = segment_max(dist.to(F64), arrays.node_gid, graph.rows.group_cap, valid=finite & arrays.node_valid,
+                                fill=-1.0, **ops).to(torch.int64).index_select(0, arrays.node_gid)
+        dist = torch.where(finite, dist, torch.where(group_max >= 0, group_max + 1, INF))
+        finite = dist < INF
+    return torch.where(finite, dist + config.graph_distance_offset, INF)
 
 
 def graphgpo_advantage(graph: RolloutGraph, r_graph: torch.Tensor, episode_adv: torch.Tensor,

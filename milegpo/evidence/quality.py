@@ -292,10 +292,10 @@ def format_quality(report: dict) -> str:
 
 def plot_quality(report: dict, path, title: str = "") -> str:
     """Bars of the three figures per method with their 95% intervals (0.5: no better than a coin)."""
-    from ..job.plots import _plt, _save
+    from ..job.plots import pyplot, save_figure
 
     methods = list(report["methods"])
-    fig, ax = _plt().subplots(figsize=(max(7.0, 1.3 * len(methods)), 3.8))
+    fig, ax = pyplot().subplots(figsize=(max(7.0, 1.3 * len(methods)), 3.8))
     width = 0.8 / len(METRICS)
     for j, k in enumerate(METRICS):
         xs = [i + (j - 1) * width for i in range(len(methods))]
@@ -310,7 +310,7 @@ def plot_quality(report: dict, path, title: str = "") -> str:
     ax.legend(fontsize=8)
     ax.set_title(title or "ground-truth credit quality (95% bootstrap intervals over groups)", fontsize=9)
     fig.tight_layout()
-    return str(_save(fig, path))
+    return str(save_figure(fig, path))
 
 
 # ---------------------------------------------------------------------------------------------- the command

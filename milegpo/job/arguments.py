@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from ..envs.webshop.env import DEFAULT_WEBSHOP_HORIZON
+from ..trainer.saved_policy import EVAL_FIELDS, TASK_FIELDS, TASK_SETTINGS, saved_task_settings  # re-exported
+from ..usage import UsageError
 
 #: defaults of every embedded run (no --model_name_or_path), whatever the environment: a tiny Qwen2 (hidden 128)
 #: warm-started at lr 3e-3, 4 groups x 4 episodes per iteration, 50 iterations at lr 3e-4, no checkpoints; sized
@@ -92,21 +93,29 @@ class JobArguments:
     save_batches: bool = field(default=True, metadata={"help": "Save every iteration's StepBatch (.npz)."})
     plots: bool = field(default=True, metadata={"help": "Write the PNG plots."})
     threads: int = field(default=0, metadata={"help": "torch CPU threads (0: leave torch's default)."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace an earlier run in --output_dir (its log, batches, checkpoints, policies and plots are "
+                "removed first); without it, or --resume_from_checkpoint, such a folder is refused."})
 
+    #: the least value of each numeric field (``sft_explore`` also at most 1), checked at construction
+    AT_LEAST: ClassVar[dict[str, float]] = dict(sft_epochs=0, sft_tasks=1, sft_learning_rate=0, sft_batch_size=1,
+                                                sft_explore=0, tiny_hidden=1, tiny_layers=1, threads=0)
 
-#: the file beside a saved policy that records the games and prompt it was trained with (`milegpo eval` and
-#: `milegpo train --model_name_or_path` of that policy take them as defaults)
-TASK_SETTINGS = "milegpo_task.json"
-#: the evaluation settings a saved policy carries too: ``milegpo eval`` of it plays the evaluation ``milegpo train``
-#: printed at its end (same tasks, episodes, temperature and seed: the same numbers)
-EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
-#: the MileGPOConfig fields :data:`TASK_SETTINGS` records (``num_train_tasks``: its training games, seeds 0..n-1,
-#: which a small catalog may not hold a thousand of; ``groups_per_iteration`` with them: a config needs at least
-#: that many games; it and ``group_size`` also size the environment pool, whose waves of episodes set the
-#: generation batches of an evaluation: the same pool, the same sampled episodes)
-TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length", "constrain_actions", "num_train_tasks", "groups_per_iteration",
-               "group_size") + EVAL_FIELDS
+    def __post_init__(self):
+        """Refuse a value the job cannot run with: a ValueError of one line naming the field, the value and what
+        is allowed (``milegpo train`` prints it and exits 2), as MileGPOConfig does."""
+        import math
+
+        for name, low in self.AT_LEAST.items():
+            value = getattr(self, name)
+            if isinstance(value, float) and not math.isfinite(value) or value < low:
+                raise ValueError(f"JobArguments.{name}={value!r}: must be >= {low:g}"
+                                 + {"sft_epochs": " (0: no warm start)", "threads": " (0: torch's default)"}.get(name, ""))
+        if self.sft_explore > 1:
+            raise ValueError(f"JobArguments.sft_explore={self.sft_explore!r}: must be <= 1 (a share of actions)")
+        if self.tiny_hidden % 8:
+            raise ValueError(f"JobArguments.tiny_hidden={self.tiny_hidden!r}: must be a multiple of 8 (the tiny "
+                             "Qwen2's 4 attention heads, each of an even size for its rotary embedding)")
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:
@@ -118,33 +127,47 @@ def _flag_value(argv: Sequence[str], flag: str) -> str | None:
     return None
 
 
-def _given(argv: Sequence[str], name: str) -> Any:
-    """The value of ``--name`` on the command line, else in the ``--config`` YAML file, else None."""
+def _without_config(argv: Sequence[str]) -> tuple[list[str], str | None]:
+    """(``argv`` without its ``--config FILE``, FILE or None)."""
+    rest, path, i = [], None, 0
+    while i < len(argv):
+        if argv[i] == "--config" and i + 1 < len(argv):
+            path, i = argv[i + 1], i + 2
+            continue
+        if argv[i].startswith("--config="):
+            path = argv[i].split("=", 1)[1]
+        else:
+            rest.append(argv[i])
+        i += 1
+    return rest, path
+
+
+def _given(argv: Sequence[str], config: dict, name: str) -> Any:
+    """The value of ``--name`` on the command line, else in the ``--config`` mapping (not TRL's ``env:``
+    mapping of environment variables), else None."""
     value = _flag_value(argv, f"--{name}")
-    config = _flag_value(argv, "--config")
-    if value is None and config is not None and Path(config).is_file():
-        import yaml
-
-        loaded = yaml.safe_load(Path(config).read_text())
-        value = loaded.get(name) if isinstance(loaded, dict) else None
-    return value
+    if value is None:
+        value = config.get(name)
+    return None if name == "env" and isinstance(value, dict) else value
 
 
-def saved_task_settings(path) -> dict[str, Any]:
-    """The task settings saved beside the policy at ``path`` by ``milegpo train`` (:data:`TASK_SETTINGS`: env,
-    task type, horizon, env options, prompt...), or ``{}`` for a model without them (a Hub id, any other folder,
-    None). A file that is not a JSON object is a ValueError naming it.
-    :meth:`milegpo.trainer.config.MileGPOConfig.with_task_settings` applies them."""
-    file = Path(path) / TASK_SETTINGS if path else None
-    if file is None or not file.is_file():
-        return {}
-    try:
-        settings = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{file}: not valid JSON ({e})") from None
-    if not isinstance(settings, dict):
-        raise ValueError(f"{file}: expected a JSON object of MileGPOConfig fields, got {type(settings).__name__}")
-    return settings
+def merged_env_options(defaults: dict[str, Any], given: Any) -> Any:
+    """The ``--env_options`` of a run: those ``given`` (a JSON object string or a dict) merged into the defaults'
+    (:data:`ENV_DEFAULTS`' tiny row, a saved policy's), a key given wins and a key given as null drops the
+    default's. ``given`` that is not a JSON object is returned as it is, for MileGPOConfig to refuse."""
+    base = defaults.get("env_options")
+    if not isinstance(base, dict):
+        return given
+    options = given
+    if isinstance(given, str):
+        try:
+            options = json.loads(given) if given.strip() else {}
+        except json.JSONDecodeError:
+            return given
+    if not isinstance(options, dict):
+        return given
+    merged = {**base, **options}
+    return {k: v for k, v in merged.items() if v is not None}
 
 
 #: the layout of ``milegpo train --help``: milegpo's own flags in these groups, in this order, then a pointer to
@@ -221,9 +244,18 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     full_help = HELP_ALL in argv
     argv = ["--help" if a == HELP_ALL else a for a in argv]
     parser = build_parser(prog, full_help=full_help or not {"-h", "--help"} & set(argv))
-    model_path = _given(argv, "model_name_or_path")
-    saved = saved_task_settings(model_path)
-    env = _given(argv, "env") or saved.get("env") or "household"
+    from .flags import config_flags, parse_flags, read_config  # every mistake one line, not a traceback
+
+    argv, config_path = _without_config(argv)
+    if config_path is None and "--config" in argv:
+        raise UsageError(f"{prog}: error: argument --config: expected one argument (a YAML file)")
+    config = read_config(config_path, prog) if config_path is not None else {}
+    model_path = _given(argv, config, "model_name_or_path")
+    try:
+        saved = saved_task_settings(model_path)
+    except ValueError as e:
+        raise UsageError(f"{prog}: error: {e}") from None
+    env = _given(argv, config, "env") or saved.get("env") or "household"
     defaults = env_defaults(env, tiny=model_path is None)
     if saved.get("env", "household") == env:
         # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
@@ -231,10 +263,20 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     if not torch.cuda.is_available():  # GRPOConfig defaults to bf16 on an accelerator
         defaults.update(use_cpu=True, bf16=False)
     parser.set_defaults(**defaults)
-    from .flags import parse_flags  # every mistake one line (milegpo.usage.UsageError), not a traceback
-
-    return parse_flags(parser, argv, prog)
+    options = _given(argv, config, "env_options")
+    if options is not None:  # given options merge into the defaults' (the tiny catalog's size stays)
+        options = merged_env_options(defaults, options)
+        argv = [a for i, a in enumerate(argv) if a != "--env_options" and (i == 0 or argv[i - 1] != "--env_options")
+                and not a.startswith("--env_options=")]
+        config.pop("env_options", None)
+        argv += ["--env_options", options if isinstance(options, str) else json.dumps(options)]
+    # the --config values become flags before the command line's (the same checks); a flag given wins, so the
+    # file's value of that flag is not read at all
+    given = {a.lstrip("-").split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--")}
+    config = {k: v for k, v in config.items() if k not in given or (k == "env" and isinstance(v, dict))}
+    tokens = config_flags(config, parser, prog, config_path)
+    return parse_flags(parser, tokens + argv, prog, from_config=set(config), config_path=config_path)
 
 
 __all__ = ["JobArguments", "HELP_GROUPS", "arrange_help", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults",
-           "saved_task_settings", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]
+           "saved_task_settings", "merged_env_options", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]

@@ -18,6 +18,8 @@ from typing import Any, Mapping
 
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from ..files import append_line
+
 #: the file in ``output_dir`` that holds every logged metrics dict, one JSON object a line
 METRICS_FILE = "metrics.jsonl"
 
@@ -82,8 +84,9 @@ class IterationConsole(ProgressCallback):
     :func:`sft_line`) per logged step, and every logs dict appended to ``log_file`` as JSON (NaN as null) with
     its ``phase`` and the step it was logged at.
 
-    log_file: the JSON-lines file (None: none written); appended to (:func:`milegpo.job.run_train` starts a run's
-    file empty, unless it resumes from a checkpoint)."""
+    log_file: the JSON-lines file (None: none written); appended to, each line whole or not at all
+    (:func:`milegpo.files.append_line`; :func:`milegpo.job.run_train` starts in a folder without an earlier run's
+    log, or one cut back to the checkpoint it resumes from)."""
 
     def __init__(self, log_file: str | Path | None, show_bar: bool = True, line=iteration_line, phase: str = "rl"):
         super().__init__()
@@ -113,8 +116,7 @@ class IterationConsole(ProgressCallback):
         if self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             row = {"phase": self.phase, "step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
-            with open(self.log_file, "a") as f:
-                f.write(json.dumps(row) + "\n")
+            append_line(self.log_file, json.dumps(row))  # the line whole or absent
         line = self.line(logs, state.global_step, self.max_steps or state.max_steps)
         if line is None:
             return

@@ -4,16 +4,79 @@
 :func:`parse_flags` wraps ``TrlParser.parse_args_and_config``: a value the parser or MileGPOConfig refuses
 (``--env nowhere``, bad JSON in ``--env_options``, ``--group_size 1``), an unknown flag (with the closest one:
 ``--iteratons`` -> ``--max_steps``), a missing ``--config`` file and a ``--model_name_or_path`` that is neither
-a saved model folder nor a Hugging Face Hub id (:func:`check_model_path`).
+a saved model folder nor a Hugging Face Hub id (:func:`check_model_path`, which also reads its ``config.json``),
+a ``--resume_from_checkpoint`` that is not a whole checkpoint (:func:`checkpoint_step`) and an ``--output_dir``
+that cannot be written. ``--config recipe.yaml`` is read by :func:`read_config` and its values become flags
+(:func:`config_flags`) placed before the command line's: they pass the same checks, and a flag given wins.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
-from ..usage import UsageError, unknown_arguments
+from ..usage import UsageError, check_writable, unknown_arguments
+
+
+def read_config(path: str, prog: str) -> dict:
+    """The mapping of the ``--config`` YAML file ``path``; a missing or unreadable file, a YAML syntax error or a
+    document that is not a mapping is one :class:`UsageError` line naming the file."""
+    import yaml
+
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise UsageError(f"{prog}: error: {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{prog}: error: --config {path}: not a text file ({e.reason})") from None
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UsageError(f"{prog}: error: --config {path}: not valid YAML{where}: {problem}") from None
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise UsageError(f"{prog}: error: --config {path}: expected a YAML mapping of flag names to values, got "
+                         f"{type(config).__name__}")
+    return config
+
+
+def config_flags(config: dict, parser, prog: str, path: str) -> list[str]:
+    """The command-line flags that say what the ``--config`` mapping ``config`` says: ``--name value`` for each
+    key (lists as several values, dicts as JSON, booleans as ``true`` / ``false``); a null value becomes the
+    parser's default instead. A key that names no flag is a one-line :class:`UsageError` with the closest flag.
+    TRL's ``env:`` mapping of environment variables is set here, as TRL does; ``env:`` a string is the
+    environment kind (MileGPOConfig.env)."""
+    import os
+
+    dests = {action.dest: action for action in parser._actions}
+    tokens: list[str] = []
+    for key, value in config.items():
+        if key == "env" and isinstance(value, dict):  # TrlParser's environment variables
+            os.environ.update({str(k): str(v) for k, v in value.items()})
+            continue
+        if not isinstance(key, str) or key not in dests or key == "help":
+            err = unknown_arguments(prog, [f"--{key}"], parser, own_flags(parser))
+            raise UsageError(str(err).replace(f"{prog}: error: unknown flag", f"{prog}: error: --config {path}: "
+                                              "unknown key", 1)) from None
+        if value is None:
+            parser.set_defaults(**{key: None})
+            continue
+        values = value if isinstance(value, list) else [value]
+        tokens.append(f"--{key}")
+        for item in values:
+            if isinstance(item, bool):
+                tokens.append("true" if item else "false")
+            elif isinstance(item, (dict, list)):
+                tokens.append(json.dumps(item))
+            else:
+                tokens.append(str(item))
+    return tokens
 
 
 def own_flags(parser) -> set[str]:
@@ -27,21 +90,22 @@ def own_flags(parser) -> set[str]:
     return own | set(MileGPOConfig.__dict__.get("__annotations__", {}))
 
 
-def check_model_path(model: str | None) -> None:
+def check_model_path(model: str | None, flag: str = "--model_name_or_path") -> None:
     """Refuse a ``--model_name_or_path`` that names a local path that is not a saved model: a missing path
     that looks like one (it starts with ``/``, ``.`` or ``~``, has two or more ``/``, is no valid Hub id, or its
     parent folder exists here) or a folder without ``config.json``. A Hub id (``Qwen/Qwen2.5-1.5B-Instruct``)
-    passes: the Hub decides."""
+    passes: the Hub decides. A folder's ``config.json`` must be a model configuration transformers reads."""
     if model is None:
         return
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise UsageError(f"--model_name_or_path {model}: a folder without config.json, not a saved model "
+            raise UsageError(f"{flag} {model}: a folder without config.json, not a saved model "
                              "(give a folder that save_pretrained wrote, e.g. milegpo_run/final)")
+        _check_model_config(path / "config.json", flag, model)
         return
     if path.exists():
-        raise UsageError(f"--model_name_or_path {model}: a file, not a saved model folder or a Hub id")
+        raise UsageError(f"{flag} {model}: a file, not a saved model folder or a Hub id")
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
@@ -52,16 +116,112 @@ def check_model_path(model: str | None) -> None:
     local_looking = (model.startswith(("/", ".", "~")) or model.count("/") >= 2 or not hub_id
                      or (len(path.parts) > 1 and path.parent.is_dir()))
     if local_looking:
-        raise UsageError(f"--model_name_or_path {model}: no such folder (a saved model is a folder such as "
+        raise UsageError(f"{flag} {model}: no such folder (a saved model is a folder such as "
                          "milegpo_run/final; a Hugging Face Hub id looks like Qwen/Qwen2.5-1.5B-Instruct)")
 
 
-def parse_flags(parser, argv: Sequence[str], prog: str):
+def _check_model_config(file: Path, flag: str, model: str) -> None:
+    """Refuse a ``config.json`` that is no JSON object naming a ``model_type`` transformers knows."""
+    try:
+        config = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UsageError(f"{flag} {model}: {file.name} is not valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{flag} {model}: {file.name} holds a JSON {type(config).__name__}, not a model "
+                         "configuration (an object with model_type)")
+    from transformers import CONFIG_MAPPING
+
+    model_type = config.get("model_type")
+    if model_type not in CONFIG_MAPPING:
+        raise UsageError(f"{flag} {model}: {file.name} names "
+                         f"{'no model_type' if model_type is None else f'model_type {model_type!r}'}, not one "
+                         "transformers knows")
+
+
+#: what a checkpoint folder the trainer can resume from holds (transformers' Trainer._save_checkpoint)
+TRAINER_STATE = "trainer_state.json"
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json", "adapter_model.safetensors")
+
+
+def checkpoint_step(checkpoint) -> int:
+    """The training step (``global_step``) a checkpoint folder was saved at; a folder that is missing, lacks its
+    trainer state or weights, or holds a torn (unreadable, truncated) one is a one-line :class:`UsageError`."""
+    import json
+
+    path = Path(checkpoint)
+    flag = f"--resume_from_checkpoint {checkpoint}"
+    if not path.is_dir():
+        raise UsageError(f"{flag}: {'a file, not' if path.exists() else 'no such'} checkpoint folder (a run saves "
+                         "<output_dir>/checkpoint-N with --save_strategy steps)")
+    try:
+        state = json.loads((path / TRAINER_STATE).read_text())
+        step = state["global_step"]
+    except FileNotFoundError:
+        raise UsageError(f"{flag}: no {TRAINER_STATE}: not a whole checkpoint") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError, KeyError) as e:
+        raise UsageError(f"{flag}: {TRAINER_STATE} is torn or not a trainer state ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''})") from None
+    if not isinstance(step, int) or step < 0:
+        raise UsageError(f"{flag}: {TRAINER_STATE} has global_step {step!r}, not a step")
+    weights = [path / name for name in WEIGHT_FILES if (path / name).is_file()]
+    if not weights:
+        raise UsageError(f"{flag}: no model weights ({' or '.join(WEIGHT_FILES[:3])}): not a whole checkpoint")
+    if weights[0].suffix == ".safetensors":
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(weights[0]), framework="pt") as f:
+                names = list(f.keys())
+                f.get_tensor(names[-1]) if names else None  # the last tensor: a truncated file fails here
+        except Exception as e:  # safetensors raises its own SafetensorError (and OSError) on a torn file
+            raise UsageError(f"{flag}: {weights[0].name} is torn or unreadable ({str(e).splitlines()[0]})") from None
+    return step
+
+
+def check_job_arguments(job, cfg) -> None:
+    """The job's flags that depend on the run's config: ``--sft_expert`` must be an expert of the env's world
+    (when there is a warm start)."""
+    if job.sft_epochs > 0:
+        from ..envs import env_class
+
+        experts = sorted(env_class(cfg.env).experts)
+        if job.sft_expert not in experts:
+            raise UsageError(f"--sft_expert {job.sft_expert!r}: the {cfg.env} world's experts are "
+                             f"{', '.join(experts) or 'none'} (--sft_epochs 0: no warm start)")
+
+
+def check_tasks(cfg, train: bool) -> None:
+    """Build the run's task sets (its ``num_train_tasks`` training tasks when ``train``, ``num_eval_tasks`` of each
+    evaluation split) as the trainer will, so that what the environment refuses (a WebShop ``data_dir`` that is
+    not there or holds broken files, fewer goals than asked, a category it lacks) is a one-line
+    :class:`UsageError` before any model is built."""
+    from ..envs import EnvError
+    from ..rollout import make_tasks
+
+    wanted = ([(cfg.train_split, cfg.num_train_tasks)] if train else []) + \
+        ([(split, cfg.num_eval_tasks) for split in cfg.eval_splits] if cfg.num_eval_tasks else [])
+    for split, n in wanted:
+        try:
+            make_tasks(cfg.env, split, n, cfg.task_type, cfg.horizon, options=cfg.env_options)
+        except (EnvError, ValueError, TypeError, OSError) as e:
+            options = f" --env_options '{json.dumps(cfg.env_options)}'" if cfg.env_options else ""
+            raise UsageError(f"the {split} tasks of --env {cfg.env}{options}: {str(e).splitlines()[0]}") from None
+
+
+def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[str] = (),
+                config_path: str | None = None):
     """``(JobArguments, MileGPOConfig)`` of ``argv`` by ``parser`` (a ``TrlParser`` of both); every mistake is a
-    one-line :class:`~milegpo.usage.UsageError` that starts with ``prog``."""
+    one-line :class:`~milegpo.usage.UsageError` that starts with ``prog``. from_config: the flags whose values
+    came from the ``--config`` file ``config_path`` (:func:`config_flags`, placed first in ``argv``): a refusal
+    of one of them names the file."""
+    import re
 
     def error(message: str):
-        raise UsageError(f"{prog}: error: {message}")
+        field = re.match(r"(?:argument --([\w-]+)|(?:MileGPOConfig|JobArguments)\.(\w+)=)", message)
+        name = next((g for g in field.groups() if g), "").split("/")[0].replace("-", "_") if field else ""
+        where = f" (from --config {config_path})" if name in from_config else ""
+        raise UsageError(f"{prog}: error: {message}{where}")
 
     parser.error = error  # argparse's own errors (a value of the wrong type, a flag without its value)
     try:
@@ -70,13 +230,21 @@ def parse_flags(parser, argv: Sequence[str], prog: str):
         raise
     except OSError as e:  # --config FILE that is not there
         raise UsageError(f"{prog}: error: {e.filename or ''}: {e.strerror or e}") from None
-    except ValueError as e:  # MileGPOConfig's ConfigError, TrainingArguments' and TRL's checks
+    except ValueError as e:  # MileGPOConfig's ConfigError, JobArguments', TrainingArguments' and TRL's checks
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"{prog}: error: {first_line}") from None
+        error(first_line)
     if extras:
         raise unknown_arguments(prog, list(extras), parser, own_flags(parser))
     try:
+        if prog == "milegpo eval" and not job.model_name_or_path:
+            raise UsageError("give --model_name_or_path (e.g. milegpo_run/final): the policy to evaluate")
         check_model_path(job.model_name_or_path)
+        check_job_arguments(job, cfg)
+        if prog == "milegpo train":
+            check_writable(cfg.output_dir, "--output_dir")
+            if cfg.resume_from_checkpoint:
+                checkpoint_step(cfg.resume_from_checkpoint)
+        check_tasks(cfg, train=prog == "milegpo train" and cfg.max_steps > 0)
     except UsageError as e:
         raise UsageError(f"{prog}: error: {e}") from None
     if prog == "milegpo train" and cfg.max_steps and cfg.num_train_tasks < cfg.groups_per_iteration:
@@ -87,4 +255,5 @@ def parse_flags(parser, argv: Sequence[str], prog: str):
     return job, cfg
 
 
-__all__ = ["parse_flags", "check_model_path", "own_flags"]
+__all__ = ["parse_flags", "check_model_path", "own_flags", "read_config", "config_flags", "checkpoint_step",
+           "check_job_arguments", "TRAINER_STATE", "WEIGHT_FILES"]

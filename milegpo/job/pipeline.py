@@ -15,6 +15,11 @@ Pipeline of :func:`run_train`:
 5. evaluation again, ``summary.json``, the plots (PNG) under ``<output_dir>/plots`` and a printed summary
    (:mod:`milegpo.job.report`).
 
+The output folder belongs to this run (:func:`milegpo.job.rundir.claim_output_dir`): a folder holding an earlier
+run is refused unless the run resumes from one of its checkpoints (the log and batches are cut back to the
+checkpoint's step; the warm start is not run again, its policy is ``<output_dir>/sft``) or
+``--overwrite_output_dir`` says to replace it, and a second live run on it is refused.
+
 The flags are :func:`milegpo.job.arguments.parse`'s.
 """
 
@@ -25,9 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..files import write_text
+from ..usage import UsageError
 from .arguments import TASK_FIELDS, TASK_SETTINGS, JobArguments
 from .console import METRICS_FILE, use_iteration_console
 from .policy import load_policy, reload_tokenizer, warm_start
+from .rundir import claim_output_dir, logged_evaluation_before
 from .report import eval_line, eval_summary, eval_tasks_text, format_eval, format_summary, time_split, \
     training_history, write_plots, write_summary
 
@@ -61,10 +69,17 @@ def _batch_saver(directory: Path | None):
             if state.is_world_process_zero:
                 directory.mkdir(parents=True, exist_ok=True)
                 path = directory / f"iter_{state.global_step:04d}.npz"
-                batch.save(path)
+                batch.save(path)  # whole or absent (a temporary file renamed over it)
                 self.files.append(str(path))
 
     return BatchSaver()
+
+
+def _saved_batches(directory: Path, saved_now: list[str]) -> list[str]:
+    """Every iteration's saved StepBatch of the run, in order: this session's and, for a resumed run, those saved
+    before the checkpoint."""
+    files = {str(directory / p.name) for p in directory.glob("iter_*.npz")} if directory.is_dir() else set()
+    return sorted(files | set(saved_now))
 
 
 def make_trainer(policy_path: str, tok, cfg, callbacks=()):
@@ -83,26 +98,45 @@ def _set_threads(job: JobArguments) -> None:
 
 
 def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
-    """The whole job; returns the summary (also written to ``<output_dir>/summary.json``)."""
+    """The whole job; returns the summary (also written to ``<output_dir>/summary.json``). The output folder is
+    claimed first (:func:`~milegpo.job.rundir.claim_output_dir`: a one-line UsageError when it holds an earlier
+    run or a live one) and held until the job ends."""
     _set_threads(job)
     t_start = time.perf_counter()
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = claim_output_dir(out, cfg.resume_from_checkpoint, overwrite=job.overwrite_output_dir)
+    except UsageError as e:
+        raise UsageError(f"milegpo train: error: {e}") from None
+    try:
+        return _train(job, cfg, out, t_start, quiet)
+    finally:
+        lock.release()
+
+
+def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> dict[str, Any]:
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
 
     say(f"[milegpo] policy: {job.model_name_or_path or 'tiny Qwen2 built on the spot'}; env {cfg.env}"
         f"{' / ' + cfg.task_type if cfg.task_type else ''}, horizon {cfg.horizon}; credit {cfg.credit_method}"
         f"{'/' + cfg.credit_variant if cfg.credit_method == 'milegpo' else ''}"
         f"{'; actions constrained to the admissible ones' if cfg.constrain_actions else ''}")
-    if not cfg.resume_from_checkpoint:  # a resumed run goes on with its log
-        (out / METRICS_FILE).unlink(missing_ok=True)
-    model, tok, tiny = load_policy(job, cfg)
-    if job.sft_epochs > 0:
-        say(f"[milegpo] SFT warm start: {job.sft_epochs:g} epochs on expert walkthroughs of {job.sft_tasks} tasks")
+    resumed = bool(cfg.resume_from_checkpoint) and (out / "sft" / "config.json").is_file()
+    if resumed:  # the warm start of the run it resumes: its policy is also the reference model's
+        say(f"[milegpo] resuming from {cfg.resume_from_checkpoint}: the warm-started policy of {out / 'sft'}, the "
+            f"log and batches cut back to the checkpoint's step")
+        policy_path, sft_info = str(out / "sft"), {"sft_epochs": job.sft_epochs, "resumed_from":
+                                                  str(cfg.resume_from_checkpoint)}
     else:
-        say("[milegpo] no SFT warm start (--sft_epochs 0): RL starts from the policy as it is")
-    policy_path, sft_info = warm_start(job, cfg, model, tok, out / "sft", quiet=quiet, log_file=out / METRICS_FILE)
-    del model
+        model, tok, tiny = load_policy(job, cfg)
+        if job.sft_epochs > 0:
+            say(f"[milegpo] SFT warm start: {job.sft_epochs:g} epochs on expert walkthroughs of {job.sft_tasks} "
+                "tasks")
+        else:
+            say("[milegpo] no SFT warm start (--sft_epochs 0): RL starts from the policy as it is")
+        policy_path, sft_info = warm_start(job, cfg, model, tok, out / "sft", quiet=quiet,
+                                           log_file=out / METRICS_FILE)
+        del model
     tok = reload_tokenizer(policy_path)
 
     saver = _batch_saver(out / "batches" if job.save_batches else None)
@@ -112,7 +146,11 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
         use_iteration_console(trainer, out / METRICS_FILE)
         splits = list(trainer.eval_tasks)
         before = {}
-        if job.eval_before and splits:
+        logged_before = logged_evaluation_before(out) if resumed else None
+        if logged_before is not None:  # evaluated before the run it resumes: reported, not logged again
+            before = eval_summary(logged_before, splits)
+            say("[milegpo] before RL (logged by the run it resumes): " + eval_line(before, splits))
+        elif job.eval_before and splits and not resumed:
             which = "warm-started policy" if "sft_examples" in sft_info else "policy"
             say(f"[milegpo] evaluating the {which} on {eval_tasks_text(trainer.eval_tasks, cfg.num_eval_tasks)}")
             before = eval_summary(trainer.evaluate(metric_key_prefix="eval"), splits)
@@ -129,24 +167,25 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
         say("[milegpo] after RL: " + eval_line(after, splits))
     trainer.save_model(str(out / "final"))
     tok.save_pretrained(str(out / "final"))
-    (out / "final" / TASK_SETTINGS).write_text(json.dumps({k: getattr(cfg, k) for k in TASK_FIELDS}, indent=1))
+    write_text(out / "final" / TASK_SETTINGS, json.dumps({k: getattr(cfg, k) for k in TASK_FIELDS}, indent=1))
 
     history = training_history(trainer.state.log_history)
     summary: dict[str, Any] = {
         "policy": job.model_name_or_path or "tiny", "env": cfg.env, "task_type": cfg.task_type,
         "credit_method": cfg.credit_method, "credit_variant": cfg.credit_variant, "iterations": cfg.max_steps,
         "groups_per_iteration": cfg.groups_per_iteration, "group_size": cfg.group_size, "horizon": cfg.horizon,
-        "constrain_actions": cfg.constrain_actions, "splits": splits, "before": before, "after": after, **sft_info, "train_s": train_s,
+        "constrain_actions": cfg.constrain_actions, "splits": splits, "before": before, "after": after, **sft_info,
+        "train_s": train_s,
         "train_success_first": history[0]["success_rate"] if history else float("nan"),
         "train_success_last": history[-1]["success_rate"] if history else float("nan"),
         "history": history, "time_per_iteration": time_split(history), "diagnostics": saver.diagnostics,
-        "batches": saver.files, "output_dir": str(out),
+        "batches": _saved_batches(out / "batches", saver.files), "output_dir": str(out),
     }
     if history and "score" in history[0]:  # a world that scores episodes (WebShop): its training score too
         summary.update(train_score_first=history[0]["score"], train_score_last=history[-1]["score"])
     if job.plots:
         summary["plots"] = [str(p) for p in write_plots(out / "plots", history, saver.diagnostics, before, after,
-                                                        splits, saver.files, cfg)]
+                                                        splits, summary["batches"], cfg)]
     summary["total_s"] = time.perf_counter() - t_start
     write_summary(summary, out / "summary.json")
     if not quiet:
@@ -160,7 +199,8 @@ def run_eval(job: JobArguments, cfg) -> dict[str, float]:
     A policy saved by ``milegpo train`` has :data:`~milegpo.job.arguments.TASK_SETTINGS` beside it: its
     environment, task type, horizon, env options and prompt style are then the defaults (flags given still win)."""
     if not job.model_name_or_path:
-        raise SystemExit("milegpo eval: give --model_name_or_path (e.g. milegpo_run/final)")
+        raise UsageError("milegpo eval: error: give --model_name_or_path (e.g. milegpo_run/final): the policy to "
+                         "evaluate")
     _set_threads(job)
     tok = reload_tokenizer(job.model_name_or_path)
     trainer = make_trainer(job.model_name_or_path, tok, cfg)

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 
-def _plt():
+def pyplot():
+    """matplotlib.pyplot on the headless Agg backend (the job's, the ground-truth tools' and the experiments'
+    figures)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -103,7 +105,7 @@ def plot_training(history: Sequence[Mapping], path, title: str = "MileGPO traini
     """history: one dict per iteration with some of ``success_rate``, ``score`` (0-100, drawn / 100),
     ``invalid_rate``, ``eval_<split>_success`` (e.g. ``eval_id_success``, ``eval_ood_success``,
     ``eval_test_success``), ``episode_length``, ``iteration``."""
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     xs, ys = _series(history, "success_rate")
     if xs:
@@ -146,14 +148,14 @@ def plot_training(history: Sequence[Mapping], path, title: str = "MileGPO traini
     axes[1].set_ylabel("invalid-action rate")
     fig.suptitle(title)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_credit_diagnostics(history: Sequence[Mapping], path, title: str = "MileGPO credit diagnostics") -> Path:
     """history: per-iteration diagnostics dicts (optionally with ``iteration``). A share that is undefined at an
     iteration (NaN: the case it counts did not occur, e.g. no tied pairs) is said in its panel
     (:data:`UNDEFINED_BECAUSE`), not drawn as a value."""
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.4))
     xs, ys = _series(history, "tie_correction_rate")
     if xs:
@@ -199,7 +201,7 @@ def plot_credit_diagnostics(history: Sequence[Mapping], path, title: str = "Mile
                                    "pairs tied on GRPO's advantage.", 50)
     fig.suptitle(title)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_advantages(results: Mapping[str, object], path, title: str = "advantages by method",
@@ -208,7 +210,7 @@ def plot_advantages(results: Mapping[str, object], path, title: str = "advantage
     ``columns`` panels a row (readable when scaled: a 6-method figure is 10 inches wide, not 20)."""
     import numpy as np
 
-    plt = _plt()
+    plt = pyplot()
     n = len(results)
     cols = max(1, min(columns, n))
     rows = -(-n // cols)
@@ -230,10 +232,11 @@ def plot_advantages(results: Mapping[str, object], path, title: str = "advantage
     fig.suptitle(title)
     fig.supxlabel("Each panel: the per-step advantages one method gives the same batch, steps of successful "
                   "episodes (green) and of failed ones (red), on the same bins.", fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _save(fig, path) -> Path:
+def save_figure(fig, path) -> Path:
+    """Write ``fig`` to ``path`` (its folders made), close it, return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

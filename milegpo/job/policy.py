@@ -8,7 +8,7 @@ and :func:`make_model` builds a 2-layer Qwen2 from a config.
 :func:`warm_start` (the job's step) runs :func:`sft_warm_start`, TRL's ``SFTTrainer`` on expert
 walkthroughs (prompt -> ``<think>...</think> <action>a</action>``), so the policy emits valid actions and
 wins some games before reinforcement learning starts, and saves the policy where the trainer loads it;
-:func:`reload_tokenizer` loads a saved tokenizer back faithfully.
+:func:`reload_tokenizer` (:mod:`milegpo.trainer.saved_policy`) loads a saved tokenizer back faithfully.
 
 Every environment plays the same way here: its expert is :meth:`milegpo.envs.TextEnv.expert` (``"search"``:
 acts on what it has observed, e.g. the household world's :meth:`~milegpo.envs.HouseholdEnv.search_action` or
@@ -23,7 +23,6 @@ on the completion tokens only.
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import time
 from pathlib import Path
@@ -34,7 +33,8 @@ import torch
 from ..envs import NOTHING_HAPPENS, Task, household_tasks, make_env
 from ..envs.household import household_words
 from ..rollout import make_tasks, render_prompt
-from .arguments import JobArguments, saved_task_settings  # re-exported: milegpo.job.policy.saved_task_settings
+from ..trainer.saved_policy import reload_tokenizer, saved_task_settings  # re-exported
+from .arguments import JobArguments
 
 SPECIAL = ["<pad>", "<unk>", "<|endoftext|>", "<|user|>", "<|assistant|>"]
 TAGS = ["<think>", "</think>", "<action>", "</action>"]
@@ -321,27 +321,6 @@ def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = 
     model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
     return str(out_dir), info
-
-
-def reload_tokenizer(path: str):
-    """The tokenizer saved at ``path``, loaded faithfully.
-
-    Two transformers 5.24 pitfalls with a tokenizer built from a ``tokenizers.Tokenizer`` (the tiny one):
-    ``AutoTokenizer.from_pretrained`` of it (``tokenizer_class: TokenizersBackend``) re-tokenizes text into
-    single characters (the policy would see other prompts than in the warm start), and the in-memory object
-    drops ``add_tokens`` tokens (``<action>``...) in ``batch_decode(skip_special_tokens=True)`` (the rollout's
-    decode). ``PreTrainedTokenizerFast.from_pretrained`` reads ``tokenizer.json`` as it is and has neither."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    cls = AutoTokenizer
-    config = Path(path) / "tokenizer_config.json"
-    if config.exists() and json.loads(config.read_text()).get("tokenizer_class") in ("TokenizersBackend",
-                                                                                    "PreTrainedTokenizerFast"):
-        cls = PreTrainedTokenizerFast
-    tok = cls.from_pretrained(path, padding_side="left")
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
 
 
 __all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "met_actions", "easy_tasks",

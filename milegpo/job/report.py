@@ -163,8 +163,10 @@ def _jsonable(x):
 
 
 def write_summary(summary: dict[str, Any], path: Path) -> None:
-    """``summary`` as JSON at ``path`` (NaN as null)."""
-    with open(path, "w") as f:
+    """``summary`` as JSON at ``path`` (NaN as null), written whole or not at all."""
+    from ..files import atomic_write
+
+    with atomic_write(path) as f:
         json.dump(_jsonable(summary), f, indent=1)
 
 

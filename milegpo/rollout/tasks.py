@@ -31,10 +31,55 @@ def check_env_options(env: str, options: dict | None) -> None:
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     own = sorted(k for k in params
                  if k not in _SET_BY_MAKE_TASKS and params[k].kind is not inspect.Parameter.VAR_KEYWORD)
-    for key in options:
+    hints = _type_hints(fn)
+    for key, value in options.items():
         if key in _SET_BY_MAKE_TASKS or not (takes_any or key in params):
             raise ValueError(f"env option {key!r} is not a setting of milegpo.envs.{env}_tasks; its settings: "
                              f"{own}{' and generator keywords' if takes_any else ''}")
+        if key in hints and not _fits(value, hints[key]):
+            raise ValueError(f"env option {key!r}={value!r}: expected {_type_text(hints[key])} (the type of "
+                             f"milegpo.envs.{env}_tasks's {key})")
+
+
+def _type_hints(fn) -> dict:
+    import typing
+
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # an annotation that does not resolve: no types to check
+        return {}
+
+
+def _fits(value, hint) -> bool:
+    """Whether ``value`` (read from JSON) is of the annotated type ``hint``: int / float / bool / str / a path /
+    None and unions of them; any other annotation takes any value. A bool is no int here, an int is a float."""
+    import os
+    import types
+    import typing
+
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_fits(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str or hint is os.PathLike:
+        return isinstance(value, str)
+    return True
+
+
+def _type_text(hint) -> str:
+    import types
+    import typing
+
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(dict.fromkeys(_type_text(h) for h in typing.get_args(hint)))
+    return {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string"}.get(
+        hint, "path" if getattr(hint, "__name__", "") == "PathLike" else str(hint))
 
 
 def make_tasks(env: str, split: str, n: int, task_type: str = "", horizon: int | None = None,

@@ -122,7 +122,9 @@ class MileGPOConfig(GRPOConfig):
     Credit:
         credit_method (`str`, defaults to `"milegpo"`): `grpo`, `gigpo`, `graphgpo` or `milegpo`.
         credit_variant (`str`, defaults to `"full"`): MileGPO ablation `md`, `rcs` or `full`.
-        credit_preset (`str`, defaults to `"alfworld"`): `alfworld` or `webshop` (paper table 5).
+        credit_preset (`str`, defaults to `"alfworld"`): `alfworld` or `webshop` (paper table 5), or
+            `graphgpo_reference` / `gigpo_reference` (the same values: the public GraphGPO recipe's credit,
+            `milegpo.credit.presets.GRAPHGPO_REFERENCE`).
         credit_overrides (`dict` or `str`, *optional*): CreditConfig fields to change, e.g.
             `'{"eta": 0.5}'` on the command line.
         credit_backend (`str`, defaults to `"auto"`): `auto`, `torch`, `triton` or `reference`.
@@ -194,7 +196,9 @@ class MileGPOConfig(GRPOConfig):
                                                                      "milegpo."})
     credit_variant: str = field(default="full", metadata={"help": "MileGPO ablation: md, rcs, full."})
     credit_preset: str = field(default="alfworld", metadata={"help": "Credit preset (paper table 5): alfworld, "
-                                                                      "webshop."})
+                                                                      "webshop; or the public GraphGPO recipe's "
+                                                                      "credit: graphgpo_reference (= "
+                                                                      "gigpo_reference)."})
     credit_overrides: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "CreditConfig fields to change, as a dict or JSON string, e.g. "
                                         "'{\"eta\": 0.5}'."})
@@ -361,8 +365,12 @@ class MileGPOConfig(GRPOConfig):
         for name in ("beta", "learning_rate"):
             if not getattr(self, name) >= 0:
                 raise _refused(name, getattr(self, name), "must be >= 0")
-        if not self.eval_temperature > 0:
-            raise _refused("eval_temperature", self.eval_temperature, "must be > 0 (a sampling temperature)")
+        for name in ("temperature", "eval_temperature"):
+            if not getattr(self, name) > 0:
+                raise _refused(name, getattr(self, name), "must be > 0 (a sampling temperature)")
+        for name in ("top_p",):
+            if not 0 < getattr(self, name) <= 1:
+                raise _refused(name, getattr(self, name), "must be in (0, 1]")
         if self.constrain_actions and self.use_vllm and self.vllm_mode != "colocate":
             raise _refused("constrain_actions", True, f"with use_vllm needs vllm_mode='colocate' (got "
                                                       f"{self.vllm_mode!r}: TRL's vLLM client sends one structured-"
@@ -376,7 +384,7 @@ class MileGPOConfig(GRPOConfig):
         ``milegpo train --model_name_or_path`` of it do.
 
         settings: the task settings saved beside the policy (``milegpo_task.json``,
-        :func:`milegpo.job.policy.saved_task_settings`: its env, task type, horizon, env options, prompt...).
+        :func:`milegpo.trainer.saved_policy.saved_task_settings`: its env, task type, horizon, env options, prompt...).
         They fill the fields this config leaves at MileGPOConfig's defaults (a value set to something else
         wins, as a command-line flag does; one set to the default itself cannot be told from it), and only
         when the policy was trained on this config's env or ``env`` is left at its default: saved settings

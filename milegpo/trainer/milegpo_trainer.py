@@ -67,11 +67,13 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler, pad
 
 from .config import MileGPOConfig
+from .saved_policy import reload_tokenizer, saved_task_settings
 from ..credit import (CreditResult, SketchTable, StepBatch, diagnostic_parts, diagnostics_from_parts, estimate,
                       merge_diagnostic_parts, merge_similar_states)
 from ..envs import Task
 from ..envs.pool import make_pool
 from ..rollout import EpisodeRunner, Rollout, episode_metrics, make_tasks
+from .tensorboard import use_tensorboard_scalars
 from .trl_mirror import TOKEN_NORMALISED_LOSSES
 
 # the modules, so that each use reads trl_mirror.<piece> (``from . import trl_mirror`` would import the package)
@@ -117,7 +119,7 @@ class MileGPOTrainer(GRPOTrainer):
     Args:
         model: a model id / path or a ``PreTrainedModel`` (as GRPOTrainer). A policy folder saved by
             ``milegpo train`` (``milegpo_run/final``) is loaded as ``milegpo eval`` loads it: its tokenizer
-            faithfully (:func:`milegpo.job.policy.reload_tokenizer`, unless ``processing_class`` is given) and
+            faithfully (:func:`milegpo.trainer.saved_policy.reload_tokenizer`, unless ``processing_class`` is given) and
             its ``milegpo_task.json`` in the fields ``args`` leaves at their defaults
             (:meth:`MileGPOConfig.with_task_settings`; ``self.args`` is that copy).
         args: a :class:`~milegpo.trainer.config.MileGPOConfig`.
@@ -152,8 +154,6 @@ class MileGPOTrainer(GRPOTrainer):
         if unchecked:
             warnings.warn(unchecked, stacklevel=2)
         if isinstance(model, (str, os.PathLike)) and os.path.isdir(model):  # a saved policy: as `milegpo eval`
-            from ..job.policy import reload_tokenizer, saved_task_settings
-
             args = args.with_task_settings(saved_task_settings(model))
             processing_class = reload_tokenizer(str(model)) if processing_class is None else processing_class
         if train_tasks is None:
@@ -181,6 +181,7 @@ class MileGPOTrainer(GRPOTrainer):
                          eval_dataset=eval_dataset, processing_class=processing_class, callbacks=callbacks,
                          optimizers=optimizers, peft_config=peft_config)
         engines.check_engine(self)  # DDP / FSDP2 / DeepSpeed ZeRO-2/3: what they need (milegpo/trainer/engines.py)
+        use_tensorboard_scalars(self.callback_handler)  # report_to tensorboard: n/a metrics left out, not warned
         self.credit_cfg = args.credit_config()
         self.vllm_weight_sync = None
         if self.use_vllm:  # vLLM on CPU repacks its weights: sync them through its in-place reload

@@ -24,7 +24,7 @@ def check_edges(src, dst, num_nodes, name, edge_offsets=None):
             raise ValueError(f"{name}: edge_offsets is on {edge_offsets.device}, the edges on {src.device}")
 
 
-def _check_components(src, dst, num_nodes, edge_offsets, name):
+def check_components(src, dst, num_nodes, edge_offsets, name):
     """The edge_offsets contract, read on the host (the torch twins' check)."""
     e = src.shape[0]
     off = edge_offsets
@@ -55,7 +55,7 @@ def hop_distance_torch(src, dst, target: torch.Tensor, edge_offsets=None,
                        max_rounds: int | None = None) -> torch.Tensor:
     check_edges(src, dst, target.shape[0], "hop_distance", edge_offsets)
     if edge_offsets is not None:
-        _check_components(src, dst, target.shape[0], edge_offsets, "hop_distance")
+        check_components(src, dst, target.shape[0], edge_offsets, "hop_distance")
     if target.dtype != torch.bool or target.dim() != 1:
         raise TypeError(f"hop_distance: target must be (V,) bool, got {target.dtype} {tuple(target.shape)}")
     inf = torch.full_like(target, INF, dtype=torch.int64)
@@ -76,7 +76,7 @@ def max_times_potential_torch(src, dst, seed: torch.Tensor, factor: float, edge_
                               max_rounds: int | None = None):
     check_edges(src, dst, seed.shape[0], "max_times_potential", edge_offsets)
     if edge_offsets is not None:
-        _check_components(src, dst, seed.shape[0], edge_offsets, "max_times_potential")
+        check_components(src, dst, seed.shape[0], edge_offsets, "max_times_potential")
     if not (0.0 <= factor <= 1.0):
         raise ValueError(f"max_times_potential: factor must be in [0, 1], got {factor}")
     if not seed.dtype.is_floating_point:

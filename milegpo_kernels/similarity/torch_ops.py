@@ -7,7 +7,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from ..graph.torch_ops import _check_components, check_edges
+from ..graph.torch_ops import check_components, check_edges
 from ..grouping.torch_ops import DenseIds, dense_ids_torch, lexsort
 from ..inputs import check_id_ranges, reads_host
 
@@ -104,7 +104,7 @@ def connected_labels_torch(src, dst, num_nodes: int, edge_offsets=None) -> torch
     nothing."""
     check_edges(src, dst, num_nodes, "connected_labels", edge_offsets)
     if edge_offsets is not None:
-        _check_components(src, dst, num_nodes, edge_offsets, "connected_labels")
+        check_components(src, dst, num_nodes, edge_offsets, "connected_labels")
     label = torch.arange(num_nodes, dtype=torch.int64, device=src.device)
     if src.numel() == 0:
         return label

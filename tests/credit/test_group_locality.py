@@ -21,7 +21,7 @@ import torch
 from milegpo.credit import FIELDS, StepBatch, diagnostics, estimate
 from milegpo.credit.diagnostic_metrics import diagnostic_parts, diagnostics_from_parts, merge_diagnostic_parts
 from milegpo.credit.synthetic import random_batch
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 
 from .batches import make_batch
 from .test_estimate import CASES, PRESETS

@@ -12,7 +12,7 @@ from milegpo.credit import result as res
 from milegpo.credit import vectorized as vec
 from milegpo.credit.result import LazyNodes, LazyRows
 from milegpo.credit.vectorized import credit_tables
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 
 from .batches import make_batch
 

@@ -17,7 +17,7 @@ from milegpo.credit.similarity import exact_state_keys, verl_agent_state_groups
 from milegpo.credit.synthetic import paths_batch, text_batch
 from milegpo.state_keys import state_key
 from milegpo.state_sketches import shingle_jaccard
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 
 BACKENDS = ["torch"] + (["triton"] if interpreter_on() or torch.cuda.is_available() else [])
 

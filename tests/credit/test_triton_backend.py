@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from milegpo.credit import SINK, StepBatch, estimate, presets
 from milegpo.credit.batch import FIELDS
 from milegpo.credit.synthetic import paths_batch
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 
 from .batches import make_batch
 from .test_estimate import compare

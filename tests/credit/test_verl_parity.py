@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from milegpo.credit import SINK, CreditConfig, StepBatch, estimate, presets
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 
 from .batches import make_batch
 from .test_estimate import compare

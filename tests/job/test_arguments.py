@@ -68,7 +68,7 @@ def _saved(tmp_path, name, settings):
     d = tmp_path / name
     d.mkdir()
     (d / TASK_SETTINGS).write_text(json.dumps(settings))
-    (d / "config.json").write_text("{}")  # a saved model's folder (parse refuses one without it)
+    (d / "config.json").write_text('{"model_type": "qwen2"}')  # a saved model's folder (parse refuses one without it)
     return str(d)
 
 
@@ -77,7 +77,7 @@ def test_a_saved_policys_settings_apply_to_its_own_env_only(tmp_path):
 
     shop = _saved(tmp_path, "shop", {"env": "webshop", "task_type": "", "horizon": 7, "prompt_style": "compact",
                                      "env_options": {"catalog_size": 300, "test_goals": 40}, "history_length": 1,
-                                     "max_completion_length": 24})
+                                     "max_completion_length": 24, "num_train_tasks": 64, "num_eval_tasks": 40})
     _, cfg = parse(["--model_name_or_path", shop])
     assert (cfg.env, cfg.horizon, cfg.prompt_style, cfg.history_length) == ("webshop", 7, "compact", 1)
     assert cfg.env_options == {"catalog_size": 300, "test_goals": 40}

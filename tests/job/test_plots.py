@@ -42,7 +42,7 @@ def _figures(monkeypatch):
         fig.savefig(path)
         return plots.Path(path)
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save_figure", keep)
     return drawn
 
 

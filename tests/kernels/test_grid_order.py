@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 from milegpo_kernels.testing import CUDA_GRID_LIMITS, check_grid, grid_order
 
 pytestmark = pytest.mark.skipif(not interpreter_on(), reason="interpreter only")

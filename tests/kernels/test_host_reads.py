@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from milegpo_kernels import ordered_rows, segment_normalize
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 from milegpo_kernels.inputs import check_id_ranges, check_seg_range, host_checks
 from milegpo_kernels.testing import no_host_reads
 

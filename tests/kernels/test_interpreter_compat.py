@@ -10,7 +10,7 @@ import triton.language as tl
 from triton.runtime import interpreter as ti
 
 from milegpo_kernels import _interpreter_compat as compat
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 
 pytestmark = pytest.mark.skipif(not interpreter_on(), reason="interpreter only")
 

@@ -34,7 +34,7 @@ if not torch.cuda.is_available():  # on a GPU the compiled kernels are tested in
 from trl.trainer.grpo_trainer import GRPOTrainer  # noqa: E402
 from trl.trainer.utils import entropy_from_logits, selective_log_softmax  # noqa: E402
 
-from milegpo_kernels._backend import interpreter_on  # noqa: E402
+from milegpo_kernels import interpreter_on  # noqa: E402
 from milegpo_kernels.policy_loss import fused as fused_mod  # noqa: E402
 from milegpo_kernels.policy_loss import fused_policy_loss, naive_policy_loss  # noqa: E402
 

@@ -19,7 +19,7 @@ import triton.language as tl
 from milegpo.credit import estimate, presets
 from milegpo.credit.synthetic import paths_batch
 from milegpo_kernels import dense_ids, max_normalize, segment_max, segment_normalize, sibling_mean
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 from milegpo_kernels.policy_loss import fused as fused_mod
 from milegpo_kernels.policy_loss import fused_policy_loss
 from milegpo_kernels.testing import (

@@ -44,7 +44,7 @@ def test_every_field_is_a_documented_flag():
     (["--credit_variant", "xyz"], r"MileGPOConfig.credit_variant='xyz': unknown MileGPO variant; one of md, rcs, "
                                   r"full$"),
     (["--credit_preset", "atari"], r"MileGPOConfig.credit_preset='atari': unknown credit preset; one of alfworld, "
-                                   r"webshop$"),
+                                   r"gigpo_reference, graphgpo_reference, webshop$"),
     (["--credit_overrides", '{"nope": 1}'], r"MileGPOConfig.credit_overrides=\{'nope': 1\}: unknown CreditConfig "
                                             r"field\(s\) \['nope'\]"),
     (["--credit_overrides", '{"eta": 0.5'], r"MileGPOConfig.credit_overrides='\{\"eta\": 0.5': not valid JSON "
@@ -184,3 +184,13 @@ def test_credit_device():
     assert credit_device("cpu", torch.device("cuda", 0), "auto") == torch.device("cpu")
     assert credit_device("cuda:2", torch.device("cpu"), "auto") == torch.device("cuda", 2)
 
+
+
+@pytest.mark.parametrize("name", ["graphgpo_reference", "gigpo_reference"])
+def test_reference_presets(name):
+    # the public GraphGPO recipe's credit (issue 33) by name; invalid_action_penalty stays the recipe's 0.1
+    from milegpo.credit import presets
+
+    assert parse("--credit_preset", name).credit_config() == presets.GRAPHGPO_REFERENCE
+    cfg = parse("--credit_preset", name, "--credit_overrides", '{"episode_norm_over": "rows"}').credit_config()
+    assert cfg == presets.GRAPHGPO_REFERENCE.replace(episode_norm_over="rows")

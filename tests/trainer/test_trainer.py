@@ -16,7 +16,7 @@ from milegpo.trainer.config import MileGPOConfig
 from milegpo.job.policy import reload_tokenizer
 from milegpo.credit import StepBatch, estimate
 from milegpo.trainer import MileGPOTrainer
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 from warm_checkpoints import easy_tasks
 
 torch.set_num_threads(1)

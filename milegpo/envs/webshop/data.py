@@ -23,15 +23,24 @@ stripped; else 1,000,000 and no text). WebShop draws those prices from Python's 
 the goals are shuffled as WebShop does, ``random.seed(233); random.shuffle(goals)``, so every machine
 builds the same goals. verl-agent's splits: goals 0-499 are ``test``, the rest ``train``.
 
-Every malformed input is an :class:`~milegpo.envs.EnvError` naming the file, the product and the field.
+Every malformed input is an :class:`~milegpo.envs.EnvError` naming the file, the entry and the field (a product's
+text fields must be strings, an attribute entry an object, an instruction's text a string and its attributes and
+options lists of strings). What WebShop drops silently is counted and reported in one warning line
+(:func:`goal_report`, logger ``milegpo.envs.webshop``): the instructions of an ASIN that has no product, those
+without attributes, and the goals that cannot be won (their own product, with its best options, does not score
+1.0: e.g. a catalog without ``customization_options`` for goals that ask for options); a catalog that leaves no
+goal that can be won is refused.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import multiprocessing
 import os
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -57,6 +66,13 @@ TASK_TYPES = None
 NO_PRICE_LIMIT = 1000000
 
 _REQUIRED = ("asin", "name", "full_description", "small_description", "category", "query", "product_category")
+#: the product fields that must be strings (``small_description``: a string or a list of strings)
+_TEXT_FIELDS = ("name", "full_description", "category", "query", "product_category")
+_log = logging.getLogger("milegpo.envs.webshop")
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def cache_root() -> Path:
@@ -178,6 +194,14 @@ def load_products(products_path: Path, attrs_path: Path, human_path: Path | None
             continue
         seen.add(asin)
         where = f"WebShop file {products_path.name}, product {i} (asin {asin})"
+        for name in _TEXT_FIELDS:
+            if not isinstance(p[name], str):
+                raise EnvError(f"{where}: {name} must be a string, got {p[name]!r}")
+        if not (isinstance(p["small_description"], str) or _strings(p["small_description"])):
+            raise EnvError(f"{where}: small_description must be a string or a list of strings, got "
+                           f"{p['small_description']!r}")
+        if p.get("images") is not None and not isinstance(p["images"], list):
+            raise EnvError(f"{where}: images must be a list or null, got {p['images']!r}")
         pricing, price_tag = parse_pricing(p.get("pricing"), where)
         reviews = []
         for r in all_reviews.get(asin, []):
@@ -188,6 +212,12 @@ def load_products(products_path: Path, attrs_path: Path, human_path: Path | None
             reviews.append(r)
         bullets = p["small_description"]
         attrs = attributes.get(asin)
+        if attrs is not None and not isinstance(attrs, dict):
+            raise EnvError(f"WebShop file {attrs_path.name}, asin {asin}: must be an object with 'attributes' (a list "
+                           f"of strings), got {type(attrs).__name__}")
+        if isinstance(attrs, dict) and "attributes" in attrs and not _strings(attrs["attributes"]):
+            raise EnvError(f"WebShop file {attrs_path.name}, asin {asin}: attributes must be a list of strings, got "
+                           f"{attrs['attributes']!r}")
         images = p.get("images") or [None]
         product = {
             "asin": asin, "name": p["name"], "category": p["category"], "query": str(p["query"]).lower().strip(),
@@ -224,8 +254,11 @@ def price_limit(price: float, rng: random.Random) -> tuple[float, str]:
     return NO_PRICE_LIMIT, ""
 
 
-def human_goals(products: list[dict], prices: dict[str, float], rng: random.Random) -> list[dict]:
-    """WebShop's ``get_human_goals``: one goal per human instruction with attributes, in product order."""
+def human_goals(products: list[dict], prices: dict[str, float], rng: random.Random,
+                dropped: Counter | None = None) -> list[dict]:
+    """WebShop's ``get_human_goals``: one goal per human instruction with attributes, in product order; the
+    instructions without attributes are skipped (counted in ``dropped["no attributes"]``). An instruction whose
+    text is no string, or whose attributes or options are no list of strings, is an EnvError naming it."""
     goals = []
     for item in products:
         asin = item["asin"]
@@ -240,7 +273,16 @@ def human_goals(products: list[dict], prices: dict[str, float], rng: random.Rand
             except (TypeError, KeyError):
                 raise EnvError(f"WebShop file {HUMAN_FILE}, asin {asin}, instruction {j}: needs 'instruction', "
                                f"'instruction_attributes' and 'instruction_options'") from None
+            where = f"WebShop file {HUMAN_FILE}, asin {asin}, instruction {j}"
+            if not isinstance(text, str):
+                raise EnvError(f"{where}: instruction must be a string, got {text!r}")
+            if not _strings(attributes):
+                raise EnvError(f"{where}: instruction_attributes must be a list of strings, got {attributes!r}")
+            if not (_strings(options) or isinstance(options, dict) and _strings(list(options.values()))):
+                raise EnvError(f"{where}: instruction_options must be a list of strings, got {options!r}")
             if len(attributes) == 0:
+                if dropped is not None:
+                    dropped["no attributes"] += 1
                 continue
             price_upper, price_text = price_limit(prices[asin], rng)
             goals.append({"asin": asin, "category": item["category"], "query": item["query"], "name": item["name"],
@@ -270,12 +312,60 @@ def load_shop(data_dir: str | os.PathLike, files: str = "auto", seed: int = GOAL
     products = load_products(products_path, attrs_path, human_path, reviews_path)
     rng = random.Random(seed)
     prices = product_prices(products, rng)
-    goals = human_goals(products, prices, rng)
+    dropped: Counter = Counter()
+    known = {p["asin"] for p in products}
+    for asin, instructions in read_json(human_path, dict).items():
+        if asin not in known:
+            dropped["no product"] += len(instructions) if isinstance(instructions, list) else 1
+    goals = human_goals(products, prices, rng, dropped)
     if not goals:
         raise EnvError(f"WebShop data directory {products_path.parent}: {HUMAN_FILE} gives no goal for the products "
-                       f"of {products_path.name}")
+                       f"of {products_path.name}{goal_drops_text(dropped)}")
     random.Random(seed).shuffle(goals)
-    return ShopData(products_path.parent, products, prices, goals)
+    shop = ShopData(products_path.parent, products, prices, goals)
+    unwinnable = sum(1 for goal in goals if not own_product_wins(shop, goal))
+    if unwinnable == len(goals):
+        raise EnvError(f"WebShop data directory {products_path.parent}: none of its {len(goals)} goals can be won "
+                       f"(no goal's own product scores 1.0 with its best options; does {products_path.name} give "
+                       f"the products the customization_options their goals ask for?){goal_drops_text(dropped)}")
+    report = goal_report(len(goals), dropped, unwinnable)
+    if report and multiprocessing.parent_process() is None:  # once, by the main process, not by every worker
+        _log.warning(f"WebShop data {products_path.parent}: {report}")
+    return shop
+
+
+def own_product_wins(shop: "ShopData", goal: dict) -> bool:
+    """Whether the goal's own product, bought with the options that match the goal best, scores 1.0."""
+    from .reward import best_options, get_reward, goal_option_values
+
+    product = shop.by_asin[goal["asin"]]
+    options = best_options(product, goal_option_values(goal))
+    return get_reward(product, goal, shop.prices[goal["asin"]], options) == 1.0
+
+
+def _drops(dropped: Counter) -> list[str]:
+    parts = []
+    if dropped["no product"]:
+        parts.append(f"{dropped['no product']} instruction(s) of an ASIN with no product")
+    if dropped["no attributes"]:
+        parts.append(f"{dropped['no attributes']} without attributes (WebShop skips those)")
+    return parts
+
+
+def goal_drops_text(dropped: Counter) -> str:
+    """`` (dropped: ...)`` of the instructions that gave no goal, or ""."""
+    parts = _drops(dropped)
+    return f" (dropped: {'; '.join(parts)})" if parts else ""
+
+
+def goal_report(n_goals: int, dropped: Counter, unwinnable: int) -> str:
+    """One line of what the goals lost: instructions dropped (no product, no attributes) and goals that cannot be
+    won; "" when nothing was."""
+    parts = [f"dropped {part}" for part in _drops(dropped)]
+    if unwinnable:
+        parts.append(f"{unwinnable} of them cannot be won (their own product, with its best options, does not score "
+                     "1.0)")
+    return f"{n_goals} goals; " + "; ".join(parts) if parts else ""
 
 
 def split_goals(n_goals: int, split: str, test_goals: int = TEST_GOALS) -> range:
@@ -287,6 +377,6 @@ def split_goals(n_goals: int, split: str, test_goals: int = TEST_GOALS) -> range
     raise ValueError(f"WebShop split must be 'train' or 'test', got {split!r}")
 
 
-__all__ = ["ShopData", "load_shop", "load_products", "product_prices", "human_goals", "price_limit", "split_goals",
+__all__ = ["ShopData", "load_shop", "load_products", "product_prices", "human_goals", "goal_report", "own_product_wins", "price_limit", "split_goals",
            "SPLITS", "EVAL_SPLITS", "TASK_TYPES", "data_files", "parse_pricing", "read_json", "cache_root", "SMALL_FILES", "FULL_FILES", "HUMAN_FILE",
            "REVIEWS_FILE", "PRICE_RANGE", "GOAL_SEED", "TEST_GOALS", "NO_PRICE_LIMIT"]

@@ -117,3 +117,97 @@ def test_malformed_files_name_file_row_and_field(fixture_dir, name, content, mes
     (fixture_dir / name).write_text(content)
     with pytest.raises(EnvError, match=message):
         load_shop(fixture_dir)
+
+
+# ---------------------------------------------------------------- issue 36: wrong types, dropped and unwinnable goals
+def _edit(folder, name, change):
+    path = folder / name
+    content = json.loads(path.read_text())
+    change(content)
+    path.write_text(json.dumps(content))
+
+
+@pytest.mark.parametrize("name, change, message", [
+    ("items_human_ins.json", lambda h: h["B000TEA001"][0].update(instruction=42),
+     r"^WebShop file items_human_ins.json, asin B000TEA001, instruction 0: instruction must be a string, got 42$"),
+    ("items_human_ins.json", lambda h: h["B000MUG003"][0].update(instruction_attributes=None),
+     r"asin B000MUG003, instruction 0: instruction_attributes must be a list of strings, got None$"),
+    ("items_human_ins.json", lambda h: h["B000MUG003"][0].update(instruction_options="black"),
+     r"asin B000MUG003, instruction 0: instruction_options must be a list of strings, got 'black'$"),
+    ("items_human_ins.json", lambda h: h.update(B000MUG003={"instruction": "x"}),
+     r"asin B000MUG003: must be a list of instructions"),
+    ("items_shuffle_1000.json", lambda p: p[0].update(name=None),
+     r"^WebShop file items_shuffle_1000.json, product 0 \(asin B000TEA001\): name must be a string, got None$"),
+    ("items_shuffle_1000.json", lambda p: p[1].update(category=7), r"product 1 \(asin B000TEA002\): category must be "
+                                                                   r"a string, got 7$"),
+    ("items_shuffle_1000.json", lambda p: p[0].update(small_description=[1, 2]),
+     r"product 0 \(asin B000TEA001\): small_description must be a string or a list of strings, got \[1, 2\]$"),
+    ("items_shuffle_1000.json", lambda p: p[0].update(images="http://img/1.jpg"), r"images must be a list or null"),
+    ("items_ins_v2_1000.json", lambda a: a.update(B000TEA001=["sulfate free"]),
+     r"^WebShop file items_ins_v2_1000.json, asin B000TEA001: must be an object with 'attributes' \(a list of "
+     r"strings\), got list$"),
+    ("items_ins_v2_1000.json", lambda a: a["B000MUG003"].update(attributes="dishwasher safe"),
+     r"asin B000MUG003: attributes must be a list of strings, got 'dishwasher safe'$"),
+])
+def test_wrong_types_are_one_line_naming_file_entry_and_field(fixture_dir, name, change, message):
+    import re
+
+    _edit(fixture_dir, name, change)
+    with pytest.raises(EnvError) as raised:
+        load_shop(fixture_dir)
+    assert re.search(message, str(raised.value)) and "\n" not in str(raised.value), str(raised.value)
+
+
+def test_dropped_and_unwinnable_goals_are_counted_in_one_warning(fixture_dir, caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="milegpo.envs.webshop"):
+        load_shop(fixture_dir)  # the fixture: one instruction without attributes, as WebShop skips
+    assert [r.getMessage() for r in caplog.records] == [
+        f"WebShop data {fixture_dir}: 3 goals; dropped 1 without attributes (WebShop skips those)"]
+    caplog.clear()
+    _edit(fixture_dir, "items_human_ins.json", lambda h: h.update(B0NOSUCH01=[h["B000MUG003"][0]] * 2))
+    with caplog.at_level(logging.WARNING, logger="milegpo.envs.webshop"):
+        shop = load_shop(fixture_dir)
+    assert len(shop.goals) == 3  # the unknown ASIN's goals are dropped, as WebShop does, and said so
+    assert [r.getMessage() for r in caplog.records] == [
+        f"WebShop data {fixture_dir}: 3 goals; dropped 2 instruction(s) of an ASIN with no product; dropped 1 "
+        "without attributes (WebShop skips those)"]
+
+
+def test_goals_no_product_can_win_are_reported_and_a_catalog_without_one_is_refused(fixture_dir, caplog):
+    import logging
+
+    def no_options(products):
+        for product in products:
+            product["customization_options"] = None
+
+    _edit(fixture_dir, "items_shuffle_1000.json", no_options)  # the goals that ask for options cannot be won
+    with caplog.at_level(logging.WARNING, logger="milegpo.envs.webshop"):
+        shop = load_shop(fixture_dir)
+    assert len(shop.goals) == 3
+    assert caplog.records[-1].getMessage().endswith("; 2 of them cannot be won (their own product, with its best "
+                                                    "options, does not score 1.0)")
+    _edit(fixture_dir, "items_human_ins.json", lambda h: h.pop("B000TEA002"))  # the one goal without options
+    with pytest.raises(EnvError, match=r"none of its 2 goals can be won .*customization_options"):
+        load_shop(fixture_dir)
+
+
+def test_a_truncated_file_is_one_line(fixture_dir):
+    path = fixture_dir / "items_shuffle_1000.json"
+    path.write_text(path.read_text()[:300])
+    with pytest.raises(EnvError, match=r"^WebShop file .*items_shuffle_1000.json is not valid JSON: "):
+        load_shop(fixture_dir)
+
+
+def test_train_with_a_broken_data_dir_is_one_line_exit_2(fixture_dir, capsys, tmp_path):
+    from milegpo.cli import main
+
+    _edit(fixture_dir, "items_human_ins.json", lambda h: h["B000TEA001"][0].update(instruction=42))
+    for data_dir, message in ((tmp_path / "nope", "does not exist"), (fixture_dir, "instruction must be a string")):
+        assert main(["train", "--env", "webshop", "--env_options", json.dumps({"data_dir": str(data_dir)}),
+                     "--output_dir", str(tmp_path / "run")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("milegpo train: error: the train tasks of --env "
+                                                             "webshop") and message in err, err
+    assert not (tmp_path / "run").exists()
