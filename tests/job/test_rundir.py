@@ -174,3 +174,13 @@ def test_a_run_killed_mid_way_resumes_from_its_checkpoint_with_every_step_logged
     summary = json.loads((run / "summary.json").read_text())
     assert len(summary["batches"]) == 6 and summary["before"]["id_success_rate"] >= 0
     assert main(["replay", str(run / "batches"), "--rows", "0"]) == 0
+
+
+def test_a_killed_writes_temporary_files_are_removed_when_the_folder_is_claimed(tmp_path):
+    (tmp_path / "batches").mkdir()
+    torn = [tmp_path / "batches" / ".iter_0003.npz.k2j4.tmp", tmp_path / ".metrics.jsonl.x1.tmp"]
+    for file in torn:
+        file.write_bytes(b"half")
+    (tmp_path / "metrics.jsonl").write_text('{"phase": "rl", "step": 3}\n')
+    claim_output_dir(tmp_path, overwrite=True).release()
+    assert not any(file.exists() for file in torn)
