@@ -59,15 +59,15 @@ from milegpo_kernels import (  # noqa: E402
     shaped_advantage,
     sibling_mean,
 )
-from tests.kernels.test_counting import py_count_distinct  # noqa: E402
-from tests.kernels.test_graph import py_hop_distance, py_max_times_potential  # noqa: E402
-from tests.kernels.test_graph_layout import py_graph_arrays  # noqa: E402
-from tests.kernels.test_grouping import py_dense_ids  # noqa: E402
-from tests.kernels.test_ordering import py_ordered_rows  # noqa: E402
-from tests.kernels.test_returns import py_discounted_returns, py_episode_scores, py_graph_return  # noqa: E402
-from tests.kernels.test_scoring import py_graph_scores  # noqa: E402
-from tests.kernels.test_segment import py_max_normalize, py_segment_normalize, py_sibling_mean  # noqa: E402
-from tests.kernels.test_shaping import py_shaped_advantage  # noqa: E402
+from tests.kernels.test_counting import reference_count_distinct  # noqa: E402
+from tests.kernels.test_graph import reference_hop_distance, reference_max_times_potential  # noqa: E402
+from tests.kernels.test_graph_layout import reference_graph_arrays  # noqa: E402
+from tests.kernels.test_grouping import reference_dense_ids  # noqa: E402
+from tests.kernels.test_ordering import reference_ordered_rows  # noqa: E402
+from tests.kernels.test_returns import reference_discounted_returns, reference_episode_scores, reference_graph_return  # noqa: E402
+from tests.kernels.test_scoring import reference_graph_scores  # noqa: E402
+from tests.kernels.test_segment import reference_max_normalize, reference_segment_normalize, reference_sibling_mean  # noqa: E402
+from tests.kernels.test_shaping import reference_shaped_advantage  # noqa: E402
 
 SINK = (1 << 63) - 1
 K, T, N_STATES = 8, 50, 30
@@ -193,21 +193,21 @@ TRITON_KWARGS = {
 }
 
 OPS = {
-    "dense_ids_nodes": (py_dense_ids, dense_ids),
-    "dense_ids_edges": (py_dense_ids, dense_ids),
-    "count_distinct": (py_count_distinct, count_distinct),
-    "hop_distance": (py_hop_distance, hop_distance),
-    "max_times_potential": (py_max_times_potential, max_times_potential),
-    "segment_normalize": (py_segment_normalize, segment_normalize),
-    "sibling_mean": (py_sibling_mean, sibling_mean),
-    "max_normalize": (py_max_normalize, max_normalize),
-    "graph_scores": (py_graph_scores, graph_scores),
-    "discounted_returns": (py_discounted_returns, discounted_returns),
-    "episode_scores": (py_episode_scores, episode_scores),
-    "graph_return": (py_graph_return, graph_return),
-    "ordered_rows": (py_ordered_rows, ordered_rows),
-    "shaped_advantage": (py_shaped_advantage, shaped_advantage),
-    "graph_arrays": (py_graph_arrays, graph_arrays),
+    "dense_ids_nodes": (reference_dense_ids, dense_ids),
+    "dense_ids_edges": (reference_dense_ids, dense_ids),
+    "count_distinct": (reference_count_distinct, count_distinct),
+    "hop_distance": (reference_hop_distance, hop_distance),
+    "max_times_potential": (reference_max_times_potential, max_times_potential),
+    "segment_normalize": (reference_segment_normalize, segment_normalize),
+    "sibling_mean": (reference_sibling_mean, sibling_mean),
+    "max_normalize": (reference_max_normalize, max_normalize),
+    "graph_scores": (reference_graph_scores, graph_scores),
+    "discounted_returns": (reference_discounted_returns, discounted_returns),
+    "episode_scores": (reference_episode_scores, episode_scores),
+    "graph_return": (reference_graph_return, graph_return),
+    "ordered_rows": (reference_ordered_rows, ordered_rows),
+    "shaped_advantage": (reference_shaped_advantage, shaped_advantage),
+    "graph_arrays": (reference_graph_arrays, graph_arrays),
 }
 
 

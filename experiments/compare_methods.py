@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-METHODS = [("grpo", "full"), ("gigpo", "full"), ("graphgpo", "full"), ("milegpo", "md"), ("milegpo", "rcs"),
-           ("milegpo", "full")]
+def method_labels() -> dict[str, tuple[str, str]]:
+    """label -> (credit method, variant) of every registered method and variant
+    (:func:`milegpo.credit.method_variants`: grpo, gigpo, graphgpo, milegpo-md, milegpo-rcs, milegpo-full)."""
+    from milegpo.credit import method_variants
 
-
-def label(method: str, variant: str) -> str:
-    return f"milegpo-{variant}" if method == "milegpo" else method
+    return {name: (method, variant) for name, (method, variant, _) in method_variants(settings=False).items()}
 
 
 def run_seed(seed: int, job_flags: list[str], out: Path, methods) -> list[dict]:
@@ -54,8 +54,7 @@ def run_seed(seed: int, job_flags: list[str], out: Path, methods) -> list[dict]:
     trainer.close()
     del trainer  # its model is freed before the next trainer loads one
     records = []
-    for method, variant in methods:
-        name = label(method, variant)
+    for name, (method, variant) in methods.items():
         _, cfg = parse(job_flags + ["--seed", str(seed), "--credit_method", method, "--credit_variant", variant,
                                     "--output_dir", str(out / f"seed{seed}" / name), "--disable_tqdm", "true"])
         t0 = time.perf_counter()
@@ -234,12 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="seeds run in this many processes at once (give each "
                                                          "`--threads` after `--` so they share the cores)")
     p.add_argument("--table-only", action="store_true", help="rewrite table.md / compare.png from results.json")
-    p.add_argument("--methods", nargs="+", default=[label(*m) for m in METHODS],
-                   help="grpo gigpo graphgpo milegpo-md milegpo-rcs milegpo-full")
+    p.add_argument("--methods", nargs="+", default=None,
+                   help="labels of milegpo.credit.method_variants (default: every one: grpo gigpo graphgpo milegpo-md "
+                        "milegpo-rcs milegpo-full)")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    methods = [m for m in METHODS if label(*m) in args.methods]
     if args.table_only:
         records = json.loads((out / "results.json").read_text())
         md = table(records) + "\n" + intervals_table(records)
@@ -250,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.jobs < 1:
         p.error(f"--jobs must be >= 1, got {args.jobs}")
+    labels = method_labels()
+    unknown = [m for m in args.methods or () if m not in labels]
+    if unknown:
+        p.error(f"--methods: unknown label(s) {unknown}; known: {' '.join(labels)}")
+    methods = {name: pair for name, pair in labels.items() if args.methods is None or name in args.methods}
     t0 = time.perf_counter()
     records = []
     if args.jobs == 1 or len(args.seeds) == 1:

@@ -10,10 +10,10 @@ method and convention (credit_testbed.run), so the per-seed differences pair. Th
 a time (:data:`PAIRS`): ``trajectory-penalty`` (every row of a trajectory gets its return, 10 * success - 0.1 *
 its invalid count, still standardised over rows: the recipe's original helper), then ``per-trajectory`` (that
 return standardised once per trajectory; a per-trajectory norm needs one score per trajectory, so it is
-compared with ``trajectory-penalty``, not with the defaults). Every run is appended to
-``<out>/records.jsonl`` as it ends (a second call with the same flags runs only what is missing); the table
-(``<out>/table.md``, + ``analysis.json``) holds the final and mean training success per method and
-convention and the paired differences with 95% t-intervals.
+compared with ``trajectory-penalty``; both switches together are compared with the defaults too). Every run
+is appended to ``<out>/records.jsonl`` as it ends (a second call with the same flags runs only what is
+missing); the table (``<out>/table.md``, + ``analysis.json``) holds the final and mean training success per
+method and convention and the paired differences with 95% t-intervals.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ CONVENTIONS = {
     "trajectory-penalty": {"episode_penalty": "trajectory"},
     "per-trajectory": {"episode_penalty": "trajectory", "episode_norm_over": "trajectories"},
 }
-#: the one-switch comparisons (changed, baseline)
-PAIRS = (("trajectory-penalty", "default"), ("per-trajectory", "trajectory-penalty"))
+#: the one-switch comparisons (changed, baseline), then the recipe's whole episode term against the defaults
+PAIRS = (("trajectory-penalty", "default"), ("per-trajectory", "trajectory-penalty"), ("per-trajectory", "default"))
 ENDPOINTS = {"final success": lambda r: r["final"]["success"],
              "mean training success": lambda r: float(np.mean([c["success"] for c in r["curve"]])),
              "final invalid": lambda r: r["final"]["invalid"]}

@@ -51,14 +51,13 @@ from pathlib import Path
 
 import numpy as np
 
-from milegpo.credit import presets
+from milegpo.credit import method_variants, presets
 from milegpo.envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
 from milegpo.evidence.quality import default_preset
 from milegpo.evidence.seed_stats import mean_ci, paired_test, seeds_for
 
-#: methods: label -> (credit method, variant)
-METHODS = {"grpo": ("grpo", "full"), "gigpo": ("gigpo", "full"), "graphgpo": ("graphgpo", "full"),
-           "milegpo-md": ("milegpo", "md"), "milegpo-rcs": ("milegpo", "rcs"), "milegpo-full": ("milegpo", "full")}
+#: methods: label -> (credit method, variant), every registered one (milegpo.credit.method_variants)
+METHODS = {name: (method, variant) for name, (method, variant, _) in method_variants(settings=False).items()}
 #: the paper's ranking, best first: the adjacent pairs are tested
 PAPER_RANKING = ("milegpo-full", "graphgpo", "gigpo", "grpo")
 #: the invalid action of the tabular policy (no world accepts it)

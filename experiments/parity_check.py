@@ -11,7 +11,9 @@ GRPO, GiGPO and GraphGPO, against that credit:
 
 - ``before``: the closest config milegpo had, ``presets.ALFWORLD`` with gamma_G = 0.1 (the recipe's omega),
   for GiGPO also with ``invalid_penalty_on_step_return`` (verl-agent's trainer; the closer of the two is kept);
-- ``after``: ``presets.GRAPHGPO_REFERENCE``.
+- ``after``: ``presets.GRAPHGPO_REFERENCE``;
+- ``without X``: the preset with one of its conventions back at milegpo's default (:data:`LEAVE_ONE_OUT`),
+  what that convention alone accounts for.
 
 Per method: the largest per-row difference, on groups of two or more trajectories and on one-trajectory
 groups; among the row pairs of one (group, state), the share ordered the other way (one strictly above the
@@ -36,6 +38,15 @@ from milegpo.credit.synthetic import random_batch  # noqa: E402
 from tests.credit.test_reference_parity import recipe_credit  # noqa: E402
 
 METHODS = ("grpo", "gigpo", "graphgpo")
+#: the preset's conventions, each set back to milegpo's default (a per-trajectory norm needs the trajectory's
+#: penalty, so the penalty goes back with the norm)
+LEAVE_ONE_OUT = {
+    "per-trajectory norm": dict(episode_norm_over="rows"),
+    "trajectory penalty": dict(episode_norm_over="rows", episode_penalty="row"),
+    "one value -> 0": dict(episode_single_value="unit"),
+    "max + 1": dict(graph_unreachable="zero"),
+    "penalty in step reward": dict(invalid_penalty_in_step_reward=False),
+}
 TIE = 1e-9
 
 
@@ -94,7 +105,11 @@ def measure(n_batches: int) -> dict:
         for method in METHODS:
             want = np.array(recipe_credit(rows, method))
             configs = {**{f"before: {k}": v for k, v in candidates(method).items()},
-                       "after: graphgpo_reference": presets.GRAPHGPO_REFERENCE}
+                       "after: graphgpo_reference": presets.GRAPHGPO_REFERENCE,
+                       **{f"without {k}": presets.GRAPHGPO_REFERENCE.replace(**v) for k, v in LEAVE_ONE_OUT.items()
+                          if method == "gigpo" or k != "penalty in step reward"}}
+            if method != "graphgpo":  # only r^G reads it
+                configs.pop("without max + 1")
             for name, config in configs.items():
                 got = estimate(batch, method, config, backend="reference").advantages.numpy()
                 diff = np.abs(got - want)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from milegpo.evidence.quality import METHOD_VARIANTS, run_credit_quality  # noqa: E402
+from milegpo.credit import method_variants  # noqa: E402
+from milegpo.evidence.quality import run_credit_quality  # noqa: E402
 
 DIAGNOSTICS = ("shared_state_coverage", "tie_share", "tie_correction_rate")
 
@@ -49,7 +50,7 @@ def _signed(entry: dict) -> str:
 
 def tables(reports: dict) -> tuple[str, dict]:
     """Markdown tables and their figures (JSON) of ``{env: credit_quality.json report}``."""
-    methods = list(METHOD_VARIANTS)
+    methods = list(method_variants())
     summary: dict = {}
     diag = ["| env | keys | states | shared-state coverage | tie share | tie-correction rate | labelled same-state "
             "pairs | aliased same-state pairs |", "|---" * 8 + "|"]

@@ -103,7 +103,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     _checked("milegpo demo", (check_range, "--groups", args.groups, 1), (check_range, "--group-size", args.group_size, 2),
              (check_range, "--horizon", args.horizon, 1), (check_range, "--rows", args.rows, 0),
-             _plots_folder("--plots", args.plots),
+             (check_range, "--seed", args.seed, 0, 2 ** 32 - 1), _plots_folder("--plots", args.plots),
              (check_writable, args.save, "--save", "file") if args.save else (lambda: None,))
 
     batch = random_batch(n_groups=args.groups, group_size=args.group_size, horizon=args.horizon, seed=args.seed)
@@ -192,7 +192,9 @@ def _replay_run(files, args: argparse.Namespace) -> int:
 
 def cmd_train(argv: list[str]) -> int:
     from milegpo.job import parse, run_train
+    from milegpo.job.arguments import refuse_repeated_flags
 
+    refuse_repeated_flags(argv, "milegpo train")
     job, cfg = parse(argv)
     run_train(job, cfg)
     return 0
@@ -200,7 +202,9 @@ def cmd_train(argv: list[str]) -> int:
 
 def cmd_eval(argv: list[str]) -> int:
     from milegpo.job import parse, run_eval
+    from milegpo.job.arguments import refuse_repeated_flags
 
+    refuse_repeated_flags(argv, "milegpo eval")
     job, cfg = parse(argv, prog="milegpo eval")
     run_eval(job, cfg)
     return 0
@@ -270,6 +274,7 @@ def cmd_credit_quality(args: argparse.Namespace) -> int:
                else ()),
              (check_range, "--resamples", args.resamples, 1), (check_range, "--similarity-shingle",
                                                                  args.similarity_shingle, 1),
+             *((check_range, "--seeds", seed, 0, 2 ** 32 - 1) for seed in args.seeds),
              (check_writable, args.out, "--out"))
     if low > high:
         raise UsageError(f"{prog}: error: --epsilon {low:g} {high:g}: LO must be <= HI")
@@ -281,7 +286,16 @@ def cmd_credit_quality(args: argparse.Namespace) -> int:
 
         _checked(prog, (check_model_path, args.checkpoint, "--checkpoint"))
     try:
-        options = json.loads(args.env_options)
+        try:
+            options = json.loads(args.env_options)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--env-options {args.env_options}: not valid JSON ({e})") from None
+        if not isinstance(options, dict):
+            raise ValueError(f"--env-options {args.env_options}: expected a JSON object such as "
+                             "'{\"max_receptacles\": 4}'")
+        from milegpo.rollout.tasks import check_env_options
+
+        check_env_options(args.env, options)
         expert = args.expert or default_expert(args.env)
         if expert != "planner" and expert not in env_class(args.env).experts:
             raise ValueError(f"--expert {expert!r}: the {args.env} world's experts are "
@@ -292,7 +306,7 @@ def cmd_credit_quality(args: argparse.Namespace) -> int:
             StateSimilarity(threshold, shingle_width=args.similarity_shingle)
         check_state_anchor(args.state_anchor)
     except (EnvError, ValueError) as e:
-        raise UsageError(f"milegpo credit-quality: {e}") from None
+        raise UsageError(f"milegpo credit-quality: error: {e}") from None
     run_credit_quality(args.out, env=args.env, seeds=args.seeds, groups=args.groups, group_size=args.group_size,
                        horizon=args.horizon, epsilon=tuple(args.epsilon), expert=expert,
                        invalid_share=args.invalid_share, checkpoint=args.checkpoint, temperature=args.temperature,

@@ -144,11 +144,14 @@ def check_range(flag: str, value, low=None, high=None, low_open: bool = False, h
     if high is not None:
         bad = bad or (value >= high if high_open else value > high)
     if bad:
+        def number(end) -> str:
+            return f"{end:g}" if isinstance(end, float) else str(end)
+
         ends = []
         if low is not None:
-            ends.append(f"{'>' if low_open else '>='} {low:g}")
+            ends.append(f"{'>' if low_open else '>='} {number(low)}")
         if high is not None:
-            ends.append(f"{'<' if high_open else '<='} {high:g}")
+            ends.append(f"{'<' if high_open else '<='} {number(high)}")
         raise UsageError(f"{flag} {value!r}: must be {' and '.join(ends)}")
 
 

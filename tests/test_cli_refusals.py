@@ -256,3 +256,62 @@ def test_env_options_are_checked_at_the_flags(capsys, tmp_path, private_webshop_
     line = _one_line_error(capsys, ["train", *argv, "--output_dir", str(tmp_path / "run")])
     assert re.search(message, line), line
     assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------- probes of our own (notes/robustness.md)
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--output_dir", ""], r"MileGPOConfig.output_dir='': a folder is needed"),
+    (["train", "--save_strategy", "steps", "--save_steps", "0"], r"MileGPOConfig.save_steps=0.0: must be > 0 with "
+                                                                 r"save_strategy='steps'"),
+    (["train", "--seed", "-1"], r"MileGPOConfig.seed=-1: must be in \[0, 2\*\*32 - 1\]"),
+    (["train", "--gradient_accumulation_steps", "0"], r"MileGPOConfig.gradient_accumulation_steps=0: must be >= 1"),
+    (["train", "--num_iterations", "0"], r"MileGPOConfig.num_iterations=0: must be >= 1"),
+    (["train", "--epsilon", "-1"], r"MileGPOConfig.epsilon=-1.0: must be >= 0"),
+    (["train", "--weight_decay", "-1"], r"MileGPOConfig.weight_decay=-1.0: must be >= 0"),
+    (["train", "--report_to", "no_such_tracker"], r"argument --report_to|MileGPOConfig.report_to"),
+    (["train", "--group_size", "3", "--group-size", "4"], r"^milegpo train: error: --group_size given twice: give it "
+                                                          r"once$"),
+    (["demo", "--seed", "-1"], r"^milegpo demo: error: --seed -1: must be >= 0 and <= 4294967295$"),
+    (["credit-quality", "--seeds", "-1"], r"--seeds -1: must be >= 0"),
+    (["credit-quality", "--env-options", "[1]"], r"^milegpo credit-quality: error: --env-options \[1\]: expected a "
+                                                 r"JSON object"),
+    (["credit-quality", "--env-options", '{"max_receptacles": "x"}'], r"env option 'max_receptacles'='x': expected "
+                                                                      r"integer"),
+    (["credit-quality", "--env", "nowhere"], r"^milegpo credit-quality: error: unknown environment kind 'nowhere'"),
+])
+def test_probes_of_our_own_are_refused_in_one_line(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    line = _one_line_error(capsys, argv)
+    assert re.search(message, line), line
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_yaml_key_given_twice_is_refused(capsys, tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("max_steps: 3\ngroup_size: 4\nmax_steps: 5\n")
+    line = _one_line_error(capsys, ["train", "--config", str(recipe)])
+    assert line == f"milegpo train: error: --config {recipe}: not valid YAML at line 3, column 1: key 'max_steps' " \
+                   "given twice"
+
+
+def test_resume_and_overwrite_together_or_a_checkpoint_past_max_steps_is_refused(capsys, tmp_path):
+    checkpoint = _checkpoint(tmp_path / "run" / "checkpoint-4", step=4)
+    line = _one_line_error(capsys, ["train", "--output_dir", str(tmp_path / "run"), "--resume_from_checkpoint",
+                                    str(checkpoint), "--overwrite_output_dir"])
+    assert line.endswith("--overwrite_output_dir and --resume_from_checkpoint: give one (replace the earlier run, or "
+                         "go on with it)")
+    line = _one_line_error(capsys, ["train", "--output_dir", str(tmp_path / "run"), "--resume_from_checkpoint",
+                                    str(checkpoint), "--max_steps", "4"])
+    assert line.endswith(f"--resume_from_checkpoint {checkpoint}: saved at step 4, and --max_steps is 4: nothing left "
+                         "to train (raise --max_steps)")
+
+
+def test_the_warm_start_imitates_an_expert_the_world_has(capsys, tmp_path):
+    from milegpo.job import parse
+
+    job, _ = parse(["--env", "textworld", "--model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct", "--output_dir",
+                    str(tmp_path / "run"), "--num_eval_tasks", "0", "--max_steps", "1", "--num_train_tasks", "16"])
+    assert job.sft_expert == "oracle"  # the game's planner: TextWorld's only expert
+    line = _one_line_error(capsys, ["train", "--env", "textworld", "--output_dir", str(tmp_path / "run")])
+    assert line.startswith("milegpo train: error: --env textworld: the embedded tiny policy has a tokenizer for "
+                           "household, webshop only")

@@ -5,7 +5,8 @@ prefix of its dotted name; a module may import its own unit and the units of low
 own layer or above. The order, lowest first, and why:
 
 - ``milegpo_kernels``: tensor ops, no milegpo, no TRL (the credit pipeline and the policy loss run on them);
-- ``state_keys`` / ``usage``: a state's key and the one-line usage error, the standard library only;
+- ``state_keys`` / ``usage`` / ``files``: a state's key, the one-line usage error, whole-or-nothing file writes, the
+  standard library only;
 - ``state_sketches``: shingles and MinHash sketches of observations (near-duplicate states), on the keys;
 - ``credit``: advantages of a StepBatch (the algorithm), no environment, no rollout, no config;
 - ``envs``: the worlds; ``rollout``: episodes of the worlds into StepBatches;
@@ -33,7 +34,7 @@ PACKAGES = ("milegpo", "milegpo_kernels")
 #: the layers, lowest first; a unit imports its own modules and lower layers' only
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("milegpo_kernels",),
-    ("milegpo.state_keys", "milegpo.usage"),
+    ("milegpo.state_keys", "milegpo.usage", "milegpo.files"),
     ("milegpo.state_sketches",),
     ("milegpo.credit",),
     ("milegpo.envs",),

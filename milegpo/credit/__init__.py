@@ -12,10 +12,13 @@ CUDA tensors, torch otherwise).
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from . import presets
 from .batch import FIELDS, REWARD_LIMIT, SINK, BatchError, BatchTypeError, StepBatch
-from .config import METHODS, VARIANTS, CreditConfig, check_method
+from .config import VARIANTS, CreditConfig
 from .diagnostic_metrics import diagnostic_parts, diagnostics, diagnostics_from_parts, merge_diagnostic_parts
+from .methods import METHODS, CreditMethod, check_method, get_method, method_variants, register
 from .result import CreditResult
 from .similarity import SketchTable, merge_similar_states
 from ..state_sketches import StateSimilarity
@@ -35,7 +38,8 @@ def estimate(
     """Advantages of one rollout batch.
 
     batch: a validated :class:`StepBatch` of N rows.
-    method: ``grpo`` | ``gigpo`` | ``graphgpo`` | ``milegpo``.
+    method: a name of :data:`METHODS` (``grpo`` | ``gigpo`` | ``graphgpo`` | ``milegpo``, and any
+      :func:`register` added; :mod:`milegpo.credit.methods`).
     config: a :class:`CreditConfig` (``presets.ALFWORLD`` or ``presets.WEBSHOP``).
     variant: MileGPO ablation ``md`` (eq. 7) | ``rcs`` (eq. 8) | ``full`` (eq. 19);
       ignored by the other methods.
@@ -69,8 +73,28 @@ def estimate(
     return estimate_vectorized(batch, method, config, variant, backend=backend)
 
 
+def estimate_merged(batch: StepBatch, runs: Mapping[str, tuple[str, str, CreditConfig]], backend: str = "auto",
+                    similarity: StateSimilarity | None = None, table: SketchTable | None = None,
+                    ) -> tuple[StepBatch, dict[str, CreditResult]]:
+    """Near-duplicate states merged, then credit: the one sequence the trainer and the ground-truth tools run.
+
+    batch: N rows; runs: name -> (method, variant, config), each estimated on ``backend``; similarity: the
+    near-duplicate rule (:class:`StateSimilarity`), None for exact keys (nothing merged); table: the sketches
+    of the batch's keys (:class:`SketchTable`), needed with ``similarity``. The merge runs on the batch's
+    device with ``backend``'s kernels (``torch`` / ``triton``; ``auto`` and ``reference``: Triton on CUDA,
+    torch otherwise). Returns (the batch the estimates saw, {name: CreditResult}); ``runs`` may be empty."""
+    if similarity is not None:
+        if table is None:
+            raise ValueError("estimate_merged: merging near-duplicate states needs the sketches of the batch's "
+                             "keys (table=SketchTable.from_sketches(...) or .from_texts(...))")
+        batch = merge_similar_states(batch, table, similarity, backend if backend in ("torch", "triton") else "auto")
+    return batch, {name: estimate(batch, method, config, variant, backend)
+                   for name, (method, variant, config) in runs.items()}
+
+
 __all__ = [
     "BACKENDS", "FIELDS", "METHODS", "REWARD_LIMIT", "SINK", "VARIANTS", "BatchError", "BatchTypeError",
-    "CreditConfig", "CreditResult", "SketchTable", "StateSimilarity", "StepBatch", "diagnostic_parts", "diagnostics",
-    "diagnostics_from_parts", "estimate", "merge_diagnostic_parts", "merge_similar_states", "presets",
+    "CreditConfig", "CreditMethod", "CreditResult", "SketchTable", "StateSimilarity", "StepBatch", "check_method",
+    "diagnostic_parts", "diagnostics", "diagnostics_from_parts", "estimate", "estimate_merged", "get_method",
+    "merge_diagnostic_parts", "merge_similar_states", "method_variants", "presets", "register",
 ]

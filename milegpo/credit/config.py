@@ -1,4 +1,4 @@
-"""CreditConfig: every parameter of docs/milegpo-spec.md, and the paper's presets (table 5)."""
+"""CreditConfig: every parameter of docs/algorithm.md, and the paper's presets (table 5)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 
 from milegpo_kernels.scoring import VARIANTS  # re-exported: the variants graph_scores computes
 
-METHODS = ("grpo", "gigpo", "graphgpo", "milegpo")
 NORMS = ("mean_std", "mean")
 #: the largest count threshold (``min_node_support``, ``min_trap_visits``): int32's maximum, the width the Triton
 #: kernels take a Python int scalar at; no batch holds more trajectories (a larger threshold overflowed there)
@@ -196,12 +195,5 @@ def get_preset(name: str) -> CreditConfig:
         raise ValueError(f"unknown credit preset {name!r}; known: {sorted(PRESETS)}") from None
 
 
-def check_method(method: str, variant: str) -> None:
-    if method not in METHODS:
-        raise ValueError(f"unknown credit method {method!r}; expected one of {METHODS}")
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown MileGPO variant {variant!r}; expected one of {VARIANTS}")
-
-
 __all__ = ["ALFWORLD", "WEBSHOP", "GRAPHGPO_REFERENCE", "GIGPO_REFERENCE", "PRESETS", "CHOICES", "CreditConfig",
-           "get_preset", "METHODS", "VARIANTS", "NORMS", "MAX_COUNT"]
+           "get_preset", "VARIANTS", "NORMS", "MAX_COUNT"]

@@ -1,6 +1,6 @@
 """Plain-Python reference backend: the oracle of the project.
 
-One function per equation of docs/milegpo-spec.md, named after what it computes,
+One function per equation of docs/algorithm.md, named after what it computes,
 on plain Python values (lists, dicts, sets, floats, ints); torch is only used to
 read the batch and to return the result. Everything is computed per task group.
 
@@ -27,8 +27,8 @@ from typing import Iterable
 import torch
 
 from .batch import SINK, StepBatch
-from .config import CreditConfig, check_method
-from .result import BOOL_KEYS, INT_KEYS, NODE_KEYS, ROW_KEYS, CreditResult
+from .config import CreditConfig
+from .result import BOOL_KEYS, INT_KEYS, CreditResult
 
 
 #: relative width under which a normalisation segment counts as all-equal
@@ -580,19 +580,41 @@ def _tensor(name: str, values: list) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.float64)
 
 
+@dataclass
+class ReferenceTerms:
+    """What every method's reference estimator starts from (:attr:`CreditMethod.reference
+    <milegpo.credit.methods.CreditMethod.reference>`): one batch, plain Python.
+
+    rows: the batch's N rows (dicts of the spec's fields), input order; groups: task group -> its
+    trajectories (row index lists in t order); episode_adv: row index -> Norm_q(Z) (eq. 22); row_vals:
+    key -> N values (the method's ``row_keys``; ``episode_score`` / ``episode_adv`` filled), node_vals:
+    key -> per-node values (its ``node_keys``, empty), both filled by the method."""
+
+    rows: list
+    groups: dict
+    config: CreditConfig
+    variant: str
+    episode_adv: dict
+    row_vals: dict
+    node_vals: dict
+
+
 def estimate_reference(batch: StepBatch, method: str, config: CreditConfig, variant: str) -> CreditResult:
     """Advantages and intermediates of ``method`` on ``batch``, plain Python, per task group.
 
     batch: N rows in any order. Returns a :class:`CreditResult` with backend
-    ``"reference"``: rows (N,) in input order with exactly ``ROW_KEYS[method]``; nodes
-    (V,) sorted by (group, key) with exactly ``NODE_KEYS[method]``.
+    ``"reference"``: rows (N,) in input order with exactly the method's ``row_keys``; nodes
+    (V,) sorted by (group, key) with exactly its ``node_keys`` (:mod:`milegpo.credit.methods`).
     """
+    from .methods import check_method, get_method
+
     check_method(method, variant)
+    spec = get_method(method)
     rows = batch.rows()
     n = len(rows)
     groups = group_trajectories(rows)
-    row_vals: dict = {k: [None] * n for k in ROW_KEYS[method]}
-    node_vals: dict = {k: [] for k in NODE_KEYS[method]}
+    row_vals: dict = {k: [None] * n for k in spec.row_keys}
+    node_vals: dict = {k: [] for k in spec.node_keys}
 
     z: dict = {}
     for trajs in groups.values():
@@ -601,77 +623,7 @@ def estimate_reference(batch: StepBatch, method: str, config: CreditConfig, vari
     for i in range(n):
         row_vals["episode_score"][i] = z[i]
         row_vals["episode_adv"][i] = episode_adv[i]
-    advantages = [0.0] * n
-
-    if method == "grpo":
-        advantages = [episode_adv[i] for i in range(n)]
-    elif method == "gigpo":
-        ret: dict = {}
-        for trajs in groups.values():
-            ret.update(gigpo_step_returns(trajs, rows, config))
-        if config.invalid_penalty_on_step_return:
-            ret = penalised_step_returns(ret, rows, config)
-        step_adv = normalize_step(ret, rows, config)
-        for i in range(n):
-            row_vals["step_return"][i] = ret[i]
-            row_vals["step_adv"][i] = step_adv[i]
-            advantages[i] = episode_adv[i] + config.step_weight * step_adv[i]
-    else:
-        r_graph: dict = {}
-        r_shaped: dict = {}
-        deltas: dict = {}
-        offset = 0
-        for group, trajs in groups.items():
-            graph = rollout_graph(group, trajs, rows)
-            dist_g = hop_distances_to(graph, SINK) if graph.has_sink else {}
-            index = {v: offset + j for j, v in enumerate(graph.nodes)}
-            offset += len(graph.nodes)
-            rg = graph_return(graph, rows, dist_g, config)
-            r_graph.update(rg)
-            for i in rg:
-                row_vals["node"][i] = index[rows[i]["state"]]
-                row_vals["next_node"][i] = index[rows[i]["next_state"]]
-            node_vals["group"] += [group] * len(graph.nodes)
-            node_vals["key"] += list(graph.nodes)
-            node_vals["is_sink"] += [v == SINK for v in graph.nodes]
-            node_vals["dist"] += [dist_g.get(v, -1) for v in graph.nodes]
-            if method == "milegpo":
-                nv = milegpo_nodes(graph, dist_g, config, variant)
-                d = shaping_terms(graph, rows, nv["phi_pos"], nv["phi_neg"], config)
-                deltas.update(d)
-                r_shaped.update(shaped_return(rg, d, config))
-                m = coverage(graph)
-                for v in graph.nodes:
-                    node_vals["n_traj"].append(graph.n_traj[v])
-                    node_vals["n_pos"].append(graph.n_pos[v])
-                    node_vals["n_revisit"].append(graph.n_revisit[v])
-                    node_vals["coverage"].append(m[v])
-                    node_vals["is_milestone"].append(v in nv["s0_pos"])
-                    node_vals["is_trap"].append(v in nv["traps"])
-                    node_vals["s0_pos"].append(nv["s0_pos"].get(v, 0.0))
-                    node_vals["s_neg"].append(nv["s_neg"].get(v, 0.0))
-                    node_vals["s_pcc"].append(nv["s_pcc"].get(v, 0.0))
-                    node_vals["b"].append(nv["b"][v])
-                    node_vals["psi_bar"].append(nv["psi_bar"][v])
-                    node_vals["retained"].append(nv["retained"].get(v, False))
-                    node_vals["phi_pos"].append(nv["phi_pos"][v])
-                    node_vals["phi_neg"].append(nv["phi_neg"][v])
-        a_graph = normalize_step(r_graph, rows, config)
-        for i in range(n):
-            row_vals["r_graph"][i] = r_graph[i]
-            row_vals["a_graph"][i] = a_graph[i]
-        if method == "graphgpo":
-            advantages = [graphgpo_advantage(a_graph[i], episode_adv[i], config) for i in range(n)]
-        else:
-            a_mix = normalize_step(r_shaped, rows, config)
-            for i in range(n):
-                a_res = a_mix[i] - a_graph[i]
-                row_vals["r_shaped"][i] = r_shaped[i]
-                row_vals["a_mix"][i] = a_mix[i]
-                row_vals["a_res"][i] = a_res
-                row_vals["delta_pos"][i] = deltas[i][0]
-                row_vals["delta_neg"][i] = deltas[i][1]
-                advantages[i] = milegpo_advantage(a_graph[i], a_res, episode_adv[i], config)
+    advantages = spec.reference(ReferenceTerms(rows, groups, config, variant, episode_adv, row_vals, node_vals))
 
     return CreditResult(
         method=method, variant=variant, config=config, backend="reference", batch=batch,
@@ -681,8 +633,107 @@ def estimate_reference(batch: StepBatch, method: str, config: CreditConfig, vari
     )
 
 
+def grpo_reference(terms: ReferenceTerms) -> list:
+    """GRPO: A_t = Norm_q(Z) (eq. 22's episode term)."""
+    return [terms.episode_adv[i] for i in range(len(terms.rows))]
+
+
+def gigpo_reference(terms: ReferenceTerms) -> list:
+    """GiGPO (spec section 9): A_t = Norm_q(Z) + step_weight * Norm_{q,s}(R_t)."""
+    rows, config, row_vals, episode_adv = terms.rows, terms.config, terms.row_vals, terms.episode_adv
+    n = len(rows)
+    advantages = [0.0] * n
+    ret: dict = {}
+    for trajs in terms.groups.values():
+        ret.update(gigpo_step_returns(trajs, rows, config))
+    if config.invalid_penalty_on_step_return:
+        ret = penalised_step_returns(ret, rows, config)
+    step_adv = normalize_step(ret, rows, config)
+    for i in range(n):
+        row_vals["step_return"][i] = ret[i]
+        row_vals["step_adv"][i] = step_adv[i]
+        advantages[i] = episode_adv[i] + config.step_weight * step_adv[i]
+    return advantages
+
+
+def graphgpo_reference(terms: ReferenceTerms) -> list:
+    """GraphGPO: A_t = w_step * A^G + w_ep * Norm_q(Z) (eqs. 1, 21-22 with eta = 0)."""
+    return graph_reference(terms, shaped=False)
+
+
+def milegpo_reference(terms: ReferenceTerms) -> list:
+    """MileGPO: A_t = w_step * (A^G + eta * A^res) + w_ep * Norm_q(Z) (eqs. 1-22)."""
+    return graph_reference(terms, shaped=True)
+
+
+def graph_reference(terms: ReferenceTerms, shaped: bool) -> list:
+    """The rollout-graph methods: r^G and A^G per group (eq. 1, 21), and with ``shaped`` MileGPO's node
+    scores, potentials, shaping and A^res (eqs. 2-22). Fills the rows' and nodes' values; returns the
+    advantages."""
+    rows, config, variant = terms.rows, terms.config, terms.variant
+    row_vals, node_vals, episode_adv = terms.row_vals, terms.node_vals, terms.episode_adv
+    n = len(rows)
+    advantages = [0.0] * n
+    r_graph: dict = {}
+    r_shaped: dict = {}
+    deltas: dict = {}
+    offset = 0
+    for group, trajs in terms.groups.items():
+        graph = rollout_graph(group, trajs, rows)
+        dist_g = hop_distances_to(graph, SINK) if graph.has_sink else {}
+        index = {v: offset + j for j, v in enumerate(graph.nodes)}
+        offset += len(graph.nodes)
+        rg = graph_return(graph, rows, dist_g, config)
+        r_graph.update(rg)
+        for i in rg:
+            row_vals["node"][i] = index[rows[i]["state"]]
+            row_vals["next_node"][i] = index[rows[i]["next_state"]]
+        node_vals["group"] += [group] * len(graph.nodes)
+        node_vals["key"] += list(graph.nodes)
+        node_vals["is_sink"] += [v == SINK for v in graph.nodes]
+        node_vals["dist"] += [dist_g.get(v, -1) for v in graph.nodes]
+        if shaped:
+            nv = milegpo_nodes(graph, dist_g, config, variant)
+            d = shaping_terms(graph, rows, nv["phi_pos"], nv["phi_neg"], config)
+            deltas.update(d)
+            r_shaped.update(shaped_return(rg, d, config))
+            m = coverage(graph)
+            for v in graph.nodes:
+                node_vals["n_traj"].append(graph.n_traj[v])
+                node_vals["n_pos"].append(graph.n_pos[v])
+                node_vals["n_revisit"].append(graph.n_revisit[v])
+                node_vals["coverage"].append(m[v])
+                node_vals["is_milestone"].append(v in nv["s0_pos"])
+                node_vals["is_trap"].append(v in nv["traps"])
+                node_vals["s0_pos"].append(nv["s0_pos"].get(v, 0.0))
+                node_vals["s_neg"].append(nv["s_neg"].get(v, 0.0))
+                node_vals["s_pcc"].append(nv["s_pcc"].get(v, 0.0))
+                node_vals["b"].append(nv["b"][v])
+                node_vals["psi_bar"].append(nv["psi_bar"][v])
+                node_vals["retained"].append(nv["retained"].get(v, False))
+                node_vals["phi_pos"].append(nv["phi_pos"][v])
+                node_vals["phi_neg"].append(nv["phi_neg"][v])
+    a_graph = normalize_step(r_graph, rows, config)
+    for i in range(n):
+        row_vals["r_graph"][i] = r_graph[i]
+        row_vals["a_graph"][i] = a_graph[i]
+    if not shaped:
+        return [graphgpo_advantage(a_graph[i], episode_adv[i], config) for i in range(n)]
+    a_mix = normalize_step(r_shaped, rows, config)
+    for i in range(n):
+        a_res = a_mix[i] - a_graph[i]
+        row_vals["r_shaped"][i] = r_shaped[i]
+        row_vals["a_mix"][i] = a_mix[i]
+        row_vals["a_res"][i] = a_res
+        row_vals["delta_pos"][i] = deltas[i][0]
+        row_vals["delta_neg"][i] = deltas[i][1]
+        advantages[i] = milegpo_advantage(a_graph[i], a_res, episode_adv[i], config)
+    return advantages
+
+
 __all__ = [
-    "estimate_reference", "RolloutGraph", "rollout_graph", "group_trajectories", "hop_distances_to",
+    "estimate_reference", "ReferenceTerms", "grpo_reference", "gigpo_reference", "graphgpo_reference",
+    "milegpo_reference", "graph_reference", "RolloutGraph", "rollout_graph", "group_trajectories", "hop_distances_to",
     "graph_return", "return_distance", "milestone_candidates", "node_degree", "coverage", "centrality",
     "milestone_scores",
     "trap_scores", "potential", "uniform_potential", "reliability_potential", "shaping_terms",

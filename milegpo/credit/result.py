@@ -20,23 +20,9 @@ from milegpo_kernels import lexsort
 from .batch import StepBatch
 from .config import CreditConfig
 
-#: per-row tensors (N,), input row order, float64 unless noted
-ROW_KEYS = {
-    "grpo": ("episode_score", "episode_adv"),
-    "gigpo": ("episode_score", "episode_adv", "step_return", "step_adv"),
-    "graphgpo": ("episode_score", "episode_adv", "r_graph", "a_graph", "node", "next_node"),
-    "milegpo": ("episode_score", "episode_adv", "r_graph", "a_graph", "node", "next_node",
-                "r_shaped", "a_mix", "a_res", "delta_pos", "delta_neg"),
-}
-#: per-node tensors (V,), nodes sorted by (group, key) ascending (signed int64)
-NODE_KEYS = {
-    "grpo": (),
-    "gigpo": (),
-    "graphgpo": ("group", "key", "is_sink", "dist"),
-    "milegpo": ("group", "key", "is_sink", "dist", "n_traj", "n_pos", "n_revisit", "coverage",
-                "is_milestone", "is_trap", "s0_pos", "s_neg", "s_pcc", "b", "psi_bar", "retained",
-                "phi_pos", "phi_neg"),
-}
+#: the per-row and per-node arrays of int64 and bool dtype (every other is float64); each method's arrays are its
+#: ``row_keys`` / ``node_keys`` (:mod:`milegpo.credit.methods`): per row (N,) in input row order, per node (V,)
+#: sorted by (group, key) ascending (signed int64)
 INT_KEYS = ("node", "next_node", "group", "key", "dist", "n_traj", "n_pos", "n_revisit")
 BOOL_KEYS = ("is_sink", "is_milestone", "is_trap", "retained")
 
@@ -200,9 +186,9 @@ class Tables:
     as a CUDA graph's outputs); :meth:`result` wraps them in a :class:`CreditResult`.
 
     adv: (N,) float64, input row order.
-    rows: the per-row arrays of ``ROW_KEYS[method]`` but the node ids, (N,) float64, input order.
+    rows: the per-row arrays of the method's ``row_keys`` but the node ids, (N,) float64, input order.
     slots: ``node`` / ``next_node`` (N,) int64, node ids as slot numbers (graph methods only).
-    nodes: the per-node arrays of ``NODE_KEYS[method]`` at capacity (V_cap,), in slot order.
+    nodes: the per-node arrays of the method's ``node_keys`` at capacity (V_cap,), in slot order.
     count: () int64, the node count (None: a method without a graph).
     order_keys: the nodes' group ids (V_cap,) int64 (numbered in the order of the raw group ids)
       and valid flags (V_cap,) bool, which with their keys sort them into canonical order
@@ -230,8 +216,10 @@ class Tables:
         return Tables(adv, rows, slots, nodes, count, order_keys)
 
     def result(self, batch, method, config, variant, backend) -> CreditResult:
+        from .methods import get_method
+
         order = None if self.order_keys is None else NodeOrder(*self.order_keys, self.nodes["key"])
-        rows = LazyRows(ROW_KEYS[method], self.rows, self.slots, order)
+        rows = LazyRows(get_method(method).row_keys, self.rows, self.slots, order)
         nodes = {} if self.count is None else LazyNodes(self.nodes, self.count, order)
         return CreditResult(method, variant, config, backend, batch, self.adv, rows, nodes)
 

@@ -10,7 +10,7 @@ table is trimmed to the real node count only when it is read.
 The same function runs the ``torch`` backend (torch twins of the ops) and the
 ``triton`` backend (the Triton kernels; on CPU under Triton's interpreter).
 :func:`credit_tables` runs the pipeline as named stages, one per part of
-docs/milegpo-spec.md, each method stopping at its own advantage:
+docs/algorithm.md, each method stopping at its own advantage:
 
 - :func:`order_rows`: the rows in (group, traj, t) order (section 1); every method;
 - :func:`episode_terms`: Z and Norm_q(Z) (eq. 22; GRPO's advantage); every method;
@@ -60,7 +60,7 @@ from milegpo_kernels import resolve_backend
 
 from .batch import SINK, StepBatch
 from .config import CreditConfig
-from .result import BOOL_KEYS, INT_KEYS, NODE_KEYS, ROW_KEYS, CreditResult, Tables, apply_by_dtype
+from .result import BOOL_KEYS, INT_KEYS, CreditResult, Tables, apply_by_dtype
 
 F64 = torch.float64
 
@@ -79,33 +79,60 @@ def estimate_vectorized(
 def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str,
                   static_shapes: bool | None = None) -> Tables:
     """The pipeline of :func:`estimate_vectorized`, its outputs as :class:`Tables`: the stages the
-    module's docstring lists, up to the advantage of ``method``."""
+    module's docstring lists, up to the advantage of ``method`` (its registered ``vectorized``
+    estimator, :mod:`milegpo.credit.methods`, takes over after the episode terms)."""
+    from .methods import get_method
+
+    spec = get_method(method)
     static = batch.device.type == "cuda" if static_shapes is None else static_shapes
     if len(batch) == 0:
         return _empty(batch, method)
     rows = order_rows(batch, backend, static)
-    row_values = episode_terms(rows, config)
-    episode_adv = row_values["episode_adv"]
-    if method == "grpo":
-        return _tables(method, rows, episode_adv, row_values)
-    if method == "gigpo":
-        adv, step_values = gigpo_step_terms(rows, episode_adv, config)
-        return _tables(method, rows, adv, {**row_values, **step_values})
+    return spec.vectorized(rows, episode_terms(rows, config), config, variant)
 
+
+def grpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
+                variant: str) -> Tables:
+    """GRPO: the advantage is Norm_q(Z) (``row_values["episode_adv"]``)."""
+    return method_tables("grpo", rows, row_values["episode_adv"], row_values)
+
+
+def gigpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
+                 variant: str) -> Tables:
+    """GiGPO: :func:`gigpo_step_terms` on top of the episode terms."""
+    adv, step_values = gigpo_step_terms(rows, row_values["episode_adv"], config)
+    return method_tables("gigpo", rows, adv, {**row_values, **step_values})
+
+
+def graph_terms(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig):
+    """The stages the rollout-graph methods share: :func:`rollout_graph` and :func:`graph_return_terms`.
+    Adds ``r_graph``, ``node``, ``next_node`` to ``row_values``; returns (graph, d(s, g) (V_cap,) int64,
+    the GraphReturn, the per-node values ``group``, ``key``, ``is_sink``, ``dist``)."""
     graph = rollout_graph(rows)
     dist, graph_ret = graph_return_terms(graph, config)
     row_values.update(r_graph=graph_ret.r_graph, node=graph.node, next_node=graph.next_node)
     arrays = graph.arrays
     node_values = {"group": arrays.node_group, "key": arrays.node_key, "is_sink": arrays.is_sink,
                    "dist": graph_ret.node_dist}
-    if method == "graphgpo":
-        adv, a_graph = graphgpo_advantage(graph, graph_ret.r_graph, episode_adv, config)
-        return _tables(method, rows, adv, {**row_values, "a_graph": a_graph}, node_values, graph)
+    return graph, dist, graph_ret, node_values
 
+
+def graphgpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
+                    variant: str) -> Tables:
+    """GraphGPO: :func:`graph_terms`, then :func:`graphgpo_advantage`."""
+    graph, _, graph_ret, node_values = graph_terms(rows, row_values, config)
+    adv, a_graph = graphgpo_advantage(graph, graph_ret.r_graph, row_values["episode_adv"], config)
+    return method_tables("graphgpo", rows, adv, {**row_values, "a_graph": a_graph}, node_values, graph)
+
+
+def milegpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
+                   variant: str) -> Tables:
+    """MileGPO: :func:`graph_terms`, the node scores, the potentials, the shaping and the advantage."""
+    graph, dist, graph_ret, node_values = graph_terms(rows, row_values, config)
     scores = milestone_trap_scores(graph, dist, config, variant)
     phi = potentials(graph, scores.seeds, config)
     phi_pos, phi_neg = phi[:, 0], phi[:, 1]
-    shaped = shaping_and_advantage(graph, phi, graph_ret.r_graph, episode_adv, config)
+    shaped = shaping_and_advantage(graph, phi, graph_ret.r_graph, row_values["episode_adv"], config)
     row_values.update(a_graph=shaped.a_graph, r_shaped=shaped.r_shaped, a_mix=shaped.a_mix, a_res=shaped.a_res,
                       delta_pos=shaped.delta_pos, delta_neg=shaped.delta_neg)
     counts = graph.counts
@@ -113,7 +140,7 @@ def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: 
                        coverage=scores.coverage, is_milestone=scores.is_milestone, is_trap=scores.is_trap,
                        s0_pos=scores.s0_pos, s_neg=scores.s_neg, s_pcc=scores.s_pcc, b=scores.b,
                        psi_bar=scores.psi_bar, retained=scores.retained, phi_pos=phi_pos, phi_neg=phi_neg)
-    return _tables(method, rows, shaped.adv, row_values, node_values, graph)
+    return method_tables("milegpo", rows, shaped.adv, row_values, node_values, graph)
 
 
 # ------------------------------------------------------------------------------ rows and episodes
@@ -402,29 +429,35 @@ def shaping_and_advantage(graph: RolloutGraph, phi: torch.Tensor, r_graph: torch
 
 
 # ------------------------------------------------------------------------------ the tables
-def _tables(method: str, rows: GroupOrderedRows, adv: torch.Tensor, row_values: dict[str, torch.Tensor],
-            node_values: dict[str, torch.Tensor] | None = None, graph: RolloutGraph | None = None) -> Tables:
-    """The outputs of ``method``: its per-row arrays back in the batch's order (node ids kept as
-    slot numbers), and with a graph its per-node arrays at capacity, the node count and the keys
-    of the canonical node order."""
-    out_rows = rows.unsort({"adv": adv, **{k: row_values[k] for k in ROW_KEYS[method]}})
+def method_tables(method: str, rows: GroupOrderedRows, adv: torch.Tensor, row_values: dict[str, torch.Tensor],
+                  node_values: dict[str, torch.Tensor] | None = None, graph: RolloutGraph | None = None) -> Tables:
+    """The outputs of ``method``: its per-row arrays (its registered ``row_keys``) back in the batch's
+    order (node ids kept as slot numbers), and with a graph its per-node arrays (``node_keys``) at
+    capacity, the node count and the keys of the canonical node order."""
+    from .methods import get_method
+
+    spec = get_method(method)
+    out_rows = rows.unsort({"adv": adv, **{k: row_values[k] for k in spec.row_keys}})
     adv = out_rows.pop("adv")
     slots = {k: out_rows.pop(k) for k in ("node", "next_node") if k in out_rows}
     if graph is None:
         return Tables(adv, out_rows, slots, {}, None, None)
     # the torch ops number nodes in (group, key) order already; the Triton ops by first occurrence
     order_keys = None if rows.backend == "torch" else (graph.arrays.node_gid, graph.arrays.node_valid)
-    return Tables(adv, out_rows, slots, {k: node_values[k] for k in NODE_KEYS[method]}, graph.n_nodes, order_keys)
+    return Tables(adv, out_rows, slots, {k: node_values[k] for k in spec.node_keys}, graph.n_nodes, order_keys)
 
 
 def _empty(batch: StepBatch, method: str) -> Tables:
     """The tables of an empty batch: every array of ``method`` with 0 rows / 0 nodes."""
+    from .methods import get_method
+
+    spec = get_method(method)
     dev = batch.device
     f = torch.zeros(0, dtype=F64, device=dev)
     i = torch.zeros(0, dtype=torch.int64, device=dev)
-    rows = {k: f for k in ROW_KEYS[method] if k not in ("node", "next_node")}
-    slots = {k: i for k in ROW_KEYS[method] if k in ("node", "next_node")}
+    rows = {k: f for k in spec.row_keys if k not in ("node", "next_node")}
+    slots = {k: i for k in spec.row_keys if k in ("node", "next_node")}
     nodes = {k: (i if k in INT_KEYS else torch.zeros(0, dtype=torch.bool, device=dev) if k in BOOL_KEYS else f)
-             for k in NODE_KEYS[method]}
+             for k in spec.node_keys}
     count = torch.zeros((), dtype=torch.int64, device=dev) if nodes else None
     return Tables(f, rows, slots, nodes, count, None)

@@ -25,6 +25,7 @@ from ..credit import SINK, StepBatch
 from ..envs import NOTHING_HAPPENS, Task, TextEnv, env_class, make_env
 from ..envs.anchors import AnchorSpec, check_state_anchor
 from ..envs.base import UNWINNABLE
+from ..rollout import Rollout, StepRow
 
 #: chooser(observation, admissible actions, step index) -> the action to play
 Chooser = Callable[[str, list, int], str]
@@ -143,26 +144,23 @@ def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
 
 def step_batch(groups: Sequence[Sequence[PlayedEpisode]], invalid=None) -> StepBatch:
     """The rows of played episodes as a validated :class:`StepBatch`: group ``g`` is ``groups[g]``,
-    trajectories numbered in order, rows in (group, trajectory, step) order.
+    trajectories numbered in order, rows in (group, trajectory, step) order; made as the trainer's are
+    (:meth:`milegpo.rollout.Rollout.step_batch`, one row a :class:`~milegpo.rollout.StepRow`).
 
     invalid: per-trajectory lists of invalid flags that replace the environment's (a policy's unparseable
     completion is invalid even where the world accepted the text)."""
-    cols: dict[str, list] = {k: [] for k in ("group", "traj", "t", "state", "next_state", "success", "reward",
-                                             "invalid")}
+    rows: list[StepRow] = []
     traj = 0
     for g, episodes in enumerate(groups):
         for ep in episodes:
-            n = len(ep)
-            cols["group"] += [g] * n
-            cols["traj"] += [traj] * n
-            cols["t"] += list(range(n))
-            cols["success"] += [ep.won] * n
-            for k in ("state", "next_state", "reward"):
-                cols[k] += getattr(ep, k)
-            cols["invalid"] += list(ep.invalid if invalid is None else invalid[traj])
+            flags = list(ep.invalid if invalid is None else invalid[traj])
+            if len(flags) != len(ep):
+                raise ValueError(f"step_batch: trajectory {traj} has {len(ep)} steps and {len(flags)} invalid flags")
+            rows += [StepRow(group=g, traj=traj, t=t, state=ep.state[t], next_state=ep.next_state[t],
+                             reward=ep.reward[t], invalid=bool(flags[t]), prompt_ids=[], completion_ids=[],
+                             logprobs=None, completion="", action="", success=ep.won) for t in range(len(ep))]
             traj += 1
-    return StepBatch(**{k: np.array(v, dtype=bool if k in ("success", "invalid") else
-                                    np.float64 if k == "reward" else np.int64) for k, v in cols.items()})
+    return Rollout(rows=rows).step_batch()
 
 
 def labelled_batch(groups: Sequence[Sequence[PlayedEpisode]], source: str, seed: int, invalid=None):

@@ -22,11 +22,13 @@ resamples for every method, so differences between methods get intervals too).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..credit import SketchTable, estimate_merged, method_variants
 from ..credit.batch import StepBatch
 from ..credit.config import CreditConfig
 from ..credit.diagnostic_metrics import TIE_TOL, diagnostics, same_state_pairs
@@ -35,16 +37,6 @@ from .labelled import LabelledBatch, step_labels  # re-exported: the labelled ba
 #: advantages closer than this are a tie (half a correctly ordered pair)
 ADV_TIE_TOL = 1e-9
 METRICS = ("same_state_auc", "group_auc", "tied_pair_accuracy")
-#: name -> (method, variant, CreditConfig changes) of every method and variant measured
-METHOD_VARIANTS = {
-    "grpo": ("grpo", "full", {}),
-    "gigpo": ("gigpo", "full", {}),
-    "gigpo-verl": ("gigpo", "full", {"invalid_penalty_on_step_return": True}),
-    "graphgpo": ("graphgpo", "full", {}),
-    "milegpo-md": ("milegpo", "md", {}),
-    "milegpo-rcs": ("milegpo", "rcs", {}),
-    "milegpo-full": ("milegpo", "full", {}),
-}
 #: diagnostics (spec section 11) reported beside the ground-truth figures, averaged over batches
 DIAGNOSTIC_KEYS = ("tie_correction_rate", "tie_pairs", "tie_share", "shared_state_coverage", "candidates",
                    "pcc_progress_share", "pcc_branch_share")
@@ -89,30 +81,36 @@ def pair_sets(labelled: LabelledBatch, a_graph: np.ndarray) -> PairSets:
     return PairSets({k: (g, b, group[g]) for k, (g, b) in sets.items()}, int(group.max()) + 1 if len(group) else 0)
 
 
+def _runs(config: CreditConfig, methods=None) -> dict:
+    """label -> (method, variant, config with the label's changes) of :func:`milegpo.credit.method_variants`
+    (or of ``methods``)."""
+    labels = method_variants()
+    runs = {}
+    for name in methods or labels:
+        method, variant, changes = labels[name]
+        runs[name] = (method, variant, config.replace(**changes) if changes else config)
+    return runs
+
+
 def estimate_all(batch: StepBatch, config: CreditConfig, backend: str = "auto", methods=None) -> dict:
-    """``{name: CreditResult}`` of every entry of :data:`METHOD_VARIANTS` (or ``methods``) on ``batch``."""
-    from ..credit import estimate
-
-    out = {}
-    for name in methods or METHOD_VARIANTS:
-        method, variant, changes = METHOD_VARIANTS[name]
-        out[name] = estimate(batch, method, config.replace(**changes) if changes else config, variant, backend)
-    return out
+    """``{name: CreditResult}`` of every label of :func:`milegpo.credit.method_variants` (every registered method,
+    variant and measured setting; or of ``methods``) on ``batch``."""
+    return estimate_merged(batch, _runs(config, methods), backend)[1]
 
 
-def with_similar_states(labelled: LabelledBatch, similarity, backend: str = "auto") -> LabelledBatch:
-    """The labelled batch with near-duplicate states merged (:func:`milegpo.credit.merge_similar_states` of
-    the sketches of ``labelled.texts`` under ``similarity``, a :class:`~milegpo.state_sketches.StateSimilarity`);
-    rows and labels unchanged."""
-    import dataclasses
-
-    from ..credit.similarity import SketchTable, merge_similar_states
-
+def _sketches(labelled: LabelledBatch, similarity):
     if labelled.texts is None:
         raise ValueError(f"with_similar_states: the batch of {labelled.source!r} seed {labelled.seed} has no "
                          "observation texts (LabelledBatch.texts; milegpo.evidence.labelled records them)")
-    table = SketchTable.from_texts(labelled.texts, similarity)
-    return dataclasses.replace(labelled, batch=merge_similar_states(labelled.batch, table, similarity, backend))
+    return SketchTable.from_texts(labelled.texts, similarity)
+
+
+def with_similar_states(labelled: LabelledBatch, similarity, backend: str = "auto") -> LabelledBatch:
+    """The labelled batch with near-duplicate states merged (:func:`milegpo.credit.estimate_merged`'s merge of
+    the sketches of ``labelled.texts`` under ``similarity``, a :class:`~milegpo.state_sketches.StateSimilarity`);
+    rows and labels unchanged."""
+    merged, _ = estimate_merged(labelled.batch, {}, backend, similarity, _sketches(labelled, similarity))
+    return dataclasses.replace(labelled, batch=merged)
 
 
 def distinct_states(batches: list[LabelledBatch]) -> int:
@@ -167,12 +165,12 @@ def percentile_interval(samples: np.ndarray, level: float = 0.95) -> list[float]
 
 def credit_quality(batches: list[LabelledBatch], config: CreditConfig, backend: str = "auto",
                    n_resamples: int = 2000, seed: int = 0, methods=None, reference: str = "graphgpo") -> dict:
-    """Ground-truth credit quality of every method of :data:`METHOD_VARIANTS` (or ``methods``) on
+    """Ground-truth credit quality of every label of :func:`milegpo.credit.method_variants` (or ``methods``) on
     ``batches``, each estimated with ``config`` on ``backend``; see :func:`quality_of_advantages`, which
     this feeds with the advantages, GraphGPO's A^G and the credit diagnostics of every batch."""
     if not batches:
         raise ValueError("credit_quality: no batches")
-    names = list(methods or METHOD_VARIANTS)
+    names = list(methods or method_variants())
     names += [m for m in dict.fromkeys([reference, "graphgpo"]) if m not in names]  # graphgpo: its A^G ties
     advantages, a_graphs, diags = method_advantages(batches, config, backend, names)
     return quality_of_advantages(batches, advantages, a_graphs, diags, n_resamples, seed, reference)
@@ -180,15 +178,26 @@ def credit_quality(batches: list[LabelledBatch], config: CreditConfig, backend: 
 
 def method_advantages(batches: list[LabelledBatch], config: CreditConfig, backend: str = "auto", methods=None):
     """What :func:`quality_of_advantages` reads, for every method of ``methods`` (default
-    :data:`METHOD_VARIANTS`; it must hold ``graphgpo``): per batch ``{name: (N,) float64}`` advantages,
+    :func:`milegpo.credit.method_variants`; it must hold ``graphgpo``): per batch ``{name: (N,) float64}`` advantages,
     GraphGPO's A^G ((N,) float64) and ``{name: diagnostics}``, as three lists."""
-    advantages, a_graphs, diags = [], [], []
+    return similar_state_advantages(batches, None, config, backend, methods)[1]
+
+
+def similar_state_advantages(batches: list[LabelledBatch], similarity, config: CreditConfig, backend: str = "auto",
+                             methods=None):
+    """Every batch with near-duplicate states merged under ``similarity`` (None: exact keys) and every method
+    estimated on it, one :func:`milegpo.credit.estimate_merged` call per batch (the trainer's sequence).
+    Returns (the batches the estimates saw, :func:`method_advantages`' three lists of them)."""
+    runs = _runs(config, methods)
+    seen, advantages, a_graphs, diags = [], [], [], []
     for labelled in batches:
-        results = estimate_all(labelled.batch, config, backend, methods)
+        table = _sketches(labelled, similarity) if similarity is not None else None
+        merged, results = estimate_merged(labelled.batch, runs, backend, similarity, table)
+        seen.append(labelled if similarity is None else dataclasses.replace(labelled, batch=merged))
         advantages.append({m: r.advantages.cpu().numpy() for m, r in results.items()})
         a_graphs.append(results["graphgpo"].rows["a_graph"].cpu().numpy())
         diags.append({m: diagnostics(r) for m, r in results.items()})
-    return advantages, a_graphs, diags
+    return seen, (advantages, a_graphs, diags)
 
 
 def against_exact(batches: list[LabelledBatch], exact: list[dict], merged: list[dict], a_graphs: list[np.ndarray],
@@ -418,8 +427,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
         report["state_similarity"] = {}
         for similarity in similarities:
             threshold = float(similarity.threshold)
-            merged = [with_similar_states(lb, similarity, backend) for lb in everything]
-            advantages = method_advantages(merged, config, backend)
+            merged, advantages = similar_state_advantages(everything, similarity, config, backend)
             rep = {**quality_of_advantages(merged, *advantages, n_resamples),
                    "states": state_summary(merged, anchor_name(state_anchor)),
                    "against_exact": against_exact(everything, exact[0], advantages[0], exact[1], n_resamples)}
@@ -461,8 +469,9 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
 
 
 
-__all__ = ["ADV_TIE_TOL", "METRICS", "METHOD_VARIANTS", "LabelledBatch", "step_labels", "labelled_pairs",
-           "ordered_share", "PairSets", "pair_sets", "estimate_all", "method_advantages", "against_exact",
-           "with_similar_states", "distinct_states", "aliased_share", "state_summary", "bootstrap_weights", "percentile_interval",
+__all__ = ["ADV_TIE_TOL", "METRICS", "LabelledBatch", "step_labels", "labelled_pairs",
+           "ordered_share", "PairSets", "pair_sets", "estimate_all", "method_advantages", "similar_state_advantages",
+           "against_exact", "with_similar_states", "distinct_states", "aliased_share", "state_summary",
+           "bootstrap_weights", "percentile_interval",
            "credit_quality", "quality_of_advantages", "format_quality", "plot_quality", "QUALITY_START",
            "default_preset", "quality_tasks", "run_credit_quality"]

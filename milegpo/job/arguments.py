@@ -41,6 +41,9 @@ ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
         "tiny": dict(env_options={"max_receptacles": 4}, prompt_style="compact", sft_epochs=24.0,
                      task_type="look_at_obj_in_light", horizon=8, num_train_tasks=64, max_completion_length=16),
     },
+    # the game's own planner is their only expert (it reads the full state): the warm start imitates it
+    "alfworld": {"run": dict(sft_expert="oracle"), "tiny": {}},
+    "textworld": {"run": dict(sft_expert="oracle"), "tiny": {}},
     # WebShop as verl-agent trains it: its credit preset (paper table 5), its prompt, its test split. The tiny run:
     # an embedded catalog of 500 products (a 2.3k-word vocabulary; test = its first 100 goals, train = the other
     # 309), 8 steps (the expert needs 5.6), the compact prompt with one step of history (~240 tokens; verl-agent's
@@ -140,6 +143,20 @@ def _without_config(argv: Sequence[str]) -> tuple[list[str], str | None]:
             rest.append(argv[i])
         i += 1
     return rest, path
+
+
+def refuse_repeated_flags(argv: Sequence[str], prog: str) -> None:
+    """A flag given twice on the command line is a one-line UsageError (argparse would keep the last silently).
+    ``milegpo train`` / ``eval`` call it on what the user typed; :func:`parse` itself keeps argparse's last-wins
+    for callers that put their own flags after a user's (``play_checkpoint``, ``compare_methods``)."""
+    seen: dict[str, str] = {}
+    for token in argv:
+        if not token.startswith("--") or token == "--":
+            continue
+        name = token[2:].split("=", 1)[0].replace("-", "_")
+        if name in seen:
+            raise UsageError(f"{prog}: error: --{name} given twice: give it once")
+        seen[name] = token
 
 
 def _given(argv: Sequence[str], config: dict, name: str) -> Any:
@@ -279,4 +296,4 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
 
 
 __all__ = ["JobArguments", "HELP_GROUPS", "arrange_help", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults",
-           "saved_task_settings", "merged_env_options", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]
+           "saved_task_settings", "merged_env_options", "refuse_repeated_flags", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]

@@ -20,11 +20,31 @@ from typing import Collection, Sequence
 from ..usage import UsageError, check_writable, unknown_arguments
 
 
+def _unique_key_loader():
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        """PyYAML's safe loader, refusing a key given twice in one mapping (safe_load keeps the last silently)."""
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} given twice",
+                                                            key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
+
+
 def read_config(path: str, prog: str) -> dict:
     """The mapping of the ``--config`` YAML file ``path``; a missing or unreadable file, a YAML syntax error or a
     document that is not a mapping is one :class:`UsageError` line naming the file."""
     import yaml
 
+    _UniqueKeyLoader = _unique_key_loader()
     try:
         text = Path(path).read_text()
     except OSError as e:
@@ -32,7 +52,7 @@ def read_config(path: str, prog: str) -> dict:
     except UnicodeDecodeError as e:
         raise UsageError(f"{prog}: error: --config {path}: not a text file ({e.reason})") from None
     try:
-        config = yaml.safe_load(text)
+        config = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -181,7 +201,14 @@ def checkpoint_step(checkpoint) -> int:
 
 def check_job_arguments(job, cfg) -> None:
     """The job's flags that depend on the run's config: ``--sft_expert`` must be an expert of the env's world
-    (when there is a warm start)."""
+    (when there is a warm start); the embedded tiny policy (no ``--model_name_or_path``) needs a tokenizer of the
+    env's words (:data:`milegpo.job.policy.TOKENIZER_TEXTS`)."""
+    from .policy import TOKENIZER_TEXTS
+
+    if job.model_name_or_path is None and cfg.env not in TOKENIZER_TEXTS:
+        raise UsageError(f"--env {cfg.env}: the embedded tiny policy has a tokenizer for "
+                         f"{', '.join(sorted(TOKENIZER_TEXTS))} only; give --model_name_or_path (a model with its "
+                         "own tokenizer)")
     if job.sft_epochs > 0:
         from ..envs import env_class
 
@@ -243,7 +270,13 @@ def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[
         if prog == "milegpo train":
             check_writable(cfg.output_dir, "--output_dir")
             if cfg.resume_from_checkpoint:
-                checkpoint_step(cfg.resume_from_checkpoint)
+                if job.overwrite_output_dir:
+                    raise UsageError("--overwrite_output_dir and --resume_from_checkpoint: give one (replace the "
+                                     "earlier run, or go on with it)")
+                step = checkpoint_step(cfg.resume_from_checkpoint)
+                if step >= cfg.max_steps:
+                    raise UsageError(f"--resume_from_checkpoint {cfg.resume_from_checkpoint}: saved at step {step}, "
+                                     f"and --max_steps is {cfg.max_steps}: nothing left to train (raise --max_steps)")
         check_tasks(cfg, train=prog == "milegpo train" and cfg.max_steps > 0)
     except UsageError as e:
         raise UsageError(f"{prog}: error: {e}") from None

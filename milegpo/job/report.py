@@ -16,6 +16,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..credit import get_method
+
 
 # ---------------------------------------------------------------------------------------------- numbers
 def eval_summary(metrics: dict[str, float], splits: Sequence[str]) -> dict[str, float]:
@@ -113,7 +115,7 @@ def format_summary(s: dict[str, Any]) -> str:
     """The printed end-of-run summary of :func:`milegpo.job.run_train`'s summary dict."""
     lines = ["", "=" * 72, "MileGPO run summary", "=" * 72,
              f"policy {s['policy']}; env {s['env']}{' / ' + s['task_type'] if s['task_type'] else ''}; credit "
-             f"{s['credit_method']}{'/' + s['credit_variant'] if s['credit_method'] == 'milegpo' else ''}; "
+             f"{get_method(s['credit_method']).display_name(s['credit_variant'])}; "
              f"{s['iterations']} iterations of {s['groups_per_iteration']} x {s['group_size']} episodes, horizon "
              f"{s['horizon']}"]
     if "sft_examples" in s:
@@ -192,15 +194,15 @@ def write_plots(directory: Path, history, diags, before, after, splits, batch_fi
 
 
 def advantages_plot(batch_file: str, path: Path, cfg):
-    """Advantage histograms of every method (and the MileGPO ablations) on one saved StepBatch."""
-    from ..credit import StepBatch, estimate
+    """Advantage histograms of every method and variant (:func:`milegpo.credit.method_variants`: the MileGPO
+    ablations too) on one saved StepBatch."""
+    from ..credit import StepBatch, estimate, method_variants
     from .plots import plot_advantages
 
     batch = StepBatch.load(batch_file)
     ccfg = cfg.credit_config()
-    results = {m: estimate(batch, m, ccfg, backend=cfg.credit_backend) for m in ("grpo", "gigpo", "graphgpo")}
-    for v in ("md", "rcs", "full"):
-        results[f"milegpo-{v}"] = estimate(batch, "milegpo", ccfg, variant=v, backend=cfg.credit_backend)
+    results = {label: estimate(batch, method, ccfg, variant=variant, backend=cfg.credit_backend)
+               for label, (method, variant, _) in method_variants(settings=False).items()}
     return plot_advantages(results, path, title=f"advantages by method on {Path(batch_file).name} "
                                                 f"({len(batch)} steps)")
 

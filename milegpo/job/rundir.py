@@ -100,10 +100,20 @@ def claim_output_dir(output_dir, resume_from_checkpoint: str | None = None, over
             raise UsageError(f"--output_dir {folder} holds an earlier run ({', '.join(earlier)}): give another "
                              "folder, --resume_from_checkpoint <its checkpoint-N> to go on with it, or "
                              "--overwrite_output_dir to replace it")
+        _remove_torn_writes(folder)
     except BaseException:
         lock.release()
         raise
     return lock
+
+
+def _remove_torn_writes(folder: Path) -> None:
+    """Remove the temporary files of :func:`milegpo.files.atomic_write` that a killed run left (never renamed:
+    a torn write) in the folder and its batches."""
+    for directory in (folder, folder / "batches", folder / "final"):
+        if directory.is_dir():
+            for temporary in directory.glob(".*.tmp"):
+                temporary.unlink(missing_ok=True)
 
 
 def truncate_run(folder: Path, step: int) -> dict[str, int]:

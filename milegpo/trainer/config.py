@@ -131,7 +131,8 @@ class MileGPOConfig(GRPOConfig):
             `search[<your query>]` is its fixed prefix `search[` then free text up to `]`. Logged as
             `constrain_actions` when on.
     Credit:
-        credit_method (`str`, defaults to `"milegpo"`): `grpo`, `gigpo`, `graphgpo` or `milegpo`.
+        credit_method (`str`, defaults to `"milegpo"`): a name of `milegpo.credit.METHODS`: `grpo`, `gigpo`,
+            `graphgpo`, `milegpo`, or one added by `milegpo.credit.register`.
         credit_variant (`str`, defaults to `"full"`): MileGPO ablation `md`, `rcs` or `full`.
         credit_preset (`str`, defaults to `"alfworld"`): `alfworld` or `webshop` (paper table 5), or
             `graphgpo_reference` / `gigpo_reference` (the same values: the public GraphGPO recipe's credit,
@@ -210,8 +211,8 @@ class MileGPOConfig(GRPOConfig):
                 "(transformers: a token trie; vLLM colocate: structured outputs); a template such as "
                 "search[<your query>] keeps its prefix and takes free text up to ']'."})
     # ---- credit
-    credit_method: str = field(default="milegpo", metadata={"help": "Advantage estimator: grpo, gigpo, graphgpo, "
-                                                                     "milegpo."})
+    credit_method: str = field(default="milegpo", metadata={"help": f"Advantage estimator: {', '.join(METHODS)} "
+                                                                     "(milegpo.credit.METHODS)."})
     credit_variant: str = field(default="full", metadata={"help": "MileGPO ablation: md, rcs, full."})
     credit_preset: str = field(default="alfworld", metadata={"help": "Credit preset (paper table 5): alfworld, "
                                                                       "webshop; or the public GraphGPO recipe's "
@@ -300,6 +301,19 @@ class MileGPOConfig(GRPOConfig):
         if self.groups_per_iteration % self.world_size != 0:
             raise _refused("groups_per_iteration", self.groups_per_iteration, f"must be divisible by the number of "
                            f"processes ({self.world_size}): every process plays whole task groups")
+        self._check_reporting()
+
+    def _check_reporting(self) -> None:
+        """Refuse a ``report_to`` backend that is not installed here (transformers would fail when the trainer
+        is built, after the warm start)."""
+        from transformers.integrations import get_available_reporting_integrations
+
+        available = get_available_reporting_integrations()
+        missing = [name for name in (self.report_to or []) if name not in available]
+        if missing:
+            raise _refused("report_to", self.report_to if len(self.report_to) > 1 else self.report_to[0],
+                           f"{', '.join(missing)} is not installed here; installed: {', '.join(available) or 'none'} "
+                           "(or 'none')")
 
     def _check_values(self) -> None:
         """Refuse, with a :class:`ConfigError` naming the field, the value and what is allowed, every value the
@@ -390,6 +404,7 @@ class MileGPOConfig(GRPOConfig):
         for name in ("beta", "learning_rate"):
             if not getattr(self, name) >= 0:
                 raise _refused(name, getattr(self, name), "must be >= 0")
+        self._check_training_values()
         for name in ("temperature", "eval_temperature"):
             if not getattr(self, name) > 0:
                 raise _refused(name, getattr(self, name), "must be > 0 (a sampling temperature)")
@@ -403,6 +418,28 @@ class MileGPOConfig(GRPOConfig):
         if self.constrain_actions and self.use_vllm and self.vllm_tensor_parallel_size != 1:
             raise _refused("constrain_actions", True, "with use_vllm needs vllm_tensor_parallel_size=1 (got "
                                                       f"{self.vllm_tensor_parallel_size})")
+
+    def _check_training_values(self) -> None:
+        """The TrainingArguments / GRPOConfig values transformers and TRL accept and a run then fails on or
+        ignores: an empty output_dir, a seed numpy refuses, save_steps 0 with save_strategy steps, no
+        gradient-accumulation step, no pass over an iteration's rows, a negative clip range or weight decay."""
+        if self.output_dir is not None and not str(self.output_dir).strip():  # None: transformers' default
+            raise _refused("output_dir", self.output_dir, "a folder is needed (where the run writes)")
+        for name in ("seed", "data_seed"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < 2 ** 32:
+                raise _refused(name, value, "must be in [0, 2**32 - 1] (numpy's seeds)")
+        if getattr(self.save_strategy, "value", self.save_strategy) == "steps" and not self.save_steps > 0:
+            raise _refused("save_steps", self.save_steps, "must be > 0 with save_strategy='steps' (a checkpoint "
+                                                          "every save_steps iterations)")
+        for name in ("gradient_accumulation_steps", "num_iterations"):
+            if getattr(self, name) < 1:
+                raise _refused(name, getattr(self, name), "must be >= 1")
+        for name in ("epsilon", "weight_decay"):
+            if not getattr(self, name) >= 0:
+                raise _refused(name, getattr(self, name), "must be >= 0")
+        if self.epsilon_high is not None and not self.epsilon_high >= 0:
+            raise _refused("epsilon_high", self.epsilon_high, "must be >= 0")
 
     def with_task_settings(self, settings: Mapping[str, Any]) -> "MileGPOConfig":
         """A copy of this config that plays the games a saved policy was trained on, as ``milegpo eval`` and

@@ -1,6 +1,6 @@
 """MileGPOTrainer: TRL's GRPOTrainer, playing multi-step text-game episodes with per-step MileGPO credit.
 
-One training iteration (docs/architecture.md, "How data flows"):
+One training iteration (docs/architecture.md, "Data flow of one training iteration"):
 
 1. the dataloader hands each process its ``groups_per_iteration / world_size`` tasks (whole groups);
 2. :class:`~milegpo.rollout.EpisodeRunner` plays ``group_size`` episodes of each, one batched
@@ -68,8 +68,8 @@ from trl.trainer.utils import RepeatSampler, pad
 
 from .config import MileGPOConfig
 from .saved_policy import reload_tokenizer, saved_task_settings
-from ..credit import (CreditResult, SketchTable, StepBatch, diagnostic_parts, diagnostics_from_parts, estimate,
-                      merge_diagnostic_parts, merge_similar_states)
+from ..credit import (CreditResult, SketchTable, StepBatch, diagnostic_parts, diagnostics_from_parts,
+                      estimate_merged, merge_diagnostic_parts)
 from ..envs import Task
 from ..envs.pool import make_pool
 from ..rollout import EpisodeRunner, Rollout, episode_metrics, make_tasks
@@ -305,18 +305,19 @@ class MileGPOTrainer(GRPOTrainer):
         advantages an estimate of the whole batch gives these rows, bit for bit on the torch and reference
         backends."""
         rank, groups = self.accelerator.process_index, self.args.groups_per_process
-        local = rollout.step_arrays(group_offset=rank * groups, traj_offset=rank * groups * self.args.group_size)
-        batch = StepBatch(**local)  # validated on the host
+        batch = rollout.step_batch(group_offset=rank * groups, traj_offset=rank * groups * self.args.group_size)
         device = credit_device(self.args.credit_device, self.accelerator.device, self.args.credit_backend)
         # on a GPU the batch travels with its row order: the pipeline runs there without a row sort
         credit_batch = batch if device.type == "cpu" else batch.to(device)
-        if self.args.state_similarity is not None:  # near-duplicate observations of a group become one state
-            credit_batch = merge_similar_states(credit_batch, SketchTable.from_sketches(rollout.sketches),
-                                                self.runner.state_similarity)  # group-local, like the credit
-            batch = credit_batch.to("cpu")  # the states credit saw (saved for replay)
-        result = estimate(credit_batch, self.args.credit_method, self.credit_cfg, self.args.credit_variant,
-                          self.args.credit_backend)
-        return batch, result
+        # near-duplicate observations of a group become one state (group-local, like the credit)
+        similarity = self.runner.state_similarity  # the rule the runner sketched with; None: exact keys
+        table = SketchTable.from_sketches(rollout.sketches) if similarity is not None else None
+        seen, results = estimate_merged(credit_batch, {"credit": (self.args.credit_method, self.args.credit_variant,
+                                                                  self.credit_cfg)},
+                                        self.args.credit_backend, similarity, table)
+        if similarity is not None:
+            batch = seen.to("cpu")  # the states credit saw (saved for replay)
+        return batch, results["credit"]
 
     def _iteration_summaries(self, rollout: Rollout, result: CreditResult):
         """Every process's episode summaries (rank order) and the credit diagnostics' parts merged over

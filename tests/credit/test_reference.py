@@ -8,12 +8,12 @@ from itertools import combinations
 import pytest
 import torch
 
-from milegpo.credit import SINK, StepBatch, presets
+from milegpo.credit import METHODS, SINK, StepBatch, presets
 from milegpo.credit.reference import (
     estimate_reference, hop_distances_to, normalize_segment, potential, rollout_graph, group_trajectories,
     max_normalize, milestone_scores,
 )
-from milegpo.credit.result import BOOL_KEYS, INT_KEYS, NODE_KEYS, ROW_KEYS
+from milegpo.credit.result import BOOL_KEYS, INT_KEYS
 from milegpo.credit.synthetic import paths_batch, random_batch
 
 ALF, WEB = presets.ALFWORLD, presets.WEBSHOP
@@ -207,7 +207,7 @@ def test_gigpo_hand_mean_std():
     assert r.rows["episode_score"].tolist() == approx(z + [10])
     want = [e + s for e, s in zip(ep, [s1[0], 0, s1[1], 0, 0, s1[2], 0])]
     assert r.advantages.tolist() == pytest.approx(want, rel=1e-12)
-    assert set(r.rows) == set(ROW_KEYS["gigpo"]) and r.nodes == {}
+    assert set(r.rows) == set(METHODS["gigpo"].row_keys) and r.nodes == {}
 
 
 def test_gigpo_hand_mean_mode():
@@ -372,7 +372,7 @@ def test_result_keys_and_dtypes(method):
     b = random_batch(3, [4, 1, 6], 12, seed=7)
     r = estimate_reference(b, method, ALF, "full")
     assert r.backend == "reference" and r.advantages.dtype == torch.float64 and len(r) == len(b)
-    assert tuple(r.rows) == ROW_KEYS[method] and tuple(r.nodes) == NODE_KEYS[method]
+    assert tuple(r.rows) == METHODS[method].row_keys and tuple(r.nodes) == METHODS[method].node_keys
     for name, t in list(r.rows.items()) + list(r.nodes.items()):
         want = torch.int64 if name in INT_KEYS else torch.bool if name in BOOL_KEYS else torch.float64
         assert t.dtype == want, name
@@ -392,9 +392,9 @@ def test_input_order_invariance():
     k0 = {(x["traj"], x["t"]): i for i, x in enumerate(b0.rows())}
     perm = [k0[(x["traj"], x["t"])] for x in b1.rows()]
     assert len(b0) == len(b1) and sorted(perm) == list(range(len(b0)))
-    for name in ROW_KEYS["milegpo"]:
+    for name in METHODS["milegpo"].row_keys:
         assert torch.allclose(r1.rows[name].double(), r0.rows[name][perm].double(), rtol=1e-12, atol=1e-12), name
-    for name in NODE_KEYS["milegpo"]:
+    for name in METHODS["milegpo"].node_keys:
         assert torch.equal(r1.nodes[name], r0.nodes[name]), name
 
 
@@ -425,4 +425,4 @@ def test_empty_batch():
     b = StepBatch.from_rows([])
     for method in ("grpo", "gigpo", "graphgpo", "milegpo"):
         r = estimate_reference(b, method, ALF, "full")
-        assert len(r) == 0 and tuple(r.rows) == ROW_KEYS[method]
+        assert len(r) == 0 and tuple(r.rows) == METHODS[method].row_keys

@@ -15,7 +15,7 @@ import torch
 
 from milegpo.credit import SINK, CreditConfig, StepBatch, estimate, presets
 from milegpo.credit.config import CHOICES
-from milegpo_kernels._backend import interpreter_on
+from milegpo_kernels import interpreter_on
 
 from .batches import make_rows
 from .test_estimate import compare
@@ -422,3 +422,14 @@ def test_gpu_layout_pipeline_reads_nothing_on_the_host_under_the_preset(method):
         adv = tables.result(batch, method, config, "full", "triton").advantages
     torch.testing.assert_close(adv, estimate(batch, method, config, backend="reference").advantages,
                                rtol=1e-9, atol=1e-9)
+
+
+def test_credit_quality_measures_every_method_under_every_preset():
+    # milegpo credit-quality --preset graphgpo_reference: gigpo-verl puts verl-agent's penalty after discounting
+    # in place of the preset's in the step reward (both on is refused)
+    from milegpo.credit import method_variants
+
+    for name, config in presets.PRESETS.items():
+        for label, (_, _, changes) in method_variants().items():
+            changed = config.replace(**changes)
+            assert not (changed.invalid_penalty_in_step_reward and changed.invalid_penalty_on_step_return), label

@@ -9,11 +9,16 @@ import subprocess
 import sys
 import time
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from milegpo.cli import main
 from milegpo.job.rundir import LOCK_FILE, claim_output_dir, truncate_run
+
+#: the checkout these tests run from: the subprocesses import milegpo from it
+ROOT = str(Path(__file__).resolve().parents[2])
 
 #: flags of a tiny run that the folder rules refuse before any model is built
 FAST = ["--sft_epochs", "0", "--max_steps", "1", "--groups_per_iteration", "2", "--group_size", "2",
@@ -74,7 +79,7 @@ def test_a_second_live_run_is_refused_and_a_killed_one_leaves_no_stuck_lock(caps
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from milegpo.job.rundir import claim_output_dir; "
                                f"claim_output_dir({str(run)!r}); print('held', flush=True); time.sleep(600)"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": ROOT})
     try:
         assert holder.stdout.readline().strip() == "held"
         line = _one_line_error(capsys, ["train", "--output_dir", str(run), *FAST])
@@ -148,7 +153,7 @@ SIGKILL_RUN = ["--sft_epochs", "0", "--max_steps", "6", "--save_strategy", "step
 def test_a_run_killed_mid_way_resumes_from_its_checkpoint_with_every_step_logged_once(tmp_path):
     run = tmp_path / "run"
     command = [sys.executable, "-m", "milegpo.cli", "train", "--output_dir", str(run), *SIGKILL_RUN]
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         deadline = time.monotonic() + 600
@@ -174,3 +179,13 @@ def test_a_run_killed_mid_way_resumes_from_its_checkpoint_with_every_step_logged
     summary = json.loads((run / "summary.json").read_text())
     assert len(summary["batches"]) == 6 and summary["before"]["id_success_rate"] >= 0
     assert main(["replay", str(run / "batches"), "--rows", "0"]) == 0
+
+
+def test_a_killed_writes_temporary_files_are_removed_when_the_folder_is_claimed(tmp_path):
+    (tmp_path / "batches").mkdir()
+    torn = [tmp_path / "batches" / ".iter_0003.npz.k2j4.tmp", tmp_path / ".metrics.jsonl.x1.tmp"]
+    for file in torn:
+        file.write_bytes(b"half")
+    (tmp_path / "metrics.jsonl").write_text('{"phase": "rl", "step": 3}\n')
+    claim_output_dir(tmp_path, overwrite=True).release()
+    assert not any(file.exists() for file in torn)

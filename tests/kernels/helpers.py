@@ -4,7 +4,8 @@ Every credit-assignment op runs on random and adversarial inputs (empty, one row
 around the kernels' block of 1024, forced hash collisions, the success-sink key, negative
 keys) through three implementations:
 
-- ``py_*``: plain Python, written from the op's definition (the ground truth; the
+- ``reference_*``: plain Python, written from the op's definition (the ground truth, named as the
+  credit estimator's plain-Python backend ``reference`` and the policy loss's ``reference_policy_loss``; the
   benchmarks import these same functions from the op family's test file);
 - the torch twin (the CPU path);
 - the Triton kernels (``backend="triton"``: compiled on CUDA, under Triton's

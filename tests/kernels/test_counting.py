@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("garbage_empty")
 # plain-Python reference (the benchmarks import it)
 
 
-def py_count_distinct(seg, member, positive, num_segments):
+def reference_count_distinct(seg, member, positive, num_segments):
     """(distinct, distinct_pos, total) per segment; positive read at the pair's first row."""
     distinct = [0] * num_segments
     distinct_pos = [0] * num_segments
@@ -49,7 +49,7 @@ def test_count_distinct(n, member_keys, device):
     rng = random.Random(n + 11)
     num_segments = max(1, n // 5) + 3  # some segments stay empty
     seg, member, positive = _incidences(n, num_segments, 40, rng, member_keys)
-    want = py_count_distinct(seg, member, positive, num_segments)
+    want = reference_count_distinct(seg, member, positive, num_segments)
     args = (i64(seg, device), i64(member, device), torch.tensor(positive, dtype=torch.bool, device=device))
     got = count_distinct(*args, num_segments, backend="triton")
     twin = count_distinct_torch(*[a.cpu() for a in args], num_segments)

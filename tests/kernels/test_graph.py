@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("garbage_empty")
 # plain-Python references (the benchmarks import them)
 
 
-def py_hop_distance(src, dst, target):
+def reference_hop_distance(src, dst, target):
     """Reverse BFS from every target node over the edges src -> dst."""
     v = len(target)
     into = [[] for _ in range(v)]
@@ -37,12 +37,12 @@ def py_hop_distance(src, dst, target):
     return dist
 
 
-def py_max_times_potential(src, dst, seed, factor):
+def reference_max_times_potential(src, dst, seed, factor):
     """phi(s) = max(seed(s), max over edges s -> d of phi(d) * factor), by worklist
     relaxation to the fixed point; the power is formed by repeated multiplication.
     seed: list of floats (V,) or of lists (V, k)."""
     if seed and isinstance(seed[0], list):
-        cols = [py_max_times_potential(src, dst, [row[j] for row in seed], factor) for j in range(len(seed[0]))]
+        cols = [reference_max_times_potential(src, dst, [row[j] for row in seed], factor) for j in range(len(seed[0]))]
         return [list(r) for r in zip(*cols)]
     into = [[] for _ in range(len(seed))]
     for s, d in zip(src, dst):
@@ -101,7 +101,7 @@ GRAPHS = {
 @pytest.mark.parametrize("name", list(GRAPHS))
 def test_hop_distance(name, device):
     src, dst, target = GRAPHS[name](random.Random(len(name)))
-    want = py_hop_distance(src, dst, target)
+    want = reference_hop_distance(src, dst, target)
     s, d, t = i64(src, device), i64(dst, device), torch.tensor(target, dtype=torch.bool, device=device)
     got = hop_distance(s, d, t, backend="triton")
     assert got.dtype == torch.int64 and to_cpu(got).tolist() == want
@@ -115,7 +115,7 @@ def test_max_times_potential(name, factor, device):
     src, dst, target = GRAPHS[name](rng)
     v = len(target)
     seed = [rng.random() if (t or rng.random() < 0.05) else 0.0 for t in target]
-    want = py_max_times_potential(src, dst, seed, factor)
+    want = reference_max_times_potential(src, dst, seed, factor)
     s, d = i64(src, device), i64(dst, device)
     x = torch.tensor(seed, dtype=torch.float64, device=device)
     got = max_times_potential(s, d, x, factor, backend="triton")
@@ -128,7 +128,7 @@ def test_max_times_potential_two_columns_and_float32(device):
     rng = random.Random(3)
     src, dst, target = _random_graph(300, BLOCK + 5, rng, 4)
     seed = [[rng.random() if rng.random() < 0.1 else 0.0, 1.0 if t else 0.0] for t in target]
-    want = py_max_times_potential(src, dst, seed, 0.7)
+    want = reference_max_times_potential(src, dst, seed, 0.7)
     s, d = i64(src, device), i64(dst, device)
     x = torch.tensor(seed, dtype=torch.float64, device=device)
     got = max_times_potential(s, d, x, 0.7, backend="triton")
@@ -174,11 +174,11 @@ def test_graph_ops_with_edge_offsets(name, device):
     off[-1] += pad
     s, d, o = i64(src, device), i64(dst, device), i64(off, device)
     t = torch.tensor(target, dtype=torch.bool, device=device)
-    want = py_hop_distance(src, dst, target)
+    want = reference_hop_distance(src, dst, target)
     assert to_cpu(hop_distance(s, d, t, o, backend="triton")).tolist() == want
     assert hop_distance_torch(s.cpu(), d.cpu(), t.cpu(), o.cpu()).tolist() == want
     seed = [[rng.random() if (x or rng.random() < 0.05) else 0.0, float(x)] for x in target]
-    want2 = py_max_times_potential(src, dst, seed, 0.9)
+    want2 = reference_max_times_potential(src, dst, seed, 0.9)
     x = torch.tensor(seed, dtype=torch.float64, device=device)
     assert to_cpu(max_times_potential(s, d, x, 0.9, o, backend="triton")).tolist() == want2
     assert max_times_potential_torch(s.cpu(), d.cpu(), x.cpu(), 0.9, o.cpu()).tolist() == want2

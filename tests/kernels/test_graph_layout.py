@@ -22,7 +22,7 @@ from .helpers import BLOCK, I64_MIN, SINK
 pytestmark = pytest.mark.usefixtures("garbage_empty")
 
 
-def py_graph_arrays(u, v, e, gid, group, state, next_state, new_group, first, success, n_nodes, n_edges, n_groups,
+def reference_graph_arrays(u, v, e, gid, group, state, next_state, new_group, first, success, n_nodes, n_edges, n_groups,
                     num_nodes, num_edges, num_groups, sink) -> dict:
     node_gid, node_key, node_group = [0] * num_nodes, [0] * num_nodes, [0] * num_nodes
     for i in range(len(u)):
@@ -80,7 +80,7 @@ def _args(r: dict, device, caps=None):
 
 def _py(r: dict, caps=None):
     caps = r["counts"] if caps is None else caps
-    return py_graph_arrays(*(r[c] for c in ("u", "v", "e", "gid", "group", "state", "next_state", "new_group",
+    return reference_graph_arrays(*(r[c] for c in ("u", "v", "e", "gid", "group", "state", "next_state", "new_group",
                                             "first", "success")), *r["counts"], *caps, SINK)
 
 

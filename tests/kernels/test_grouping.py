@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("garbage_empty")
 # plain-Python reference (the benchmarks import it)
 
 
-def py_dense_ids(*cols: list[int]) -> tuple[list[int], int, list[bool]]:
+def reference_dense_ids(*cols: list[int]) -> tuple[list[int], int, list[bool]]:
     """Ids numbered in order of first occurrence; is_first at each tuple's first row."""
     seen: dict[tuple[int, ...], int] = {}
     ids, first = [], []
@@ -67,7 +67,7 @@ def test_dense_ids_nodes(n, kind, device):
     rng = random.Random(n * 31 + len(kind))
     group = [rng.randrange(4) for _ in range(n)]
     key = random_keys(n, kind, rng)
-    py = py_dense_ids(group, key)
+    py = reference_dense_ids(group, key)
     g, k = i64(group, device), i64(key, device)
     res = dense_ids(g, k, backend="triton")
     _check_dense(res, py, device)
@@ -88,7 +88,7 @@ def test_dense_ids_forced_collisions(n, table_size, device):
         key[1] = -1
         key[-1] = SINK  # one duplicate: the count is n - 1 or so
     group = [0] * n
-    py = py_dense_ids(group, key)
+    py = reference_dense_ids(group, key)
     res = dense_ids(i64(group, device), i64(key, device), backend="triton", table_size=table_size)
     _check_dense(res, py, device)
 
@@ -100,7 +100,7 @@ def test_dense_ids_collisions_many_duplicates(device):
     group = [rng.randrange(3) for _ in range(n)]
     key = [rng.choice([SINK, -1, 7, I64_MIN]) for _ in range(n)]
     res = dense_ids(i64(group, device), i64(key, device), backend="triton", table_size=n + 1)
-    _check_dense(res, py_dense_ids(group, key), device)
+    _check_dense(res, reference_dense_ids(group, key), device)
 
 
 @pytest.mark.parametrize("sem", ["relaxed", "acq_rel"])
@@ -111,7 +111,7 @@ def test_dense_ids_insert_variants(sem, peek, device):
     n = BLOCK + 300
     group = [rng.randrange(3) for _ in range(n)]
     key = [rng.choice([SINK, -1, 7, I64_MIN]) if rng.random() < 0.7 else rng.randrange(-50, 50) for _ in range(n)]
-    py = py_dense_ids(group, key)
+    py = reference_dense_ids(group, key)
     for table_size, insert_block in ((None, BLOCK), (n, BLOCK), (8 * n, 256), (n, 256)):
         res = dense_ids(i64(group, device), i64(key, device), backend="triton", table_size=table_size, sem=sem,
                         peek=peek, insert_block=insert_block)
@@ -130,7 +130,7 @@ if st is not None:
         group = [g for g, _ in rows]
         key = [k for _, k in rows]
         res = dense_ids(i64(group, device), i64(key, device), backend="triton", table_size=max(len(rows), 1) + slack)
-        _check_dense(res, py_dense_ids(group, key), device)
+        _check_dense(res, reference_dense_ids(group, key), device)
 
 
 @pytest.mark.parametrize("n", [0, 1, 2049])
@@ -139,7 +139,7 @@ def test_dense_ids_edges_three_columns(n, device):
     group = [rng.randrange(5) for _ in range(n)]
     state = [rng.choice([SINK, -3, 4, 5, -1]) for _ in range(n)]
     nxt = [rng.choice([SINK, -3, 4, 5]) for _ in range(n)]
-    py = py_dense_ids(group, state, nxt)
+    py = reference_dense_ids(group, state, nxt)
     cols = [i64(c, device) for c in (group, state, nxt)]
     _check_dense(dense_ids(*cols, backend="triton"), py, device)
     _check_dense(dense_ids_torch(*[c.cpu() for c in cols]), py, "cpu")
@@ -150,7 +150,7 @@ def test_dense_ids_five_columns(n, device):
     # the kernel reads three columns; more are numbered two at a time first
     rng = random.Random(n + 5)
     cols = [[rng.choice([SINK, -1, 0, 2, I64_MIN]) for _ in range(n)] for _ in range(5)]
-    py = py_dense_ids(*cols)
+    py = reference_dense_ids(*cols)
     tensors = [i64(c, device) for c in cols]
     _check_dense(dense_ids(*tensors, backend="triton"), py, device)
     _check_dense(dense_ids(*tensors, backend="triton", table_size=n + 1), py, device)
@@ -159,7 +159,7 @@ def test_dense_ids_five_columns(n, device):
 
 def test_dense_ids_one_column_and_errors(device):
     key = [SINK, 3, SINK, -1, 3]
-    _check_dense(dense_ids(i64(key, device), backend="triton"), py_dense_ids(key), device)
+    _check_dense(dense_ids(i64(key, device), backend="triton"), reference_dense_ids(key), device)
     with pytest.raises(ValueError, match="table_size"):
         dense_ids(i64(key, device), backend="triton", table_size=2)
     with pytest.raises(TypeError, match="column 1 must be int64"):
@@ -175,4 +175,4 @@ def test_dense_ids_1e5_rows(device):
     pool[0] = SINK
     key = pool[torch.randint(0, 5000, (n,), generator=gen)]
     res = dense_ids(group.to(device), key.to(device), backend="triton")
-    _check_dense(res, py_dense_ids(group.tolist(), key.tolist()), device)
+    _check_dense(res, reference_dense_ids(group.tolist(), key.tolist()), device)

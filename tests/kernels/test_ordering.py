@@ -19,7 +19,7 @@ from .helpers import BLOCK, I64_MIN, SINK
 pytestmark = pytest.mark.usefixtures("garbage_empty")
 
 
-def py_ordered_rows(order, group, traj, state, next_state, success, invalid, reward) -> dict:
+def reference_ordered_rows(order, group, traj, state, next_state, success, invalid, reward) -> dict:
     n = len(order)
     cols = {"group": group, "traj": traj, "state": state, "next_state": next_state, "success": success,
             "invalid": invalid, "reward": reward}
@@ -67,7 +67,7 @@ CASES = {"empty": (0, 0, 1), "one_row": (1, 1, 1), "one_group": (1, 8, 20), "one
 @pytest.mark.parametrize("case", list(CASES))
 def test_ordered_rows(case, device):
     data = _batch(random.Random(len(case)), *CASES[case])
-    want = py_ordered_rows(*data)
+    want = reference_ordered_rows(*data)
     args = _tensors(data, device)
     _check(ordered_rows(*args, backend="triton"), want)
     _check(ordered_rows_torch(*(a.cpu() for a in args)), want)
@@ -77,7 +77,7 @@ def test_ordered_rows_block_boundaries_and_1e5(device):
     for n_groups, k, max_len in ((3, 1, BLOCK), (50, 40, 99)):
         data = _batch(random.Random(n_groups), n_groups, k, max_len)
         assert len(data[0]) > BLOCK
-        _check(ordered_rows(*_tensors(data, device), backend="triton"), py_ordered_rows(*data))
+        _check(ordered_rows(*_tensors(data, device), backend="triton"), reference_ordered_rows(*data))
 
 
 def test_ordered_rows_errors(device):

@@ -136,7 +136,7 @@ def trl_grpo_loss(logps, entropies, c, *, loss_type, epsilon_low=0.2, epsilon_hi
     return loss, metrics
 
 
-def trl_reference(c, *, temperature=0.8, **kw):
+def reference_policy_loss(c, *, temperature=0.8, **kw):
     """TRL's loss on full logits (fp32, or fp64 for fp64 inputs): loss, grads of hidden/weight/bias, metrics."""
     ref_dtype = torch.float64 if c["hidden"].dtype == torch.float64 else torch.float32
     leaves = {k: c[k].detach().to(ref_dtype).requires_grad_(True) for k in ("hidden", "weight", "bias")
@@ -167,7 +167,7 @@ def run_ours(c, backend, *, loss_type, temperature=0.8, epsilon_low=0.2, epsilon
 
 def assert_close_to_trl(c, backend, dtype, **kw):
     chunks = {k: kw.pop(k) for k in ("token_chunk", "vocab_chunk") if k in kw}
-    ref_loss, ref_grads, ref_stats = trl_reference(c, **kw)
+    ref_loss, ref_grads, ref_stats = reference_policy_loss(c, **kw)
     loss, grads, stats = run_ours(c, backend, **kw, **chunks)
     loss_rtol, grad_err, stat_atol = TOL[dtype]
     assert torch.isfinite(loss)
@@ -214,7 +214,7 @@ def test_torch_twin_single_tile_and_temperature_one():
 
 def test_naive_matches_trl():
     c = make_case(torch.float64)
-    ref_loss, ref_grads, _ = trl_reference(c, loss_type="grpo", beta=0.04)
+    ref_loss, ref_grads, _ = reference_policy_loss(c, loss_type="grpo", beta=0.04)
     h, w, b = (c[k].clone().requires_grad_(True) for k in ("hidden", "weight", "bias"))
     loss, _ = naive_policy_loss(h, w, c["ids"], c["mask"], c["adv"], c["old"], c["ref"], bias=b, temperature=0.8,
                                 epsilon_high=0.28, beta=0.04, loss_type="grpo",

@@ -301,7 +301,7 @@ def test_similarity_ops_have_no_race(small_blocks):
     race check; the merged keys equal plain Python."""
     import random
 
-    from .test_similarity import csr, py_similar_state_keys, random_table
+    from .test_similarity import csr, reference_similar_state_keys, random_table
 
     rng = random.Random(4)
     sets, bands = random_table(rng, 40, 3)
@@ -315,4 +315,4 @@ def test_similarity_ops_have_no_race(small_blocks):
     for threshold in (None, 0.5):
         with race_check():
             got = similar_state_keys(*args, threshold, off, val, backend="triton")
-        assert got.tolist() == py_similar_state_keys(group, key, sketch, bands, threshold, sets)
+        assert got.tolist() == reference_similar_state_keys(group, key, sketch, bands, threshold, sets)

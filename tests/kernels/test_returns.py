@@ -33,7 +33,7 @@ from .helpers import BLOCK, check_close
 pytestmark = pytest.mark.usefixtures("garbage_empty")
 
 
-def py_discounted_returns(reward, last, gamma):
+def reference_discounted_returns(reward, last, gamma):
     out, running = [0.0] * len(reward), 0.0
     for i in range(len(reward) - 1, -1, -1):
         if i == len(reward) - 1 or last[i]:
@@ -63,7 +63,7 @@ CASES = {"empty": (0, 5), "one": (1, 1), "singletons": (300, 1), "horizon_50": (
 def test_discounted_returns(case, gamma, device):
     n, max_len = CASES[case]
     reward, last = _trajectories(random.Random(n + max_len), n, max_len)
-    want = py_discounted_returns(reward, last, gamma)
+    want = reference_discounted_returns(reward, last, gamma)
     r = torch.tensor(reward, dtype=torch.float64, device=device)
     lt = torch.tensor(last, dtype=torch.bool, device=device)
     got = discounted_returns(r, lt, gamma, backend="triton")
@@ -77,7 +77,7 @@ def test_discounted_returns_twin_scans_one_long_trajectory_among_short_ones(gamm
     rng = random.Random(4)
     reward = [rng.gauss(0.0, 1.0) for _ in range(5000)]
     last = [i >= 2999 for i in range(5000)]
-    want = py_discounted_returns(reward, last, gamma)
+    want = reference_discounted_returns(reward, last, gamma)
     check_close(discounted_returns_torch(torch.tensor(reward, dtype=torch.float64), torch.tensor(last), gamma), want)
 
 
@@ -85,7 +85,7 @@ def test_discounted_returns_walk_across_blocks(device):
     # one trajectory longer than a block: its lane walks back through the block before
     reward, _ = _trajectories(random.Random(2), BLOCK + 40, 1)
     last = [i in (20, BLOCK + 39) for i in range(BLOCK + 40)]
-    want = py_discounted_returns(reward, last, 0.95)
+    want = reference_discounted_returns(reward, last, 0.95)
     r = torch.tensor(reward, dtype=torch.float64, device=device)
     got = discounted_returns(r, torch.tensor(last, device=device), 0.95, backend="triton")
     assert got.cpu().tolist() == want
@@ -94,7 +94,7 @@ def test_discounted_returns_walk_across_blocks(device):
 def test_discounted_returns_unmarked_last_row_and_1e5(device):
     reward, last = _trajectories(random.Random(3), 100_000, 8)
     last[-1] = False  # the batch's last row ends a trajectory anyway
-    want = py_discounted_returns(reward, last, 0.9)
+    want = reference_discounted_returns(reward, last, 0.9)
     r = torch.tensor(reward, dtype=torch.float64, device=device)
     lt = torch.tensor(last, dtype=torch.bool, device=device)
     assert discounted_returns(r, lt, 0.9, backend="triton").cpu().tolist() == want
@@ -111,7 +111,7 @@ def test_discounted_returns_errors(device):
         discounted_returns(r, torch.ones(4, dtype=torch.bool, device=device), float("nan"), backend="triton")
 
 
-def py_graph_return(dist, next_node, c, gamma):
+def reference_graph_return(dist, next_node, c, gamma):
     def power(d):
         r = c
         for _ in range(d):
@@ -137,7 +137,7 @@ GRAPH_CASES = {"empty": (0, 0, 0), "nodes_no_rows": (5, 0, 3), "one": (1, 1, 0),
 def test_graph_return(case, gamma, device):
     v, n, max_d = GRAPH_CASES[case]
     dist, nxt = _graph(random.Random(v + n), v, n, max_d)
-    want = py_graph_return(dist, nxt, 10.0, gamma)
+    want = reference_graph_return(dist, nxt, 10.0, gamma)
     d = torch.tensor(dist, dtype=torch.int64, device=device).reshape(v)
     x = torch.tensor(nxt, dtype=torch.int64, device=device).reshape(n)
     got = graph_return(d, x, 10.0, gamma, backend="triton")
@@ -150,7 +150,7 @@ def test_graph_return(case, gamma, device):
 def test_graph_return_all_unreachable_and_1e5(device):
     for v, n, p in ((50, 400, 1.0), (20_000, 100_000, 0.2)):
         dist, nxt = _graph(random.Random(v), v, n, 60, p)
-        want = py_graph_return(dist, nxt, -3.5, 0.9)
+        want = reference_graph_return(dist, nxt, -3.5, 0.9)
         got = graph_return(torch.tensor(dist, device=device), torch.tensor(nxt, device=device), -3.5, 0.9,
                            backend="triton")
         assert got.r_graph.cpu().tolist() == want[0] and got.node_dist.cpu().tolist() == want[1]
@@ -176,7 +176,7 @@ def test_graph_return_errors(device):
             graph_return(torch.tensor([0, 1, 3]), x, 10.0, 0.2, backend=backend)
 
 
-def py_episode_scores(reward, invalid, last, penalty):
+def reference_episode_scores(reward, invalid, last, penalty):
     """Z as the reference forms it: total = total + reward over the trajectory, then per row."""
     out, start = [0.0] * len(reward), 0
     for i in range(len(reward)):
@@ -197,7 +197,7 @@ def test_episode_scores(case, penalty, device):
     rng = random.Random(n + max_len + 1)
     reward, last = _trajectories(rng, n, max_len)
     invalid = [rng.random() < 0.2 for _ in range(n)]
-    want = py_episode_scores(reward, invalid, last, penalty)
+    want = reference_episode_scores(reward, invalid, last, penalty)
     r = torch.tensor(reward, dtype=torch.float64, device=device)
     inv = torch.tensor(invalid, dtype=torch.bool, device=device).reshape(n)
     lt = torch.tensor(last, dtype=torch.bool, device=device).reshape(n)
@@ -214,7 +214,7 @@ def test_episode_scores_across_blocks_unmarked_last_and_1e5(device):
             last = [i in last_at for i in range(n)]
         last[-1] = False  # the batch's last row ends a trajectory anyway
         invalid = [rng.random() < 0.1 for _ in range(n)]
-        want = py_episode_scores(reward, invalid, last, 0.1)
+        want = reference_episode_scores(reward, invalid, last, 0.1)
         got = episode_scores(torch.tensor(reward, dtype=torch.float64, device=device),
                              torch.tensor(invalid, device=device), torch.tensor(last, device=device), 0.1,
                              backend="triton")

@@ -54,7 +54,7 @@ def _normalised(values, groups, mask, n_groups):
     return [x / mx[g] if m and mx[g] > 0 else 0.0 for x, g, m in zip(values, groups, mask)]
 
 
-def py_graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, n_pos, n_revisit, e_traj,
+def reference_graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink, dist, n_traj, n_pos, n_revisit, e_traj,
                     e_pos, k_count, k_pos, p: ScoreParams = DEFAULT, variant: str = "full") -> dict:
     v, e, n_groups = len(node_group), len(src), len(k_count)
     tol = p.threshold_tol
@@ -223,7 +223,7 @@ CASES = {
 def test_graph_scores(case, pname, variant, device):
     d = CASES[case](random.Random(len(case) * 31 + len(pname)))
     params = PARAMS[pname]
-    want = py_graph_scores(*(d[f] for f in FIELDS), params, variant)
+    want = reference_graph_scores(*(d[f] for f in FIELDS), params, variant)
     v = len(d["node_group"])
     args = _tensors(d, device)
     _check(graph_scores(*args, params, variant, backend="triton"), want, v)
@@ -239,14 +239,14 @@ def test_graph_scores_adversarial_milestones(device):
     d["is_sink"][3] = True
     d["dst"] = [3 if j % 3 == 0 else x for j, x in enumerate(d["dst"])]
     for variant in ("rcs", "full"):
-        want = py_graph_scores(*(d[f] for f in FIELDS), DEFAULT, variant)
+        want = reference_graph_scores(*(d[f] for f in FIELDS), DEFAULT, variant)
         assert want["b"][3] == 0.0 and want["psi_bar"][3] == 0.0
         _check(graph_scores(*_tensors(d, device), DEFAULT, variant, backend="triton"), want, len(d["node_group"]))
 
 
 def test_graph_scores_large(device):
     d = random_graph_inputs(random.Random(11), 64, 120, 150, pad_nodes=BLOCK + 3, pad_edges=77)
-    want = py_graph_scores(*(d[f] for f in FIELDS))
+    want = reference_graph_scores(*(d[f] for f in FIELDS))
     _check(graph_scores(*_tensors(d, device), DEFAULT, backend="triton"), want, len(d["node_group"]))
 
 
@@ -284,14 +284,14 @@ def test_score_params_of_a_config():
 def test_graph_scores_1e5_edges(device):
     d = random_graph_inputs(random.Random(13), 100, 400, 1000, pad_nodes=5, pad_edges=11)
     assert len(d["src"]) > 100_000
-    want = py_graph_scores(*(d[f] for f in FIELDS))
+    want = reference_graph_scores(*(d[f] for f in FIELDS))
     _check(graph_scores(*_tensors(d, device), DEFAULT, backend="triton"), want, len(d["node_group"]))
 
 
 def test_graph_scores_strided_inputs(device):
     # views with a stride (columns of a 2-d tensor) read as their elements, not as memory
     d = random_graph_inputs(random.Random(21), 3, 9, 14)
-    want = py_graph_scores(*(d[f] for f in FIELDS))
+    want = reference_graph_scores(*(d[f] for f in FIELDS))
     strided = [torch.stack([t, t], 1)[:, 0] if t.dtype == torch.int64 else t for t in _tensors(d, device)]
     assert not strided[FIELDS.index("n_traj")].is_contiguous()
     _check(graph_scores(*strided, DEFAULT, backend="triton"), want, len(d["node_group"]))

@@ -35,7 +35,7 @@ def _segments(seg, num_segments, valid=None):
     return members
 
 
-def py_segment_normalize(x, seg, num_segments, mode="mean_std", eps=1e-6, singleton="zero"):
+def reference_segment_normalize(x, seg, num_segments, mode="mean_std", eps=1e-6, singleton="zero"):
     members = _segments(seg, num_segments)
     out = [0.0] * len(x)
     for rows in members:
@@ -57,7 +57,7 @@ def py_segment_normalize(x, seg, num_segments, mode="mean_std", eps=1e-6, single
     return out
 
 
-def py_sibling_mean(x, seg, num_segments, valid=None):
+def reference_sibling_mean(x, seg, num_segments, valid=None):
     members = _segments(seg, num_segments, valid)
     mean, n = [0.0] * len(x), [0] * len(x)
     for rows in members:
@@ -70,11 +70,11 @@ def py_sibling_mean(x, seg, num_segments, valid=None):
     return mean, n
 
 
-def py_segment_max(x, seg, num_segments, valid=None, fill=0.0):
+def reference_segment_max(x, seg, num_segments, valid=None, fill=0.0):
     return [max((x[i] for i in rows), default=fill) for rows in _segments(seg, num_segments, valid)]
 
 
-def py_max_normalize(x, seg, num_segments, valid=None):
+def reference_max_normalize(x, seg, num_segments, valid=None):
     members = _segments(seg, num_segments, valid)
     out = [0.0] * len(x)
     for rows in members:
@@ -84,7 +84,7 @@ def py_max_normalize(x, seg, num_segments, valid=None):
     return out
 
 
-def py_flat_segments(x, seg, num_segments) -> list[bool]:
+def reference_flat_segments(x, seg, num_segments) -> list[bool]:
     """Per element: its segment has one element or all-equal values (to EQUAL_TOL), so that
     segment_normalize gives it exactly 0 by design."""
     flat = [True] * len(x)
@@ -120,7 +120,7 @@ def _segment_data(n, rng, kind="random"):
 @pytest.mark.parametrize("mode,singleton", [("mean_std", "zero"), ("mean_std", "unit"), ("mean", "zero"), ("mean", "unit")])
 def test_segment_normalize(n, mode, singleton, device):
     x, seg, num_segments = _segment_data(n, random.Random(n + len(mode)))
-    want = py_segment_normalize(x, seg, num_segments, mode, 1e-6, singleton)
+    want = reference_segment_normalize(x, seg, num_segments, mode, 1e-6, singleton)
     xt = torch.tensor(x, dtype=torch.float64, device=device)
     st = i64(seg, device)
     got = segment_normalize(xt, st, num_segments, mode, 1e-6, singleton, backend="triton")
@@ -146,7 +146,7 @@ def test_segment_normalize_runs_variant(n, order, dtype, device):
         num_segments = 3
         seg = [min(2, i * 3 // n) for i in range(n)]
     x = [float(torch.tensor(v, dtype=dtype)) for v in x]  # values exact in dtype
-    want = py_segment_normalize(x, seg, num_segments)
+    want = reference_segment_normalize(x, seg, num_segments)
     xt, st = torch.tensor(x, dtype=dtype, device=device), i64(seg, device)
     got = segment_normalize_triton(xt, st, num_segments, runs=True)
     check_close(got, want, rtol=1e-12 if dtype == torch.float64 else 1e-4)
@@ -171,7 +171,7 @@ def test_sibling_mean(n, with_valid, device):
     rng = random.Random(n + 5)
     x, seg, num_segments = _segment_data(n, rng)
     valid = [rng.random() < 0.7 for _ in range(n)] if with_valid else None
-    want_mean, want_n = py_sibling_mean(x, seg, num_segments, valid)
+    want_mean, want_n = reference_sibling_mean(x, seg, num_segments, valid)
     xt, st = torch.tensor(x, dtype=torch.float64, device=device), i64(seg, device)
     if with_valid:
         xt = torch.where(torch.tensor(valid, dtype=torch.bool, device=device), xt, torch.full_like(xt, float("nan")))  # padded slots
@@ -191,7 +191,7 @@ def test_max_normalize(n, with_valid, device):
     x, seg, num_segments = _segment_data(n, rng)
     x = [abs(v) if s % 7 else 0.0 for v, s in zip(x, seg)]  # x >= 0; some all-zero segments
     valid = [rng.random() < 0.7 for _ in range(n)] if with_valid else None
-    want = py_max_normalize(x, seg, num_segments, valid)
+    want = reference_max_normalize(x, seg, num_segments, valid)
     xt, st = torch.tensor(x, dtype=torch.float64, device=device), i64(seg, device)
     vt = None if valid is None else torch.tensor(valid, dtype=torch.bool, device=device)
     got = max_normalize(xt, st, num_segments, vt, backend="triton")
@@ -217,7 +217,7 @@ def test_segment_max(n, with_valid, device):
     for dtype in (torch.float64, torch.float32):
         xt = torch.tensor(x, dtype=dtype, device=device)
         for fill in (0.0, -7.5):
-            want = py_segment_max(to_cpu(xt).tolist(), seg, num_segments, valid, fill)
+            want = reference_segment_max(to_cpu(xt).tolist(), seg, num_segments, valid, fill)
             got = segment_max(xt, st, num_segments, vt, fill, backend="triton")
             assert got.dtype == dtype and got.shape == (num_segments,)
             assert to_cpu(got).tolist() == want  # a max is exact

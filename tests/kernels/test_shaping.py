@@ -16,7 +16,7 @@ from milegpo.credit import presets
 from milegpo_kernels import ShapedAdvantage, ShapingParams, shaped_advantage, shaped_advantage_torch
 
 from .helpers import BLOCK, check_close
-from .test_segment import py_flat_segments, py_segment_normalize
+from .test_segment import reference_flat_segments, reference_segment_normalize
 
 pytestmark = pytest.mark.usefixtures("garbage_empty")
 
@@ -27,15 +27,15 @@ PARAMS = {
 }
 
 
-def py_shaped_advantage(phi, node, next_node, r_graph, episode_adv, p: ShapingParams = DEFAULT) -> dict:
+def reference_shaped_advantage(phi, node, next_node, r_graph, episode_adv, p: ShapingParams = DEFAULT) -> dict:
     n, v = len(node), len(phi)
     delta_pos = [max(p.gamma_phi * p.w_pos * phi[next_node[i]][0] - p.w_pos * phi[node[i]][0], 0.0)
                  for i in range(n)]
     delta_neg = [max(p.gamma_phi * p.w_neg * phi[next_node[i]][1] - p.w_neg * phi[node[i]][1], 0.0)
                  for i in range(n)]
     r_shaped = [r_graph[i] + p.c * p.lam * (delta_pos[i] - delta_neg[i]) for i in range(n)]
-    a_graph = py_segment_normalize(r_graph, node, v, p.norm, p.norm_eps, "zero")
-    a_mix = py_segment_normalize(r_shaped, node, v, p.norm, p.norm_eps, "zero")
+    a_graph = reference_segment_normalize(r_graph, node, v, p.norm, p.norm_eps, "zero")
+    a_mix = reference_segment_normalize(r_shaped, node, v, p.norm, p.norm_eps, "zero")
     a_res = [a_mix[i] - a_graph[i] for i in range(n)]
     adv = [p.w_step * (a_graph[i] + p.eta * a_res[i]) + p.w_ep * episode_adv[i] for i in range(n)]
     return {"delta_pos": delta_pos, "delta_neg": delta_neg, "r_shaped": r_shaped, "a_graph": a_graph,
@@ -72,7 +72,7 @@ def designed_zeros(data, want: dict) -> dict:
     it has one row); a_res where both are; adv nowhere. Elsewhere a zero of the reference is a
     coincidence of its order of summation (see ``check_close``)."""
     node, v = data[1], len(data[0])
-    flat_graph, flat_mix = py_flat_segments(data[3], node, v), py_flat_segments(want["r_shaped"], node, v)
+    flat_graph, flat_mix = reference_flat_segments(data[3], node, v), reference_flat_segments(want["r_shaped"], node, v)
     every = [True] * len(node)
     return {"delta_pos": every, "delta_neg": every, "r_shaped": every, "a_graph": flat_graph, "a_mix": flat_mix,
             "a_res": [a and b for a, b in zip(flat_graph, flat_mix)], "adv": [False] * len(node)}
@@ -103,7 +103,7 @@ CASES = {
 def test_shaped_advantage(case, pname, device):
     n, v, kind = CASES[case]
     data = _inputs(random.Random(n * 7 + v), n, v, kind)
-    want = py_shaped_advantage(*data, PARAMS[pname])
+    want = reference_shaped_advantage(*data, PARAMS[pname])
     args = _tensors(*data, device)
     _check(shaped_advantage(*args, PARAMS[pname], backend="triton"), want, designed_zeros(data, want))
     _check(shaped_advantage_torch(*(a.cpu() for a in args), PARAMS[pname]), want)  # in order on CPU: every zero
@@ -141,5 +141,5 @@ def test_shaping_params_of_a_config():
 
 def test_shaped_advantage_1e5_rows(device):
     data = _inputs(random.Random(17), 100_000, 30_000)
-    want = py_shaped_advantage(*data)
+    want = reference_shaped_advantage(*data)
     _check(shaped_advantage(*_tensors(*data, device), DEFAULT, backend="triton"), want, designed_zeros(data, want))

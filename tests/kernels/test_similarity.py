@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("garbage_empty")
 # plain-Python references (the benchmarks import them)
 
 
-def py_connected_labels(src: list[int], dst: list[int], num_nodes: int) -> list[int]:
+def reference_connected_labels(src: list[int], dst: list[int], num_nodes: int) -> list[int]:
     """Union-find; every node's label is the smallest node of its component."""
     parent = list(range(num_nodes))
 
@@ -42,11 +42,11 @@ def py_connected_labels(src: list[int], dst: list[int], num_nodes: int) -> list[
     return [root(v) for v in range(num_nodes)]
 
 
-def py_shingle_overlap(a: list[int], b: list[int], sets: list[list[int]]) -> list[int]:
+def reference_shingle_overlap(a: list[int], b: list[int], sets: list[list[int]]) -> list[int]:
     return [len(set(sets[i]) & set(sets[j])) for i, j in zip(a, b)]
 
 
-def py_similar_state_keys(group: list[int], key: list[int], sketch: list[int], bands: list[list[int]],
+def reference_similar_state_keys(group: list[int], key: list[int], sketch: list[int], bands: list[list[int]],
                           threshold: float | None = None, sets: list[list[int]] | None = None) -> list[int]:
     """The op's definition: nodes are the distinct (group, key) with a sketch; two nodes are candidates when a
     band (same index) agrees; with a threshold a candidate is kept when |A & B| / |A | B| >= threshold (two
@@ -67,7 +67,7 @@ def py_similar_state_keys(group: list[int], key: list[int], sketch: list[int], b
                     continue
             src.append(i)
             dst.append(j)
-    root = py_connected_labels(src, dst, len(nodes))
+    root = reference_connected_labels(src, dst, len(nodes))
     return [nodes[root[index[(g, k)]]][1] if s >= 0 else k for g, k, s in zip(group, key, sketch)]
 
 
@@ -92,7 +92,7 @@ def random_table(rng: random.Random, n_sets: int, n_bands: int, pool: int = 12, 
 
 def run_all(group, key, sketch, bands, threshold, sets, device):
     """The op on Triton and its twin on CPU; both must equal plain Python."""
-    want = py_similar_state_keys(group, key, sketch, bands, threshold, sets)
+    want = reference_similar_state_keys(group, key, sketch, bands, threshold, sets)
     off, val = csr(sets, device)
     args = (i64(group, device), i64(key, device), i64(sketch, device), i64(bands, device).reshape(len(bands), -1))
     got = similar_state_keys(*args, threshold, off, val, backend="triton")
@@ -119,7 +119,7 @@ def test_connected_labels_random(n_nodes, n_edges, n_comp, device):
             src.append(rng.randrange(lo, hi))
             dst.append(rng.randrange(lo, hi) if rng.random() < 0.9 else src[-1])
         offsets.append(len(src))
-    want = py_connected_labels(src, dst, n_nodes)
+    want = reference_connected_labels(src, dst, n_nodes)
     s, d, off = i64(src, device), i64(dst, device), i64(offsets, device)
     for edge_offsets in (None, off):
         got = connected_labels(s, d, n_nodes, edge_offsets, backend="triton")
@@ -138,7 +138,7 @@ def test_connected_labels_long_chains(n, device):
     dst = [d for _, d in chain_down + chain_up]
     want = [0] * n + [n] * n
     got = connected_labels(i64(src, device), i64(dst, device), 2 * n, backend="triton")
-    assert to_cpu(got).tolist() == want == py_connected_labels(src, dst, 2 * n)
+    assert to_cpu(got).tolist() == want == reference_connected_labels(src, dst, 2 * n)
     assert connected_labels_torch(i64(src, "cpu"), i64(dst, "cpu"), 2 * n).tolist() == want
 
 
@@ -161,7 +161,7 @@ def test_shingle_overlap_random(n_pairs, device):
     sets.append([I64_MIN, -1, 0, SINK])  # extreme values
     a = [rng.randrange(len(sets)) for _ in range(n_pairs)]
     b = [rng.randrange(len(sets)) for _ in range(n_pairs)]
-    want = py_shingle_overlap(a, b, sets)
+    want = reference_shingle_overlap(a, b, sets)
     off, val = csr(sets, device)
     got = shingle_overlap(i64(a, device), i64(b, device), off, val, backend="triton")
     assert to_cpu(got).tolist() == want
