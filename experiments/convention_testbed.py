@@ -10,7 +10,9 @@ method and convention (credit_testbed.run), so the per-seed differences pair. Th
 a time (:data:`PAIRS`): ``trajectory-penalty`` (every row of a trajectory gets its return, 10 * success - 0.1 *
 its invalid count, still standardised over rows: the recipe's original helper), then ``per-trajectory`` (that
 return standardised once per trajectory; a per-trajectory norm needs one score per trajectory, so it is
-compared with ``trajectory-penalty``; both switches together are compared with the defaults too). Every run
+compared with ``trajectory-penalty``; both switches together are compared with the defaults too). Also, by
+``--conventions``: ``step-reward-penalty`` (GiGPO's step reward -0.1 on an invalid row, the recipe's) and
+``recipe`` (every field of ``presets.GRAPHGPO_REFERENCE``), each against the defaults. Every run
 is appended to ``<out>/records.jsonl`` as it ends (a second call with the same flags runs only what is
 missing); the table (``<out>/table.md``, + ``analysis.json``) holds the final and mean training success per
 method and convention and the paired differences with 95% t-intervals.
