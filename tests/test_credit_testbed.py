@@ -66,6 +66,29 @@ def test_smoke_run_on_webshop(tmp_path, private_webshop_cache):
     assert "WebShop testbed" in (tmp_path / "table.md").read_text()
 
 
+def test_overrides_and_the_purchase_rows_credit(tmp_path, private_webshop_cache):
+    """``--overrides`` reaches the credit (a halved step term changes GraphGPO's advantages, not the rollout of the
+    first iteration); every record keeps its purchase rows' credit; a bad override is a one-line usage error."""
+    mod = _module()
+    args = ["--env", "webshop", "--seeds", "0", "--methods", "graphgpo", "--tasks", "3", "--groups", "2",
+            "--group-size", "4", "--iterations", "3", "--horizon", "10", "--eval-episodes", "1"]
+    runs = {}
+    for name, extra in (("default", []), ("half", ["--overrides", '{"w_step": 0.5}'])):
+        assert mod.main(args + ["--out", str(tmp_path / name), *extra]) == 0
+        runs[name] = json.loads((tmp_path / name / "results.json").read_text())
+    assert runs["half"]["settings"]["overrides"] == {"w_step": 0.5} and runs["default"]["settings"]["overrides"] == {}
+    default, half = (runs[k]["records"][0] for k in ("default", "half"))
+    assert default["curve"][0] == half["curve"][0]  # the same first rollout
+    p = default["purchases"]
+    assert p["won_n"] + p["lost_n"] > 0 and set(p) == {"won_n", "won_mean", "lost_n", "lost_mean", "lost_positive_share"}
+    assert p["won_n"] and half["purchases"]["won_n"]  # these seeds win: the comparison below holds something
+    assert p["won_mean"] != half["purchases"]["won_mean"]
+    assert "The credit of the purchase rows" in (tmp_path / "default" / "table.md").read_text()
+    with pytest.raises(SystemExit) as info:
+        mod.main(args + ["--out", str(tmp_path / "bad"), "--overrides", '{"nope": 1}'])
+    assert info.value.code == 2
+
+
 def test_the_tabular_policy_searches_what_the_shopping_expert_types(private_webshop_cache):
     """WebShop's search box (``search[<your query>]``) is one action of the table: the expert's query."""
     import numpy as np

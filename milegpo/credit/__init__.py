@@ -95,6 +95,6 @@ def estimate_merged(batch: StepBatch, runs: Mapping[str, tuple[str, str, CreditC
 __all__ = [
     "BACKENDS", "FIELDS", "METHODS", "REWARD_LIMIT", "SINK", "VARIANTS", "BatchError", "BatchTypeError",
     "CreditConfig", "CreditMethod", "CreditResult", "SketchTable", "StateSimilarity", "StepBatch", "check_method",
-    "diagnostic_parts", "diagnostics", "diagnostics_from_parts", "estimate", "estimate_merged", "get_method", "merge_diagnostic_parts",
-    "merge_similar_states", "method_variants", "presets", "register",
+    "diagnostic_parts", "diagnostics", "diagnostics_from_parts", "estimate", "estimate_merged", "get_method",
+    "merge_diagnostic_parts", "merge_similar_states", "method_variants", "presets", "register",
 ]

@@ -132,3 +132,22 @@ def test_train_short_webshop_run_reports_score_and_diagnostics(tmp_path, capsys,
     table = capsys.readouterr().out.strip().splitlines()
     assert table[0].split() == ["split", "tasks", "success", "score", "invalid", "length"]
     assert table[1].split()[:2] == ["test", "2"] and len(table) == 2
+
+
+@pytest.mark.slow
+def test_train_short_webshop_run_with_constrained_actions_writes_no_invalid_action(tmp_path, capsys,
+                                                                                  private_webshop_cache):
+    """`--constrain_actions true`: every action of training and evaluation is admissible (a page's ASINs and
+    buttons, a search where the search box is), the metrics say the switch was on, and the saved policy keeps it."""
+    torch.set_num_threads(1)
+    out = tmp_path / "shop"
+    assert main(["train", "--output_dir", str(out), *WEBSHOP_SHORT, "--constrain_actions", "true"]) == 0
+    assert "actions constrained to the admissible ones" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["constrain_actions"] is True
+    for when in ("before", "after"):
+        assert summary[when]["test_invalid_action_rate"] == 0.0
+    assert all(h["invalid_rate"] == 0.0 for h in summary["history"]), summary["history"]
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any(entry.get("constrain_actions") == 1.0 for entry in logged)
+    assert json.loads((out / "final" / "milegpo_task.json").read_text())["constrain_actions"] is True
