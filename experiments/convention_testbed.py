@@ -10,7 +10,9 @@ method and convention (credit_testbed.run), so the per-seed differences pair. Th
 a time (:data:`PAIRS`): ``trajectory-penalty`` (every row of a trajectory gets its return, 10 * success - 0.1 *
 its invalid count, still standardised over rows: the recipe's original helper), then ``per-trajectory`` (that
 return standardised once per trajectory; a per-trajectory norm needs one score per trajectory, so it is
-compared with ``trajectory-penalty``; both switches together are compared with the defaults too). Every run
+compared with ``trajectory-penalty``; both switches together are compared with the defaults too). Also, by
+``--conventions``: ``step-reward-penalty`` (GiGPO's step reward -0.1 on an invalid row, the recipe's) and
+``recipe`` (every field of ``presets.GRAPHGPO_REFERENCE``), each against the defaults. Every run
 is appended to ``<out>/records.jsonl`` as it ends (a second call with the same flags runs only what is
 missing); the table (``<out>/table.md``, + ``analysis.json``) holds the final and mean training success per
 method and convention and the paired differences with 95% t-intervals.
@@ -29,16 +31,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from credit_testbed import parser, run, settings_of  # noqa: E402
 
+from milegpo.credit import presets  # noqa: E402
 from milegpo.evidence.seed_stats import mean_ci, paired_test  # noqa: E402
 
-#: convention -> CreditConfig fields changed from the preset
+#: convention -> CreditConfig fields changed from the preset; ``recipe``: every field where
+#: presets.GRAPHGPO_REFERENCE differs from presets.ALFWORLD (with preset alfworld: the whole recipe)
 CONVENTIONS = {
     "default": {},
     "trajectory-penalty": {"episode_penalty": "trajectory"},
     "per-trajectory": {"episode_penalty": "trajectory", "episode_norm_over": "trajectories"},
+    "step-reward-penalty": {"invalid_penalty_in_step_reward": True},
+    "recipe": {k: v for k, v in presets.GRAPHGPO_REFERENCE.to_dict().items() if presets.ALFWORLD.to_dict()[k] != v},
 }
-#: the one-switch comparisons (changed, baseline), then the recipe's whole episode term against the defaults
-PAIRS = (("trajectory-penalty", "default"), ("per-trajectory", "trajectory-penalty"), ("per-trajectory", "default"))
+#: the one-switch comparisons (changed, baseline), then the recipe's whole episode term, GiGPO's step-reward
+#: penalty and the whole recipe against the defaults (a pair is tabled where both were run)
+PAIRS = (("trajectory-penalty", "default"), ("per-trajectory", "trajectory-penalty"), ("per-trajectory", "default"),
+         ("step-reward-penalty", "default"), ("recipe", "default"))
 ENDPOINTS = {"final success": lambda r: r["final"]["success"],
              "mean training success": lambda r: float(np.mean([c["success"] for c in r["curve"]])),
              "final invalid": lambda r: r["final"]["invalid"]}
@@ -99,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = parser(__doc__)
     p.set_defaults(out="experiments/results/parity_testbed", methods=["graphgpo", "milegpo-full"])
-    p.add_argument("--conventions", nargs="+", default=list(CONVENTIONS), choices=list(CONVENTIONS))
+    p.add_argument("--conventions", nargs="+", default=["default", "trajectory-penalty", "per-trajectory"],
+                   choices=list(CONVENTIONS))
     args = p.parse_args(argv)
     if args.jobs != 1:
         p.error("--jobs: this script runs one job at a time (--jobs 1)")
