@@ -90,7 +90,7 @@ ANCHOR_LINES = """\
 # - the state a row belongs to (what credit groups its rows by) is this project's recommended anchor,
 #   state_anchor tracked+actions: the observation with the environment tracker's context (ALFWorld: the object
 #   in hand, its processing, the objects moved; WebShop: the query, results page, product, options) and the
-#   admissible actions, GraphGPO's public recipe; the paper (verl-agent's GiGPO) keys a state by its
+#   admissible actions (the public GraphGPO recipe's key); the paper keys a state by its
 #   observation text alone (state_anchor observation), and its prompt shows no tracker context
 #   (show_state_context false). Give both for the paper's own: --state_anchor observation
 #   --show_state_context false.
