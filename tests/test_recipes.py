@@ -72,6 +72,7 @@ def test_every_recipe_builds_the_paper_s_config(path, tmp_path):
     assert (cfg.eval_strategy, cfg.eval_steps, cfg.eval_temperature) == ("steps", 5, 0.4)
     assert cfg.report_to == ["tensorboard"] and cfg.use_vllm and not cfg.constrain_actions
     assert cfg.env_options == ({"reward": "win"} if benchmark == "webshop" else None)
+    assert cfg.state_anchor == "tracked+actions" and cfg.show_state_context  # this project's, not the paper's
     assert cfg.vllm_mode == ("server" if name.endswith("_server") else "colocate")
 
 

@@ -85,11 +85,15 @@ HEADER = """\
 # - lr_scheduler_type constant and no warm-up (TRL's default decays linearly; verl's is constant);
 {anchor_lines}"""
 
-#: the state-anchor lines of the header (MileGPOConfig has no state_anchor field yet: the recipe cannot name it)
+#: the state-anchor lines of the header: this project's anchor and prompt context, where the paper has neither
 ANCHOR_LINES = """\
-# - the state a row belongs to (what credit groups its rows by) is the env's own state key, the observation text,
-#   as in the paper; this project recommends the tracked state with the admissible actions (state_anchor
-#   tracked+actions), which MileGPOConfig does not have yet, so these recipes leave it out.
+# - the state a row belongs to (what credit groups its rows by) is this project's recommended anchor,
+#   state_anchor tracked+actions: the observation with the environment tracker's context (ALFWorld: the object
+#   in hand, its processing, the objects moved; WebShop: the query, results page, product, options) and the
+#   admissible actions (the public GraphGPO recipe's key); the paper keys a state by its
+#   observation text alone (state_anchor observation), and its prompt shows no tracker context
+#   (show_state_context false). Give both for the paper's own: --state_anchor observation
+#   --show_state_context false.
 """
 
 RUN_LINES = """\
@@ -124,7 +128,8 @@ model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct
 groups_per_iteration: 16
 group_size: 8
 history_length: 2            # the two most recent (observation, action) pairs in the prompt
-{prompt}require_think: true          # a completion without <think>...</think> is an invalid action (verl-agent)
+{prompt}show_state_context: true     # the tracker's context line after the observation (the paper's prompt: false)
+require_think: true          # a completion without <think>...</think> is an invalid action (verl-agent)
 constrain_actions: false     # the paper's policy writes its action freely (true: only admissible ones, not with a server)
 max_completion_length: 512   # tokens per step (verl-agent's max_response_length)
 temperature: 1.0             # training rollouts sample at 1.0
@@ -132,6 +137,7 @@ temperature: 1.0             # training rollouts sample at 1.0
 # ---- credit
 credit_method: {method}
 {variant}{preset}
+state_anchor: tracked+actions  # observation + tracker context + admissible actions (the paper's: observation)
 invalid_action_penalty: 0.1  # verl-agent's invalid-action penalty
 
 # ---- loss: PPO-clip on tokens with the low-variance KL
