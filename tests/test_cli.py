@@ -7,6 +7,8 @@ import pytest
 from milegpo.cli import main
 from milegpo.credit import StepBatch
 
+from .usage_errors import one_line_error
+
 
 def test_demo_prints_methods_diagnostics_and_writes_plot(tmp_path, capsys):
     batch_file = tmp_path / "batch.npz"
@@ -29,14 +31,6 @@ def test_generate_household_games(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- mistakes end in one line (issue 20)
-def _one_line_error(capsys, argv, code=2):
-    assert main(argv) == code
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
-
-
 @pytest.mark.parametrize("argv, message", [
     (["train", "--iteratons", "5"], r"^milegpo train: error: unknown flag --iteratons; did you mean --max_steps "
                                     r"\(Training iterations \(paper: 300\)\)\? \(milegpo train --help lists them\)$"),
@@ -70,12 +64,12 @@ def test_cli_mistakes_end_in_one_line_and_exit_2(capsys, tmp_path, monkeypatch, 
     import re
 
     monkeypatch.chdir(tmp_path)  # ./no/such/model is relative
-    line = _one_line_error(capsys, argv)
+    line = one_line_error(capsys, argv)
     assert re.search(message, line), line
 
 
 def test_a_model_folder_without_config_is_refused(capsys, tmp_path):
-    line = _one_line_error(capsys, ["eval", "--model_name_or_path", str(tmp_path)])
+    line = one_line_error(capsys, ["eval", "--model_name_or_path", str(tmp_path)])
     assert line.endswith(f"--model_name_or_path {tmp_path}: a folder without config.json, not a saved model (give a "
                          "folder that save_pretrained wrote, e.g. milegpo_run/final)")
 
@@ -110,10 +104,10 @@ def test_closest_flag():
 
 # ---------------------------------------------------------------- replay reports each bad file (issue 20)
 def test_replay_of_a_missing_or_corrupt_file_is_one_line(tmp_path, capsys):
-    line = _one_line_error(capsys, ["replay", str(tmp_path / "nope.npz")], code=1)
+    line = one_line_error(capsys, ["replay", str(tmp_path / "nope.npz")], code=1)
     assert line == f"milegpo replay: {tmp_path / 'nope.npz'}: no such StepBatch file"
     (tmp_path / "bad.npz").write_bytes(b"PK\x03\x04 not really")
-    line = _one_line_error(capsys, ["replay", str(tmp_path / "bad.npz")], code=1)
+    line = one_line_error(capsys, ["replay", str(tmp_path / "bad.npz")], code=1)
     assert line.startswith(f"milegpo replay: {tmp_path / 'bad.npz'}: unreadable .npz archive, truncated or corrupt")
 
 
@@ -178,7 +172,7 @@ def test_generate_webshop_catalog_is_played_with_data_dir(tmp_path, capsys, priv
             env.step(env.expert_action())
         won += env.won
     assert won >= 3
-    assert _one_line_error(capsys, ["generate-games", "webshop", str(tmp_path / "tiny"), "--size", "5"]) == \
+    assert one_line_error(capsys, ["generate-games", "webshop", str(tmp_path / "tiny"), "--size", "5"]) == \
         "milegpo generate-games webshop DIR: error: --size 5: must be >= 10"
 
 

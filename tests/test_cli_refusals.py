@@ -8,15 +8,7 @@ import re
 
 import pytest
 
-from milegpo.cli import main
-
-
-def _one_line_error(capsys, argv, code=2):
-    assert main(argv) == code
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
+from .usage_errors import one_line_error
 
 
 #: a folder that no one may write, root included (a chmod 555 folder is writable by root)
@@ -89,7 +81,7 @@ UNWRITABLE = "/proc/milegpo-no-such-folder"
 ])
 def test_every_flag_is_refused_in_one_line(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)  # relative outputs (g.jsonl, games) land here, if anything were written
-    line = _one_line_error(capsys, argv)
+    line = one_line_error(capsys, argv)
     assert re.search(message, line), line
     assert os.listdir(tmp_path) == []  # refused before any work: nothing written
 
@@ -101,11 +93,11 @@ def test_output_paths_that_are_files_are_refused(capsys, tmp_path):
                        (["credit-quality", "--out", str(file)], "milegpo credit-quality"),
                        (["demo", "--plots", str(file)], "milegpo demo"),
                        (["generate-games", "webshop", str(file)], "milegpo generate-games webshop DIR")):
-        line = _one_line_error(capsys, argv)
+        line = one_line_error(capsys, argv)
         assert line.startswith(f"{prog}: error: ") and line.endswith(f"{file}: a file, not a folder"), line
-    line = _one_line_error(capsys, ["demo", "--save", str(tmp_path)])
+    line = one_line_error(capsys, ["demo", "--save", str(tmp_path)])
     assert line == f"milegpo demo: error: --save {tmp_path}: a folder, not a file"
-    line = _one_line_error(capsys, ["generate-games", "household", str(tmp_path)])
+    line = one_line_error(capsys, ["generate-games", "household", str(tmp_path)])
     assert line.endswith(f"OUT.jsonl {tmp_path}: a folder, not a file")
     assert file.read_text() == "not a folder"
 
@@ -116,7 +108,7 @@ def test_a_read_only_folder_is_refused(capsys, tmp_path):
     folder.mkdir()
     folder.chmod(0o555)
     try:
-        line = _one_line_error(capsys, ["credit-quality", "--out", str(folder / "q")])
+        line = one_line_error(capsys, ["credit-quality", "--out", str(folder / "q")])
         assert line.endswith(f"{folder} is not writable (Permission denied)"), line
     finally:
         folder.chmod(0o755)
@@ -139,7 +131,7 @@ def test_a_read_only_folder_is_refused(capsys, tmp_path):
 def test_config_values_get_the_same_checks_as_flags(capsys, tmp_path, text, message):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(text)
-    line = _one_line_error(capsys, ["train", "--config", str(recipe), "--output_dir", str(tmp_path / "run")])
+    line = one_line_error(capsys, ["train", "--config", str(recipe), "--output_dir", str(tmp_path / "run")])
     assert re.search(message, line), line
     assert not (tmp_path / "run").exists()
 
@@ -175,11 +167,11 @@ def test_config_values_become_the_flags_and_a_flag_given_wins(tmp_path):
 def test_a_junk_config_json_in_the_model_folder_is_refused(capsys, tmp_path, content, message):
     (tmp_path / "config.json").write_text(content)
     for command in ("train", "eval"):
-        line = _one_line_error(capsys, [command, "--model_name_or_path", str(tmp_path),
+        line = one_line_error(capsys, [command, "--model_name_or_path", str(tmp_path),
                                         "--output_dir", str(tmp_path / "run")])
         assert line.startswith(f"milegpo {command}: error: --model_name_or_path {tmp_path}: ")
         assert re.search(message, line), line
-    line = _one_line_error(capsys, ["credit-quality", "--checkpoint", str(tmp_path), "--out", str(tmp_path / "q")])
+    line = one_line_error(capsys, ["credit-quality", "--checkpoint", str(tmp_path), "--out", str(tmp_path / "q")])
     assert line.startswith(f"milegpo credit-quality: error: --checkpoint {tmp_path}: ") and "train" not in line
 
 
@@ -214,7 +206,7 @@ def test_a_missing_or_torn_checkpoint_is_refused_before_any_model_is_built(capsy
                 "torn trainer state": "trainer_state.json is torn", "no weights": "no model weights",
                 "torn weights": "model.safetensors is torn or unreadable"}
     for name, folder in cases.items():
-        line = _one_line_error(capsys, ["train", "--resume_from_checkpoint", str(folder),
+        line = one_line_error(capsys, ["train", "--resume_from_checkpoint", str(folder),
                                         "--output_dir", str(tmp_path / "run")])
         assert line.startswith(f"milegpo train: error: --resume_from_checkpoint {folder}: "), line
         assert expected[name] in line, (name, line)
@@ -253,7 +245,7 @@ def test_env_options_merge_into_the_defaults(private_webshop_cache, tmp_path):
     (["--env", "webshop", "--task_type", "spaceships"], r"WebShop task_type \(a goal category\) must be one of"),
 ])
 def test_env_options_are_checked_at_the_flags(capsys, tmp_path, private_webshop_cache, argv, message):
-    line = _one_line_error(capsys, ["train", *argv, "--output_dir", str(tmp_path / "run")])
+    line = one_line_error(capsys, ["train", *argv, "--output_dir", str(tmp_path / "run")])
     assert re.search(message, line), line
     assert not (tmp_path / "run").exists()
 
@@ -281,7 +273,7 @@ def test_env_options_are_checked_at_the_flags(capsys, tmp_path, private_webshop_
 ])
 def test_probes_of_our_own_are_refused_in_one_line(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
-    line = _one_line_error(capsys, argv)
+    line = one_line_error(capsys, argv)
     assert re.search(message, line), line
     assert os.listdir(tmp_path) == []
 
@@ -289,18 +281,18 @@ def test_probes_of_our_own_are_refused_in_one_line(capsys, tmp_path, monkeypatch
 def test_a_yaml_key_given_twice_is_refused(capsys, tmp_path):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("max_steps: 3\ngroup_size: 4\nmax_steps: 5\n")
-    line = _one_line_error(capsys, ["train", "--config", str(recipe)])
+    line = one_line_error(capsys, ["train", "--config", str(recipe)])
     assert line == f"milegpo train: error: --config {recipe}: not valid YAML at line 3, column 1: key 'max_steps' " \
                    "given twice"
 
 
 def test_resume_and_overwrite_together_or_a_checkpoint_past_max_steps_is_refused(capsys, tmp_path):
     checkpoint = _checkpoint(tmp_path / "run" / "checkpoint-4", step=4)
-    line = _one_line_error(capsys, ["train", "--output_dir", str(tmp_path / "run"), "--resume_from_checkpoint",
+    line = one_line_error(capsys, ["train", "--output_dir", str(tmp_path / "run"), "--resume_from_checkpoint",
                                     str(checkpoint), "--overwrite_output_dir"])
     assert line.endswith("--overwrite_output_dir and --resume_from_checkpoint: give one (replace the earlier run, or "
                          "go on with it)")
-    line = _one_line_error(capsys, ["train", "--output_dir", str(tmp_path / "run"), "--resume_from_checkpoint",
+    line = one_line_error(capsys, ["train", "--output_dir", str(tmp_path / "run"), "--resume_from_checkpoint",
                                     str(checkpoint), "--max_steps", "4"])
     assert line.endswith(f"--resume_from_checkpoint {checkpoint}: saved at step 4, and --max_steps is 4: nothing left "
                          "to train (raise --max_steps)")
@@ -312,6 +304,6 @@ def test_the_warm_start_imitates_an_expert_the_world_has(capsys, tmp_path):
     job, _ = parse(["--env", "textworld", "--model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct", "--output_dir",
                     str(tmp_path / "run"), "--num_eval_tasks", "0", "--max_steps", "1", "--num_train_tasks", "16"])
     assert job.sft_expert == "oracle"  # the game's planner: TextWorld's only expert
-    line = _one_line_error(capsys, ["train", "--env", "textworld", "--output_dir", str(tmp_path / "run")])
+    line = one_line_error(capsys, ["train", "--env", "textworld", "--output_dir", str(tmp_path / "run")])
     assert line.startswith("milegpo train: error: --env textworld: the embedded tiny policy has a tokenizer for "
                            "household, webshop only")

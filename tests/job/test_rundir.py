@@ -17,20 +17,14 @@ import pytest
 from milegpo.cli import main
 from milegpo.job.rundir import LOCK_FILE, claim_output_dir, truncate_run
 
+from ..usage_errors import one_line_error
+
 #: the checkout these tests run from: the subprocesses import milegpo from it
 ROOT = str(Path(__file__).resolve().parents[2])
 
 #: flags of a tiny run that the folder rules refuse before any model is built
 FAST = ["--sft_epochs", "0", "--max_steps", "1", "--groups_per_iteration", "2", "--group_size", "2",
         "--num_train_tasks", "4", "--num_eval_tasks", "2"]
-
-
-def _one_line_error(capsys, argv, code=2):
-    assert main(argv) == code
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
 
 
 def _earlier_run(folder):
@@ -49,7 +43,7 @@ def test_a_folder_holding_an_earlier_run_is_refused_in_one_line(capsys, tmp_path
     run = tmp_path / "run"
     _earlier_run(run)
     before = sorted(p.name for p in run.rglob("*"))
-    line = _one_line_error(capsys, ["train", "--output_dir", str(run), *FAST])
+    line = one_line_error(capsys, ["train", "--output_dir", str(run), *FAST])
     assert line == (f"milegpo train: error: --output_dir {run} holds an earlier run (batches, checkpoint-2, "
                     "metrics.jsonl): give another folder, --resume_from_checkpoint <its checkpoint-N> to go on with "
                     "it, or --overwrite_output_dir to replace it")
@@ -82,7 +76,7 @@ def test_a_second_live_run_is_refused_and_a_killed_one_leaves_no_stuck_lock(caps
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": ROOT})
     try:
         assert holder.stdout.readline().strip() == "held"
-        line = _one_line_error(capsys, ["train", "--output_dir", str(run), *FAST])
+        line = one_line_error(capsys, ["train", "--output_dir", str(run), *FAST])
         assert line == (f"milegpo train: error: --output_dir {run}: another milegpo train (pid {holder.pid}) is "
                         "writing to it; wait for it to end or give another folder")
     finally:
