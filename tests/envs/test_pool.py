@@ -187,7 +187,9 @@ def test_step_async_is_step_sent_then_collected(pool):
 
 
 def test_worker_killed_while_its_step_is_in_flight():
-    task = household_tasks("train", 1, start=4)[0]
+    # every step sleeps 1 s, so the kill lands while worker 0 still holds the step (a bare "look" could be
+    # answered before the signal arrives, and then nothing died in flight)
+    task = dataclasses.replace(household_tasks("train", 1, start=4)[0], options=(("step_delay_s", 1.0),))
     with EnvPool(4, num_workers=2, step_timeout=20) as pool:
         pool.reset_group(task)
         pending = pool.step_async({0: "look", 1: "look"})
