@@ -89,13 +89,13 @@ def credit_run(out):
 
     world = int(os.environ["WORLD_SIZE"])
     calls = []
-    trainer_estimate = trainer_module.estimate
+    trainer_estimate = trainer_module.estimate_merged  # the trainer's one credit call (merge, then estimate)
 
     def counting_estimate(batch, *a, **kw):  # what this process's credit computation is given
         calls.append(len(batch))
         return trainer_estimate(batch, *a, **kw)
 
-    trainer_module.estimate = counting_estimate
+    trainer_module.estimate_merged = counting_estimate
 
     class Recording(MileGPOTrainer):
         def __init__(self, *a, **kw):
