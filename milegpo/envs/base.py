@@ -54,6 +54,27 @@ def action_template(entry: str) -> str | None:
     return None if template is None else template.group(1)
 
 
+#: characters stripped from the ends of a goal's word (:func:`goal_words`): punctuation that follows or wraps a word
+WORD_EDGE_PUNCTUATION = ".,;:!?\"'()"
+
+
+def goal_words(goal: str) -> tuple[str, ...]:
+    """The words a template's query may be made of under ``MileGPOConfig.constrain_query``: the goal text's
+    whitespace-separated words, lower-cased (WebShop lower-cases a query), :data:`WORD_EDGE_PUNCTUATION` stripped
+    from their ends, those holding one of ``[ ] < >`` dropped (they would end the query or open a tag), each once
+    (first seen first). ``"i need a red scarf, and price lower than 40.00 dollars"`` -> ``("i", "need", "a",
+    "red", "scarf", "and", "price", "lower", "than", "40.00", "dollars")``. A goal with no such word is a
+    ValueError naming it (no query could be written)."""
+    found: dict[str, None] = {}
+    for raw in goal.lower().split():
+        word = raw.strip(WORD_EDGE_PUNCTUATION)
+        if word and not any(c in word for c in "[]<>"):
+            found.setdefault(word)
+    if not found:
+        raise ValueError(f"constrain_query: the goal {goal!r} has no word a query could use")
+    return tuple(found)
+
+
 def match_action(action: str, admissible: Sequence[str], loose: bool = False) -> str | None:
     """The admissible action ``action`` stands for, or None when it is not admissible.
 
@@ -301,5 +322,5 @@ def success_by_task_type(task_types, won) -> dict[str, float]:
     return out
 
 
-__all__ = ["SINK", "UNWINNABLE", "match_action", "action_template", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
+__all__ = ["SINK", "UNWINNABLE", "match_action", "action_template", "goal_words", "WORD_EDGE_PUNCTUATION", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
            "state_key", "stable_seed"]

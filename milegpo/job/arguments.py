@@ -194,7 +194,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "environment and tasks": ("env", "task_type", "horizon", "env_options", "train_split", "num_train_tasks",
                               "num_env_workers", "rollout_parts"),
     "rollout": ("groups_per_iteration", "group_size", "history_length", "prompt_style", "require_think",
-                "constrain_actions", "temperature", "max_completion_length", "state_anchor", "show_state_context"),
+                "constrain_actions", "constrain_query", "temperature", "max_completion_length", "state_anchor", "show_state_context"),
     "credit": ("credit_method", "credit_variant", "credit_preset", "credit_overrides", "credit_backend",
                "credit_device", "invalid_action_penalty", "state_similarity", "state_similarity_verify",
                "state_similarity_shingle"),

@@ -121,7 +121,8 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
     say(f"[milegpo] policy: {job.model_name_or_path or 'tiny Qwen2 built on the spot'}; env {cfg.env}"
         f"{' / ' + cfg.task_type if cfg.task_type else ''}, horizon {cfg.horizon}; credit "
         f"{get_method(cfg.credit_method).display_name(cfg.credit_variant)}"
-        f"{'; actions constrained to the admissible ones' if cfg.constrain_actions else ''}")
+        f"{'; actions constrained to the admissible ones' if cfg.constrain_actions else ''}"
+        f"{', queries to the goal words' if cfg.constrain_query else ''}")
     resumed = bool(cfg.resume_from_checkpoint) and (out / "sft" / "config.json").is_file()
     if resumed:  # the warm start of the run it resumes: its policy is also the reference model's
         say(f"[milegpo] resuming from {cfg.resume_from_checkpoint}: the warm-started policy of {out / 'sft'}, the "
@@ -175,7 +176,7 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
         "policy": job.model_name_or_path or "tiny", "env": cfg.env, "task_type": cfg.task_type,
         "credit_method": cfg.credit_method, "credit_variant": cfg.credit_variant, "iterations": cfg.max_steps,
         "groups_per_iteration": cfg.groups_per_iteration, "group_size": cfg.group_size, "horizon": cfg.horizon,
-        "constrain_actions": cfg.constrain_actions, "splits": splits, "before": before, "after": after, **sft_info,
+        "constrain_actions": cfg.constrain_actions, "constrain_query": cfg.constrain_query, "splits": splits, "before": before, "after": after, **sft_info,
         "train_s": train_s,
         "train_success_first": history[0]["success_rate"] if history else float("nan"),
         "train_success_last": history[-1]["success_rate"] if history else float("nan"),

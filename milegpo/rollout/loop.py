@@ -51,6 +51,7 @@ import numpy as np
 from ..credit import SINK, StepBatch
 from ..envs import Task, env_class
 from ..envs.anchors import check_state_anchor
+from ..envs.base import goal_words
 from ..envs.pool import make_pool
 from ..state_sketches import StateSimilarity, StateSketch
 from .parse import parse_action
@@ -245,6 +246,9 @@ class EpisodeRunner:
       ``i`` (an empty list for the dummy prompt of a call with no live episode), so that the backend constrains
       each row's action to them (``MileGPOTrainer``: ``MileGPOConfig.constrain_actions``); off:
       ``generate(prompts)``.
+    constrain_query: with ``constrain_actions``, call ``generate(prompts, admissible, query_words)``,
+      ``query_words[i]`` the words of prompt ``i``'s goal (:func:`milegpo.trainer.constrained.goal_words`; None for
+      the dummy prompt), so that a template's query is made of them (``MileGPOConfig.constrain_query``).
     num_env_workers: workers of the pool made when ``pool`` is None (``"auto"`` or an int).
     """
 
@@ -252,7 +256,8 @@ class EpisodeRunner:
                  horizon: int | None = None, require_think: bool = False, prompt_style: str = "alfworld",
                  state_similarity: StateSimilarity | None = None, state_anchor=None,
                  show_state_context: bool = True, parts: int = 2, overlap: bool = True,
-                 num_env_workers: int | str = "auto", constrain_actions: bool = False) -> None:
+                 num_env_workers: int | str = "auto", constrain_actions: bool = False,
+                 constrain_query: bool = False) -> None:
         if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
             raise ValueError(f"EpisodeRunner: parts must be an int >= 1, got {parts!r}")
         self.pool = pool
@@ -268,6 +273,10 @@ class EpisodeRunner:
         self.overlap = overlap
         self.num_env_workers = num_env_workers
         self.constrain_actions = bool(constrain_actions)
+        if constrain_query and not constrain_actions:
+            raise ValueError("EpisodeRunner: constrain_query needs constrain_actions (it constrains the query of a "
+                             "constrained action block)")
+        self.constrain_query = bool(constrain_query)
         self._dummy_prompt: Any = as_model_input(render_prompt("", "", [], [], 0, 0, style=prompt_style),
                                                  conversational)
 
@@ -381,7 +390,10 @@ class EpisodeRunner:
                 prompts.append(as_model_input(text, self.conversational))
             self._dummy_prompt = prompts[0]
         t0 = time.perf_counter()
-        if self.constrain_actions:
+        if self.constrain_query:
+            outputs = generate(prompts, [list(slots[s]["admissible"]) for s in live] if live else [[]],
+                               [goal_words(slots[s]["goal"]) for s in live] if live else [None])
+        elif self.constrain_actions:
             outputs = generate(prompts, [list(slots[s]["admissible"]) for s in live] if live else [[]])
         else:
             outputs = generate(prompts)

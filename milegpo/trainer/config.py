@@ -130,6 +130,11 @@ class MileGPOConfig(GRPOConfig):
             row, colocate mode with `vllm_tensor_parallel_size=1`); a template such as WebShop's
             `search[<your query>]` is its fixed prefix `search[` then free text up to `]`. Logged as
             `constrain_actions` when on.
+        constrain_query (`bool`, defaults to `False`): with `constrain_actions`, a template's query (WebShop's
+            search text) is a sequence of the goal's words (`milegpo.envs.base.goal_words`: WebShop's instruction,
+            lower-cased, each word once), separated by single spaces: the policy picks the words, their order and
+            the query's length, and writes no other word (vLLM: the same rule in the row's regex). Logged as
+            `constrain_query` when on. Needs `constrain_actions`.
     Credit:
         credit_method (`str`, defaults to `"milegpo"`): a name of `milegpo.credit.METHODS`: `grpo`, `gigpo`,
             `graphgpo`, `milegpo`, or one added by `milegpo.credit.register`.
@@ -210,6 +215,9 @@ class MileGPOConfig(GRPOConfig):
         "help": "Constrain the text inside <action>...</action> to the row's admissible actions while generating "
                 "(transformers: a token trie; vLLM colocate: structured outputs); a template such as "
                 "search[<your query>] keeps its prefix and takes free text up to ']'."})
+    constrain_query: bool = field(default=False, metadata={
+        "help": "With --constrain_actions: a template's query (WebShop's search text) is made of the goal's words "
+                "only (any of them, any order, separated by single spaces)."})
     # ---- credit
     credit_method: str = field(default="milegpo", metadata={"help": f"Advantage estimator: {', '.join(METHODS)} "
                                                                      "(milegpo.credit.METHODS)."})
@@ -411,6 +419,9 @@ class MileGPOConfig(GRPOConfig):
         for name in ("top_p",):
             if not 0 < getattr(self, name) <= 1:
                 raise _refused(name, getattr(self, name), "must be in (0, 1]")
+        if self.constrain_query and not self.constrain_actions:
+            raise _refused("constrain_query", True, "needs constrain_actions=True (it constrains the query inside a "
+                                                    "constrained action block)")
         if self.constrain_actions and self.use_vllm and self.vllm_mode != "colocate":
             raise _refused("constrain_actions", True, f"with use_vllm needs vllm_mode='colocate' (got "
                                                       f"{self.vllm_mode!r}: TRL's vLLM client sends one structured-"

@@ -10,9 +10,14 @@ What is constrained, per row of a generation batch (each row has its own admissi
 - a template entry ``name[<...>]`` (WebShop's search box ``search[<your query>]``) is the constrained prefix
   ``name[`` followed by free text up to ``]``: any tokens whose text holds none of ``[ ] < >``, at least one
   of them not blank, then ``]`` and ``</action>``. The query is the policy's own; only its frame is fixed;
+- with the goal's words (``MileGPOConfig.constrain_query``; :func:`goal_words` of the row's goal text, WebShop's
+  instruction), a template's free text is instead a sequence of those words separated by single spaces (each
+  word as the tokenizer encodes it: the first ``w``, the others `` w``), at least one: the policy picks which
+  words, in which order, and when to stop, but writes no word the goal does not hold;
 - the budget: when the tokens left (``max_new_tokens``) are just enough for ``<action>`` and the longest
-  admissible action, the block is opened; a query is closed when only ``]</action>`` and EOS still fit.
-  A budget too small for the longest action is refused (ValueError naming both lengths).
+  admissible action, the block is opened; a query is closed when only ``]</action>`` and EOS still fit (a word
+  of the goal is begun only when it can be finished before that). A budget too small for the longest action is
+  refused (ValueError naming both lengths).
 
 So every completion of a constrained row parses (:func:`milegpo.rollout.parse_action`) to an admissible
 action. A row with no admissible actions (the episode loop's dummy prompt) is left free.
@@ -24,7 +29,8 @@ Two backends, one rule:
   other token before sampling);
 - vLLM: :func:`action_regex` is the row's structured-outputs regex (``StructuredOutputsParams(regex=...)``,
   vLLM's guided decoding), one per request (:func:`milegpo.trainer.trl_mirror.guided_vllm_generate`). The
-  regex form: free text, then ``<action>(a|b|name\\[query\\])</action>``. A regex cannot exclude ``<action>`` from
+  regex form: free text, then ``<action>(a|b|name\\[query\\])</action>`` (with the goal's words the query is
+  ``(w1|w2|...)( (w1|w2|...))*``, the same rule on the text). A regex cannot exclude ``<action>`` from
   the free text, so an earlier block may appear there; the completion still ends with an admissible block,
   and the parser reads the last one. A completion cut by ``max_tokens`` before its block closes is not
   admissible (vLLM does not plan for the budget).
@@ -39,7 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..envs.base import action_template
+from ..envs.base import WORD_EDGE_PUNCTUATION, action_template, goal_words  # goal_words: re-exported
 
 OPEN_TAG, CLOSE_TAG = "<action>", "</action>"
 #: characters a template's free text (a WebShop query) may not hold: they would end it or open a tag
@@ -84,11 +90,20 @@ class Vocabulary:
                           if i not in special and p and not any(c in p for c in QUERY_FORBIDDEN)]
         self.nonblank_query_ids = [i for i in self.query_ids if pieces[i].strip()]
         self.closers = [i for i, p in enumerate(pieces) if ">" in p and i not in self.eos]
-        self._tries: dict[tuple[str, ...], _Node] = {}
+        self._tries: dict[tuple[tuple[str, ...], int], _Node] = {}
+        self._words: dict[tuple[str, ...], QueryWords] = {}
 
-    def trie(self, admissible: Sequence[str]) -> _Node:
-        """The token trie of ``admissible`` (cached per list)."""
-        key = tuple(admissible)
+    def query_words(self, words: Sequence[str]) -> QueryWords:
+        """The word tries of a query made of ``words`` (cached per word list)."""
+        key = tuple(words)
+        if key not in self._words:
+            self._words[key] = QueryWords.build(self.tokenizer, key)
+        return self._words[key]
+
+    def trie(self, admissible: Sequence[str], query_tokens: int = 1) -> _Node:
+        """The token trie of ``admissible`` (cached per list); ``query_tokens``: the fewest tokens a template's
+        query takes (1 for free text; the shortest word of a query of words), for the budget."""
+        key = (tuple(admissible), int(query_tokens))
         if key not in self._tries:
             root = _Node()
             for entry in admissible:
@@ -99,7 +114,7 @@ class Vocabulary:
                 for t in ids:
                     node = node.children.setdefault(t, _Node())
                 node.query, node.end = node.query or name is not None, node.end or name is None
-            _needs(root, 1 + len(self.query_close_ids) + 1)
+            _needs(root, int(query_tokens) + len(self.query_close_ids) + 1)
             self._tries[key] = root
         return self._tries[key]
 
@@ -113,9 +128,57 @@ def _needs(node: _Node, query_need: int) -> int:
 
 
 @dataclass
+class _WordNode:
+    """A node of a word trie: ``children`` token -> node; ``end``: a word ends here; ``to_end``: the fewest tokens
+    from here to a word's end (0 at an end)."""
+
+    children: dict[int, "_WordNode"] = field(default_factory=dict)
+    end: bool = False
+    to_end: int = 0
+
+
+def _word_trie(encodings: Sequence[Sequence[int]]) -> _WordNode:
+    root = _WordNode()
+    for ids in encodings:
+        node = root
+        for t in ids:
+            node = node.children.setdefault(t, _WordNode())
+        node.end = True
+
+    def fill(node: _WordNode) -> int:
+        below = [1 + fill(c) for c in node.children.values()]
+        node.to_end = 0 if node.end else min(below, default=10 ** 9)
+        return node.to_end
+
+    fill(root)
+    return root
+
+
+@dataclass
+class QueryWords:
+    """A query made of given words (:func:`goal_words`), as token tries: ``first`` (each word as encoded alone, the
+    query's first word) and ``following`` (each as `` word``, after a space); ``shortest``: the fewest tokens of a
+    first word."""
+
+    words: tuple[str, ...]
+    first: _WordNode
+    following: _WordNode
+    shortest: int
+
+    @classmethod
+    def build(cls, tokenizer, words: Sequence[str]) -> "QueryWords":
+        if not words:
+            raise ValueError("constrain_query: a row has no words for its query")
+        firsts = [_encode(tokenizer, w) for w in words]
+        return cls(tuple(words), _word_trie(firsts), _word_trie([_encode(tokenizer, " " + w) for w in words]),
+                   min(len(ids) for ids in firsts))
+
+
+@dataclass
 class _Row:
-    """One row's state: ``mode`` free | open | trie | query | close | eos; ``at``: the position in the tag being
-    forced (open: ``<action>``, close: ``]</action>``); ``node``: where in the trie (trie)."""
+    """One row's state: ``mode`` free | open | trie | query | words | close | eos; ``at``: the position in the tag
+    being forced (open: ``<action>``, close: ``]</action>``); ``node``: where in the trie (trie); ``words``: the
+    row's query words (None: a free query), ``word_nodes`` where in their tries (words)."""
 
     prompt_length: int
     seen: int
@@ -123,6 +186,8 @@ class _Row:
     mode: str = "free"
     at: int = 0
     node: _Node | None = None
+    words: QueryWords | None = None
+    word_nodes: list[_WordNode] = field(default_factory=list)  # words: where in the word tries (several: ambiguous)
 
 
 class ActionConstraint:
@@ -130,9 +195,15 @@ class ActionConstraint:
     with admissible actions ``admissible[batch_id]`` (see the module docstring). ``input_ids``: the row's
     prompt + generated ids so far (1-D); the first call of a row sees its (left-padded) prompt only."""
 
-    def __init__(self, vocabulary: Vocabulary, admissible: Sequence[Sequence[str]], max_new_tokens: int):
+    def __init__(self, vocabulary: Vocabulary, admissible: Sequence[Sequence[str]], max_new_tokens: int,
+                 query_words: Sequence[Sequence[str] | None] | None = None):
         self.v = vocabulary
-        self.tries = [vocabulary.trie(a) if a else None for a in admissible]
+        if query_words is not None and len(query_words) != len(admissible):
+            raise ValueError(f"constrain_query: {len(query_words)} rows of query words for {len(admissible)} rows")
+        self.words = [None if query_words is None or not query_words[i] or not admissible[i]
+                      else vocabulary.query_words(query_words[i]) for i in range(len(admissible))]
+        self.tries = [vocabulary.trie(a, 1 if w is None else w.shortest) if a else None
+                      for a, w in zip(admissible, self.words)]
         self.max_new_tokens = int(max_new_tokens)
         longest = max([t.need for t in self.tries if t is not None], default=0)
         if longest and self.max_new_tokens < len(vocabulary.open_ids) + longest:
@@ -148,7 +219,8 @@ class ActionConstraint:
             return self.v.all_ids
         row = self.rows.get(batch_id)
         if row is None:
-            row = self.rows[batch_id] = _Row(prompt_length=len(ids), seen=len(ids), trie=trie)
+            row = self.rows[batch_id] = _Row(prompt_length=len(ids), seen=len(ids), trie=trie,
+                                             words=self.words[batch_id])
         for end in range(row.seen + 1, len(ids) + 1):
             self._advance(row, ids[row.prompt_length:end])
         row.seen = len(ids)
@@ -166,7 +238,9 @@ class ActionConstraint:
                 row.mode, row.node = "trie", row.trie
         elif row.mode == "trie":
             child = row.node.children.get(token)
-            if child is None:  # a query's first token (the trie's tokens come first where both fit)
+            if child is None and row.words is not None:  # a query's first token, of its first word
+                row.mode, row.word_nodes = "words", [row.words.first.children[token]]
+            elif child is None:  # a query's first token (the trie's tokens come first where both fit)
                 row.mode = "query"
             elif child.end and not child.children and not child.query:
                 row.mode = "eos"
@@ -175,6 +249,14 @@ class ActionConstraint:
         elif row.mode == "query":
             if token == v.query_close_ids[0]:
                 row.mode, row.at = ("close", 1) if len(v.query_close_ids) > 1 else ("eos", 0)
+        elif row.mode == "words":
+            at_end = any(n.end for n in row.word_nodes)
+            if at_end and token == v.query_close_ids[0]:
+                row.mode, row.at = ("close", 1) if len(v.query_close_ids) > 1 else ("eos", 0)
+            else:  # on in the word, or (after a word's end) the next word
+                row.word_nodes = [n.children[token] for n in row.word_nodes if token in n.children] + (
+                    [row.words.following.children[token]] if at_end and token in row.words.following.children
+                    else [])
         elif row.mode == "close":
             row.at += 1
             if row.at == len(v.query_close_ids):
@@ -195,9 +277,14 @@ class ActionConstraint:
         if row.mode == "trie":
             node = row.node
             allowed = list(node.children)
-            if node.query:  # the first token of the query: not blank, and not one the trie goes on with
+            if node.query and row.words is not None:  # the first token of the query's first word
+                fits = left - 1 - len(v.query_close_ids) - 1  # tokens left for the word after this one
+                allowed += [t for t, c in row.words.first.children.items() if c.to_end <= fits and t not in node.children]
+            elif node.query:  # the first token of the query: not blank, and not one the trie goes on with
                 allowed += [i for i in v.nonblank_query_ids if i not in node.children]
             return allowed
+        if row.mode == "words":
+            return self._word_tokens(row, left)
         if row.mode == "query":
             if left <= len(v.query_close_ids) + 1:  # only "]</action>" and EOS still fit
                 return [v.query_close_ids[0]]
@@ -205,6 +292,24 @@ class ActionConstraint:
         if row.mode == "close":
             return [v.query_close_ids[row.at]]
         return v.eos  # eos, done
+
+    def _word_tokens(self, row: _Row, left: int) -> list[int]:
+        """The tokens a query of words may go on with: the current word's next tokens, after a word's end also the
+        next word's first tokens and ``]``; a word is begun or continued only if it can end with ``]</action>`` and
+        EOS still fitting after it."""
+        v = self.v
+        close = v.query_close_ids[0]
+        at_end = any(n.end for n in row.word_nodes)
+        fits = left - 1 - len(v.query_close_ids) - 1  # tokens after this one that a word may still take
+        candidates = [(t, c) for n in row.word_nodes for t, c in n.children.items()]
+        if at_end:
+            candidates += list(row.words.following.children.items())
+        allowed = list(dict.fromkeys(t for t, c in candidates if c.to_end <= fits and t != close))
+        if at_end:
+            allowed.append(close)
+        if not allowed:  # the budget planned for the shortest word: it cannot run out inside one
+            raise RuntimeError("constrain_query: no token fits the budget inside a word (a bug of the budget plan)")
+        return allowed
 
     def _wrong_open_tags(self, generated: list[int]) -> set[int]:
         """Tokens that would spell ``<action>`` in the free text other than by the tag's own encoding."""
@@ -217,13 +322,15 @@ _VOCABULARIES: dict[int, tuple[object, Vocabulary]] = {}
 
 
 def allowed_tokens_fn(tokenizer, eos_token_ids: Sequence[int], admissible: Sequence[Sequence[str]],
-                      max_new_tokens: int) -> ActionConstraint:
+                      max_new_tokens: int, query_words: Sequence[Sequence[str] | None] | None = None
+                      ) -> ActionConstraint:
     """The ``prefix_allowed_tokens_fn`` of one ``generate`` call: row ``i`` writes one of ``admissible[i]`` in its
-    action block (an empty list: row ``i`` is free). The tokenizer's :class:`Vocabulary` is built once."""
+    action block (an empty list: row ``i`` is free); ``query_words[i]``: the words row ``i``'s query is made of
+    (``constrain_query``; None or no list: a free query). The tokenizer's :class:`Vocabulary` is built once."""
     held = _VOCABULARIES.get(id(tokenizer))
     if held is None or held[0] is not tokenizer:
         held = _VOCABULARIES[id(tokenizer)] = (tokenizer, Vocabulary(tokenizer, eos_token_ids))
-    return ActionConstraint(held[1], admissible, max_new_tokens)
+    return ActionConstraint(held[1], admissible, max_new_tokens, query_words)
 
 
 def _regex_literal(text: str) -> str:
@@ -232,15 +339,20 @@ def _regex_literal(text: str) -> str:
     return re.sub(r"([\\.^$|?*+()\[\]{}])", r"\\\1", text)
 
 
-def action_regex(admissible: Sequence[str]) -> str:
+def action_regex(admissible: Sequence[str], query_words: Sequence[str] | None = None) -> str:
     """The structured-outputs regex of a row (vLLM guided decoding): free text, then ``<action>``, one admissible
-    action (a template ``name[<...>]``: ``name[`` + a query, :data:`QUERY_REGEX`), ``</action>``."""
+    action (a template ``name[<...>]``: ``name[`` + a query, :data:`QUERY_REGEX`, or with ``query_words`` a
+    sequence of them separated by single spaces), ``</action>``."""
+    query = QUERY_REGEX
+    if query_words:
+        word = "(" + "|".join(_regex_literal(w) for w in query_words) + ")"
+        query = f"{word}( {word})*"
     choices = []
     for entry in admissible:
         name = action_template(entry)
-        choices.append(_regex_literal(entry) if name is None else _regex_literal(f"{name}[") + QUERY_REGEX + r"\]")
+        choices.append(_regex_literal(entry) if name is None else _regex_literal(f"{name}[") + query + r"\]")
     return r"[\s\S]*" + _regex_literal(OPEN_TAG) + "(" + "|".join(choices) + ")" + _regex_literal(CLOSE_TAG)
 
 
-__all__ = ["ActionConstraint", "Vocabulary", "allowed_tokens_fn", "action_regex", "OPEN_TAG", "CLOSE_TAG",
-           "QUERY_FORBIDDEN", "QUERY_REGEX"]
+__all__ = ["ActionConstraint", "Vocabulary", "QueryWords", "allowed_tokens_fn", "action_regex", "goal_words",
+           "OPEN_TAG", "CLOSE_TAG", "QUERY_FORBIDDEN", "QUERY_REGEX", "WORD_EDGE_PUNCTUATION"]

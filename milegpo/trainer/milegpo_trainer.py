@@ -201,7 +201,8 @@ class MileGPOTrainer(GRPOTrainer):
                                     horizon=args.horizon, require_think=args.require_think,
                                     prompt_style=args.prompt_style, state_similarity=args.state_similarity_params(),
                                     state_anchor=args.state_anchor, show_state_context=args.show_state_context,
-                                    parts=args.rollout_parts, constrain_actions=args.constrain_actions)
+                                    parts=args.rollout_parts, constrain_actions=args.constrain_actions,
+                                    constrain_query=args.constrain_query)
         self.last_iteration: dict[str, Any] | None = None
 
     def close(self) -> None:
@@ -243,21 +244,24 @@ class MileGPOTrainer(GRPOTrainer):
         t = torch.tensor([1 if flag else 0], device=self.accelerator.device)
         return bool(self.accelerator.reduce(t, reduction="sum").item() > 0)
 
-    def _generate_batch(self, prompts: list, admissible: list[list[str]] | None = None):
+    def _generate_batch(self, prompts: list, admissible: list[list[str]] | None = None,
+                        query_words: list[tuple[str, ...] | None] | None = None):
         """One batched generation call through TRL's backend: (prompt_ids, completion_ids, logprobs, texts).
 
         admissible: per prompt, the actions its ``<action>`` block is constrained to (``constrain_actions``;
         :mod:`milegpo.trainer.constrained`): vLLM's structured outputs, one regex per prompt
         (:func:`~milegpo.trainer.trl_mirror.guided_vllm_generate`), or transformers' ``generate`` with a
-        ``prefix_allowed_tokens_fn``; None: unconstrained."""
+        ``prefix_allowed_tokens_fn``; None: unconstrained. query_words: per prompt, the words a template's query
+        is made of (``constrain_query``: its goal's words), None: free queries."""
         prompt_ids, _, _ = self._tokenize_prompts(prompts)
         prompt_ids = [list(p) for p in prompt_ids]
+        words = query_words if query_words is not None else [None] * len(prompts)
         if admissible is not None and self.use_vllm:
             completion_ids, logprobs = trl_mirror.guided_vllm_generate(
-                self, prompt_ids, [constrained.action_regex(a) if a else None for a in admissible])
+                self, prompt_ids, [constrained.action_regex(a, w) if a else None for a, w in zip(admissible, words)])
         elif admissible is not None:
             allowed = constrained.allowed_tokens_fn(self._tokenizer, self.eos_token_ids, admissible,
-                                                    self.generation_config.max_new_tokens)
+                                                    self.generation_config.max_new_tokens, words)
             with _generate_with(self.accelerator.unwrap_model(self.model_wrapped), prefix_allowed_tokens_fn=allowed):
                 completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, 1)
         else:
@@ -457,6 +461,8 @@ class MileGPOTrainer(GRPOTrainer):
             m[k].append(v)
         if self.args.constrain_actions:  # the actions were constrained to the admissible ones (reported when on)
             m["constrain_actions"].append(1.0)
+        if self.args.constrain_query:  # the queries were made of the goal's words (reported when on)
+            m["constrain_query"].append(1.0)
         m["rows/iteration"].append(float(world_rows.sum()))
         m["rows/per_process_max"].append(float(world_rows.max()))
         m["rows/per_process_min"].append(float(world_rows.min()))
@@ -673,6 +679,8 @@ class MileGPOTrainer(GRPOTrainer):
                                                                                float("nan")))
             if self.args.constrain_actions:
                 metrics[f"{metric_key_prefix}_constrain_actions"] = 1.0
+            if self.args.constrain_query:
+                metrics[f"{metric_key_prefix}_constrain_query"] = 1.0
             metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
             self.log(metrics)
         finally:

@@ -26,7 +26,7 @@ EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
 #: that many games; it and ``group_size`` also size the environment pool, whose waves of episodes set the
 #: generation batches of an evaluation: the same pool, the same sampled episodes)
 TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length", "constrain_actions", "num_train_tasks", "groups_per_iteration",
+               "max_completion_length", "constrain_actions", "constrain_query", "num_train_tasks", "groups_per_iteration",
                "group_size", "state_anchor", "show_state_context") + EVAL_FIELDS
 #: what a policy saved before state anchors existed was trained with (its task file names neither): the
 #: observation's key and no context line in the prompt

@@ -135,19 +135,26 @@ def test_train_short_webshop_run_reports_score_and_diagnostics(tmp_path, capsys,
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("query", [False, True])
 def test_train_short_webshop_run_with_constrained_actions_writes_no_invalid_action(tmp_path, capsys,
-                                                                                  private_webshop_cache):
-    """`--constrain_actions true`: every action of training and evaluation is admissible (a page's ASINs and
-    buttons, a search where the search box is), the metrics say the switch was on, and the saved policy keeps it."""
+                                                                                  private_webshop_cache, query):
+    """`--constrain_actions true` (and `--constrain_query true`): every action of training and evaluation is
+    admissible (a page's ASINs and buttons, a search where the search box is), the metrics say the switches were
+    on, and the saved policy keeps them."""
     torch.set_num_threads(1)
     out = tmp_path / "shop"
-    assert main(["train", "--output_dir", str(out), *WEBSHOP_SHORT, "--constrain_actions", "true"]) == 0
-    assert "actions constrained to the admissible ones" in capsys.readouterr().out
+    assert main(["train", "--output_dir", str(out), *WEBSHOP_SHORT, "--constrain_actions", "true",
+                 *(["--constrain_query", "true"] if query else [])]) == 0
+    said = capsys.readouterr().out
+    assert "actions constrained to the admissible ones" in said and ("queries to the goal words" in said) == query
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["constrain_actions"] is True
+    assert summary["constrain_actions"] is True and summary["constrain_query"] is query
     for when in ("before", "after"):
         assert summary[when]["test_invalid_action_rate"] == 0.0
     assert all(h["invalid_rate"] == 0.0 for h in summary["history"]), summary["history"]
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert any(entry.get("constrain_actions") == 1.0 for entry in logged)
-    assert json.loads((out / "final" / "milegpo_task.json").read_text())["constrain_actions"] is True
+    assert any(entry.get("constrain_query") == 1.0 for entry in logged) == query
+    assert any(entry.get("eval_constrain_query") == 1.0 for entry in logged) == query
+    settings = json.loads((out / "final" / "milegpo_task.json").read_text())
+    assert settings["constrain_actions"] is True and settings["constrain_query"] is query

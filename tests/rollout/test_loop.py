@@ -4,6 +4,7 @@ import random
 import re
 
 import numpy as np
+import pytest
 
 from milegpo.credit import SINK, estimate, presets
 from milegpo.envs import HouseholdEnv, SequentialPool, household_tasks
@@ -201,3 +202,28 @@ def test_constrain_actions_hands_each_prompt_its_admissible_actions():
     off, _ = runs(False)
     assert seen and all(seen)
     assert [(r.state, r.action, r.invalid) for r in on.rows] == [(r.state, r.action, r.invalid) for r in off.rows]
+
+
+def test_constrain_query_hands_each_prompt_its_goal_words():
+    """``constrain_query=True``: ``generate(prompts, admissible, query_words)``, ``query_words[i]`` the words of
+    prompt ``i``'s goal (:func:`milegpo.envs.base.goal_words`); without constrain_actions it is refused."""
+    from milegpo.envs.base import goal_words
+
+    tasks = household_tasks("train", 2, horizon=4)
+    runner = EpisodeRunner(SequentialPool(4), horizon=4, constrain_actions=True, constrain_query=True)
+    plain = expert_generator(runner, tasks, 2, p_expert=0.5)
+    seen = []
+
+    def generate(prompts, admissible, query_words):
+        assert len(query_words) == len(prompts) == len(admissible)
+        seen.extend(zip(prompts, query_words))
+        return plain(prompts)
+
+    runner.run(tasks, 2, generate)
+    goals = {goal_words(HouseholdEnv().reset(t)[2]["goal"]) for t in tasks}
+    assert seen and len(goals) == 2
+    for prompt, words in seen:
+        text = prompt if isinstance(prompt, str) else prompt[-1]["content"]
+        assert words in goals and all(w in text.lower() for w in words), (words, text)
+    with pytest.raises(ValueError, match="constrain_query needs constrain_actions"):
+        EpisodeRunner(SequentialPool(4), horizon=4, constrain_query=True)

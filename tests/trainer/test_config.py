@@ -36,6 +36,7 @@ def test_every_field_is_a_documented_flag():
     assert a.credit_method == "graphgpo" and cfg.eta == 0.5 and cfg.norm == "mean" and cfg.invalid_penalty == 0.2
     assert a.num_generations == 4 and a.eval_splits == ["id"] and a.require_think and a.horizon == 30
     assert not a.constrain_actions and parse("--constrain_actions", "true").constrain_actions
+    assert not a.constrain_query and parse("--constrain_actions", "true", "--constrain_query", "true").constrain_query
 
 
 @pytest.mark.parametrize("flags, match", [
@@ -102,6 +103,7 @@ def test_every_field_is_a_documented_flag():
      r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_mode='colocate' \(got 'server'"),
     (["--constrain_actions", "true", "--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_tensor_parallel_size",
       "2"], r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_tensor_parallel_size=1 \(got 2\)$"),
+    (["--constrain_query", "true"], r"MileGPOConfig.constrain_query=True: needs constrain_actions=True \(it "),
 ])
 def test_bad_values_are_refused(flags, match):
     from milegpo.trainer.config import ConfigError

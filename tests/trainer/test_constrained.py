@@ -15,7 +15,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from milegpo.rollout import parse_action
-from milegpo.trainer.constrained import ActionConstraint, Vocabulary, action_regex, allowed_tokens_fn
+from milegpo.trainer.constrained import ActionConstraint, Vocabulary, action_regex, allowed_tokens_fn, goal_words
 
 torch.set_num_threads(1)
 
@@ -109,6 +109,56 @@ def test_constrained_every_row_writes_one_of_its_admissible_actions(tokenizer, s
     assert query and query.group(1).strip() and not set("[]<>") & set(query.group(1)), texts[2]
 
 
+def _goal(tok) -> str:
+    """An instruction of the 30-product catalog (its words are in the tiny tokenizer's vocabulary)."""
+    from milegpo.envs.webshop import get_world
+    from milegpo.envs.webshop.env import world_options
+
+    return get_world(world_options(catalog_size=30)).shop.goals[0]["instruction_text"]
+
+
+def _query_of_words(tok, text: str, words) -> bool:
+    """Whether the search block of ``text`` holds a query that is a sequence of ``words`` (each as the tokenizer
+    writes it back: the tiny one spaces a word's punctuation, ``men ' s``) separated by single spaces."""
+    forms = sorted({tok.decode(tok(w, add_special_tokens=False)["input_ids"]) for w in words}, key=len, reverse=True)
+    word = "(" + "|".join(re.escape(f) for f in forms) + ")"
+    return re.fullmatch(rf".*<action> search\[{word}( {word})*\] </action>\s*", text, re.DOTALL) is not None
+
+
+def test_goal_words():
+    assert goal_words("I need a red scarf, and price lower than 40.00 dollars") == (
+        "i", "need", "a", "red", "scarf", "and", "price", "lower", "than", "40.00", "dollars")
+    assert goal_words('"men\'s" shoes (size 9) red red x[1] <b>') == ("men's", "shoes", "size", "9", "red")
+    with pytest.raises(ValueError, match="has no word a query could use"):
+        goal_words(" , [x] ")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_constrained_query_is_made_of_the_goal_words(tokenizer, seed):
+    """The scripted model writes an ASIN as its query (a word the goal does not hold): a free query keeps it; with
+    the goal's words (constrain_query) every search row's query is a sequence of them, and the other rows still
+    write one of their admissible actions; a tight budget still ends the query on a whole word."""
+    bad, pages = _pages(tokenizer)
+    goal = _goal(tokenizer)
+    words = goal_words(goal)
+    assert bad not in words and all(tokenizer.unk_token_id not in tokenizer(w, add_special_tokens=False)["input_ids"]
+                                    for w in words)
+    model = scripted_model(tokenizer, f"<think> i act </think> <action> search [ {bad} {bad} ] </action>")
+    rows = [pages[2]] * 3 + [pages[0]]
+    prompts = ["<|user|> shop <|assistant|>"] * len(rows)
+    torch.manual_seed(seed)
+    free = _generate(model, tokenizer, prompts, prefix_allowed_tokens_fn=allowed_tokens_fn(
+        tokenizer, [tokenizer.eos_token_id], rows, 24))
+    assert all(f"search[{bad} {bad}]" in t for t in free[:3]), free
+    for budget in (24, 12):
+        torch.manual_seed(seed)
+        fn = allowed_tokens_fn(tokenizer, [tokenizer.eos_token_id], rows, budget, [words] * 3 + [None])
+        texts = _generate(model, tokenizer, prompts, max_new_tokens=budget, prefix_allowed_tokens_fn=fn)
+        assert all(parse_action(t, a).valid for t, a in zip(texts, rows)), texts
+        assert all(_query_of_words(tokenizer, t, words) for t in texts[:3]), (texts, words)
+        assert all(bad not in t for t in texts[:3]), texts
+
+
 def test_the_budget_opens_the_block_in_time_and_a_too_small_one_is_refused(tokenizer):
     _, pages = _pages(tokenizer)
     model = scripted_model(tokenizer, "<think> " + "i act " * 40 + "</think>")  # it would think past the budget
@@ -179,6 +229,15 @@ def test_action_regex_admits_exactly_the_admissible_actions():
            "<action>click[b0x1xa]</action>", "<action>click[buy now]</action> more", "click[buy now]"]
     assert all(re.fullmatch(regex, t) for t in good)
     assert not any(re.fullmatch(regex, t) for t in bad)
+    # with the goal's words (constrain_query): a query is a sequence of them, nothing else
+    regex = action_regex(["click[buy now]", "search[<your query>]"], goal_words("a red (wool) scarf, 40.00 dollars"))
+    good = ["<action>search[red scarf]</action>", "<action>search[scarf red wool red]</action>",
+            "<action>search[40.00]</action>", "i act <action>click[buy now]</action>"]
+    bad = ["<action>search[blue scarf]</action>", "<action>search[red  scarf]</action>",
+           "<action>search[ red]</action>", "<action>search[red ]</action>", "<action>search[]</action>",
+           "<action>search[40x00]</action>", "<action>search[scarf,]</action>", "<action>search[redscarf]</action>"]
+    assert all(re.fullmatch(regex, t) for t in good)
+    assert not any(re.fullmatch(regex, t) for t in bad)
 
 
 @pytest.mark.slow
@@ -203,6 +262,10 @@ def test_the_trainer_constrains_its_generation(tmp_path, tokenizer):
         for admissible, valid in ((None, False), (pages, True)):
             _, _, _, texts = trainer._generate_batch(prompts, admissible)
             assert [parse_action(t, a).valid for t, a in zip(texts, pages)] == [valid] * len(pages), texts
+        words = goal_words(_goal(tokenizer))  # constrain_query: the search row's query of the goal's words
+        _, _, _, texts = trainer._generate_batch(prompts, pages, [words] * len(pages))
+        assert all(parse_action(t, a).valid for t, a in zip(texts, pages)) and _query_of_words(tokenizer, texts[2],
+                                                                                             words), texts
         assert "generate" not in vars(trainer.model)  # the class's generate again after the call
     finally:
         trainer.close()

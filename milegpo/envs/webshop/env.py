@@ -143,7 +143,7 @@ def webshop_tasks(split: str = "train", n: int | None = 100, start: int = 0, tas
                   horizon: int = DEFAULT_WEBSHOP_HORIZON, data_dir: str | os.PathLike | None = None,
                   files: str = "auto", catalog_size: int = DEFAULT_PRODUCTS, catalog_seed: int = DEFAULT_SEED,
                   test_goals: int = TEST_GOALS, show_attrs: bool = False, search_anywhere: bool = False,
-                  reward: str = DEFAULT_REWARD) -> list[Task]:
+                  reward: str = DEFAULT_REWARD, max_goal_options: int | None = None) -> list[Task]:
     """``n`` WebShop goals of ``split`` as Tasks, from the ``start``-th goal of the split on.
 
     split: ``test`` (the first ``test_goals`` goals, verl-agent's 500) or ``train`` (the rest);
@@ -151,8 +151,11 @@ def webshop_tasks(split: str = "train", n: int | None = 100, start: int = 0, tas
     data_dir: WebShop's data folder (default ``$WEBSHOP_DATA``; neither: the embedded catalog of
     ``catalog_size`` products from ``catalog_seed``); files: ``auto`` / ``small`` / ``full``;
     show_attrs / search_anywhere: see :class:`WebShopEnv`; reward: the reward of a purchase, ``win`` (10 for a
-    perfect one, else 0: verl-agent's) or ``score`` (10 x WebShop's score), see :data:`REWARDS`. Fewer than ``n``
-    goals left is an error.
+    perfect one, else 0: verl-agent's) or ``score`` (10 x WebShop's score), see :data:`REWARDS`; max_goal_options:
+    keep only the goals whose instruction asks at most this many options (WebShop's ``goal_options``; 0: goals won
+    by the right product at the right price, no option to choose; None: every goal), a selection inside the split
+    like ``task_type`` (the split's goal indices stay those of the whole list). Fewer than ``n`` goals left is an
+    error.
     """
     if reward not in REWARDS:
         raise ValueError(f"WebShop reward must be one of {list(REWARDS)} ('win': 10 for a purchase of score 1.0, "
@@ -166,10 +169,17 @@ def webshop_tasks(split: str = "train", n: int | None = 100, start: int = 0, tas
             raise ValueError(f"WebShop task_type (a goal category) must be one of the {world.label}'s {categories}, "
                              f"got {task_type!r}")
         indices = [i for i in indices if world.shop.goals[i]["category"] == task_type]
+    if max_goal_options is not None:
+        if isinstance(max_goal_options, bool) or not isinstance(max_goal_options, int) or max_goal_options < 0:
+            raise ValueError(f"WebShop max_goal_options must be an int >= 0 (or None: every goal), got "
+                             f"{max_goal_options!r}")
+        indices = [i for i in indices if len(world.shop.goals[i]["goal_options"]) <= max_goal_options]
     chosen = indices[start:] if n is None else indices[start:start + n]
     if n is not None and len(chosen) < n:
-        raise EnvError(f"WebShop split {split!r}{f' / category {task_type!r}' if task_type else ''} of the "
-                       f"{world.label} has {len(indices)} goals; asked for {n} from goal {start} on")
+        within = (f" / category {task_type!r}" if task_type else "") + (
+            f" / at most {max_goal_options} goal options" if max_goal_options is not None else "")
+        raise EnvError(f"WebShop split {split!r}{within} of the {world.label} has {len(indices)} goals; asked for "
+                       f"{n} from goal {start} on")
     options = catalog + tuple((k, v) for k, v in (("show_attrs", bool(show_attrs)),
                                                    ("search_anywhere", bool(search_anywhere))) if v)
     if reward != DEFAULT_REWARD:  # the default is not written: the Tasks (and their ids' options) stay as before

@@ -277,6 +277,27 @@ def test_tasks_splits_filters_and_errors(small_tasks):
         make_tasks("webshop", "test", 2, options={"max_receptacles": 4})
 
 
+def test_max_goal_options_keeps_the_goals_asking_that_few_options(small_tasks):
+    """``max_goal_options``: the split's goals whose instruction asks at most that many options, their indices
+    those of the whole split (the same Tasks), through make_tasks too; a bad value or too few goals is refused."""
+    from milegpo.envs.webshop import get_world
+
+    test = small_tasks["test"]
+    goals = get_world(test[0].options).shop.goals
+    for most in (0, 1):
+        kept = webshop_tasks("test", None, max_goal_options=most, **SMALL)
+        assert kept == [t for t in test if len(goals[t.seed]["goal_options"]) <= most]
+        assert 0 < len(kept) < len(test) and all(len(goals[t.seed]["goal_options"]) <= most for t in kept)
+    none = webshop_tasks("test", None, max_goal_options=0, **SMALL)
+    assert make_tasks("webshop", "test", 2, options={**SMALL, "max_goal_options": 0}) == [
+        dataclasses.replace(t, horizon=make_tasks("webshop", "test", 1, options=SMALL)[0].horizon) for t in none[:2]]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="max_goal_options must be an int >= 0"):
+            webshop_tasks("test", 1, max_goal_options=bad, **SMALL)
+    with pytest.raises(EnvError, match=f"/ at most 0 goal options of the .* has {len(none)} goals; asked for 41"):
+        webshop_tasks("test", 41, max_goal_options=0, **SMALL)
+
+
 def test_real_data_dir_and_webshop_data(monkeypatch, fixture_dir, tmp_path):
     tasks = webshop_tasks("test", None, data_dir=fixture_dir)
     assert len(tasks) == 3 and dict(tasks[0].options)["data_dir"] == str(fixture_dir.resolve())
