@@ -141,7 +141,8 @@ def test_config_values_become_the_flags_and_a_flag_given_wins(tmp_path):
 
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("env: webshop\ngroup_size: 3\neval_splits: [test]\nplots: false\nnum_eval_tasks: 10\n"
-                      "env_options: {catalog_size: 300, test_goals: 40}\nmax_completion_length: null\n"
+                      "env_options: {catalog_size: 300, test_goals: 40, max_goal_options: null}\n"
+                      "max_completion_length: null\n"
                       "sft_epochs: 0\n")
     job, cfg = parse(["--config", str(recipe), "--output_dir", str(tmp_path / "run")])
     assert (cfg.env, cfg.group_size, cfg.eval_splits, job.plots) == ("webshop", 3, ["test"], False)
@@ -220,8 +221,8 @@ def test_env_options_merge_into_the_defaults(private_webshop_cache, tmp_path):
     tiny = ENV_DEFAULTS["webshop"]["tiny"]["env_options"]
     _, cfg = parse(["--env", "webshop", "--env_options", '{"show_attrs": true}', "--output_dir", str(tmp_path)])
     assert cfg.env_options == {**tiny, "show_attrs": True}  # the tiny catalog stays (was: 3,000 products)
-    _, cfg = parse(["--env", "webshop", "--env_options", '{"catalog_size": 1000, "test_goals": null}',
-                    "--output_dir", str(tmp_path)])
+    _, cfg = parse(["--env", "webshop", "--env_options",
+                    '{"catalog_size": 1000, "test_goals": null, "max_goal_options": null}', "--output_dir", str(tmp_path)])
     assert cfg.env_options == {"catalog_size": 1000}  # a key given wins; null drops the default's
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("env: webshop\nenv_options: {search_anywhere: true}\n")
@@ -240,8 +241,8 @@ def test_env_options_merge_into_the_defaults(private_webshop_cache, tmp_path):
     (["--env", "webshop", "--env_options", '{"data_dir": "/nope"}'], r"^milegpo train: error: the train tasks of "
                                                                      r"--env webshop .*: WebShop data directory /nope "
                                                                      r"does not exist"),
-    (["--env", "webshop", "--num_eval_tasks", "101"], r"the test tasks of --env webshop .* has 100 goals; asked for "
-                                                      r"101"),
+    (["--env", "webshop", "--num_eval_tasks", "55"], r"the test tasks of --env webshop .* / at most 0 goal options "
+                                                     r"of .* has 54 goals; asked for 55"),
     (["--env", "webshop", "--task_type", "spaceships"], r"WebShop task_type \(a goal category\) must be one of"),
 ])
 def test_env_options_are_checked_at_the_flags(capsys, tmp_path, private_webshop_cache, argv, message):

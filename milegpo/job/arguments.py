@@ -45,16 +45,18 @@ ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "alfworld": {"run": dict(sft_expert="oracle"), "tiny": {}},
     "textworld": {"run": dict(sft_expert="oracle"), "tiny": {}},
     # WebShop as verl-agent trains it: its credit preset (paper table 5), its prompt, its test split. The tiny run:
-    # an embedded catalog of 500 products (a 2.3k-word vocabulary; test = its first 100 goals, train = the other
-    # 309), 8 steps (the expert needs 5.6), the compact prompt with one step of history (~240 tokens; verl-agent's
-    # with two is ~560), 12 warm-start epochs on 48 walkthroughs, 10 iterations (notes/webshop.md: the time, what
-    # it learns, and why not more)
+    # an embedded catalog of 1,500 products, only its goals that ask for no option (max_goal_options 0: the right
+    # product at the right price wins; test = those among its first 300 goals, 54, train = the other 142), 8 steps,
+    # the compact prompt with one step of history (~240 tokens; verl-agent's with two is ~560), actions constrained
+    # to the page's admissible ones and the search query to the instruction's words, 12 warm-start epochs on 48
+    # walkthroughs, 10 iterations (notes/webshop.md: the time, what it learns, what it does not show)
     "webshop": {
         "run": dict(credit_preset="webshop", prompt_style="webshop", horizon=DEFAULT_WEBSHOP_HORIZON,
                     eval_splits=["test"]),
-        "tiny": dict(env_options={"catalog_size": 500, "test_goals": 100}, horizon=8, num_train_tasks=64,
-                     prompt_style="compact", history_length=1, sft_tasks=48, sft_epochs=12.0, sft_explore=0.1,
-                     max_completion_length=32, max_steps=10),
+        "tiny": dict(env_options={"catalog_size": 1500, "test_goals": 300, "max_goal_options": 0}, horizon=8,
+                     num_train_tasks=64, prompt_style="compact", history_length=1, sft_tasks=48, sft_epochs=12.0,
+                     sft_explore=0.1, max_completion_length=32, max_steps=10, constrain_actions=True,
+                     constrain_query=True),
     },
 }
 

@@ -421,7 +421,8 @@ class MileGPOConfig(GRPOConfig):
                 raise _refused(name, getattr(self, name), "must be in (0, 1]")
         if self.constrain_query and not self.constrain_actions:
             raise _refused("constrain_query", True, "needs constrain_actions=True (it constrains the query inside a "
-                                                    "constrained action block)")
+                                                    "constrained action block; with --constrain_actions false pass "
+                                                    "--constrain_query false too)")
         if self.constrain_actions and self.use_vllm and self.vllm_mode != "colocate":
             raise _refused("constrain_actions", True, f"with use_vllm needs vllm_mode='colocate' (got "
                                                       f"{self.vllm_mode!r}: TRL's vLLM client sends one structured-"

@@ -38,6 +38,8 @@ def test_webshop_picks_its_preset_prompt_horizon_and_split_unless_flags_say_othe
         tiny["horizon"], tiny["num_train_tasks"], tiny["max_completion_length"])
     assert cfg.task_type == "" and cfg.env_options == tiny["env_options"]  # nothing of the household tiny run
     assert job.sft_epochs == tiny["sft_epochs"] and job.tiny_hidden == 128
+    # the tiny run: the goals that ask no option, actions constrained to the page's, the query to the goal's words
+    assert cfg.env_options["max_goal_options"] == 0 and cfg.constrain_actions and cfg.constrain_query
     _, cfg = parse(["--env=webshop", "--horizon", "5", "--prompt_style", "compact", "--credit_preset", "alfworld",
                     "--eval_splits", "train", "test"])
     assert (cfg.horizon, cfg.prompt_style, cfg.credit_preset, cfg.eval_splits) == (5, "compact", "alfworld",
@@ -47,6 +49,7 @@ def test_webshop_picks_its_preset_prompt_horizon_and_split_unless_flags_say_othe
     assert (cfg.horizon, cfg.eval_splits, cfg.credit_preset, cfg.max_steps) == (
         DEFAULT_WEBSHOP_HORIZON, ["test"], "webshop", 300)
     assert (cfg.prompt_style, cfg.history_length) == ("webshop", 2)
+    assert not cfg.constrain_actions and not cfg.constrain_query and not cfg.env_options
 
 
 def test_household_defaults_are_unchanged():

@@ -103,7 +103,8 @@ def test_train_short_webshop_run_reports_score_and_diagnostics(tmp_path, capsys,
 
     torch.set_num_threads(1)
     out = tmp_path / "shop"
-    assert main(["train", "--output_dir", str(out), *WEBSHOP_SHORT]) == 0
+    assert main(["train", "--output_dir", str(out), *WEBSHOP_SHORT, "--constrain_actions", "false",
+                 "--constrain_query", "false"]) == 0  # free actions (the tiny defaults constrain them: below)
     text = capsys.readouterr().out
     for phrase in ("env webshop", "credit milegpo/full", "SFT warm start:", "before RL (after SFT)", "after RL",
                    "test success", "test score", "test invalid", "train score: first", "per iteration (median)"):
@@ -121,7 +122,8 @@ def test_train_short_webshop_run_reports_score_and_diagnostics(tmp_path, capsys,
     for d, path in zip(summary["diagnostics"], summary["batches"]):
         assert d["rows"] == len(StepBatch.load(path)) > 0
     settings = json.loads((out / "final" / "milegpo_task.json").read_text())
-    assert settings["env"] == "webshop" and settings["env_options"] == {"catalog_size": 300, "test_goals": 40}
+    assert settings["env"] == "webshop" and settings["env_options"] == {"catalog_size": 300, "test_goals": 40,
+                                                                        "max_goal_options": 0}  # the tiny default
     assert (settings["prompt_style"], settings["history_length"], settings["num_train_tasks"]) == ("compact", 1, 4)
     assert main(["replay", str(out / "batches"), "--preset", "webshop", "--rows", "0"]) == 0
     assert "preset webshop" in capsys.readouterr().out
@@ -144,7 +146,7 @@ def test_train_short_webshop_run_with_constrained_actions_writes_no_invalid_acti
     torch.set_num_threads(1)
     out = tmp_path / "shop"
     assert main(["train", "--output_dir", str(out), *WEBSHOP_SHORT, "--constrain_actions", "true",
-                 *(["--constrain_query", "true"] if query else [])]) == 0
+                 "--constrain_query", str(query).lower()]) == 0
     said = capsys.readouterr().out
     assert "actions constrained to the admissible ones" in said and ("queries to the goal words" in said) == query
     summary = json.loads((out / "summary.json").read_text())
