@@ -247,7 +247,7 @@ class EpisodeRunner:
       each row's action to them (``MileGPOTrainer``: ``MileGPOConfig.constrain_actions``); off:
       ``generate(prompts)``.
     constrain_query: with ``constrain_actions``, call ``generate(prompts, admissible, query_words)``,
-      ``query_words[i]`` the words of prompt ``i``'s goal (:func:`milegpo.trainer.constrained.goal_words`; None for
+      ``query_words[i]`` the words of prompt ``i``'s goal (:func:`milegpo.envs.base.goal_words`; None for
       the dummy prompt), so that a template's query is made of them (``MileGPOConfig.constrain_query``).
     num_env_workers: workers of the pool made when ``pool`` is None (``"auto"`` or an int).
     """
