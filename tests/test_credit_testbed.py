@@ -105,3 +105,35 @@ def test_the_tabular_policy_searches_what_the_shopping_expert_types(private_webs
     action = policy.chooser(env, info["goal"], record)(obs, admissible, 0)
     query = f"search[{search_query(info['goal'])}]"
     assert action == query and policy.table[record[0][0]][0] == [query, mod.INVALID_ACTION]
+
+
+def test_combine_joins_runs_of_one_configuration_and_refuses_the_rest(tmp_path, capsys):
+    """--combine: chunks of methods / seeds of one configuration become one table; a (method, seed) twice or
+    different settings end in one line (exit 2)."""
+    mod = _module()
+    small = ["--tasks", "4", "--groups", "2", "--group-size", "2", "--iterations", "2", "--horizon", "8",
+             "--eval-episodes", "1"]
+    a, b, c, other = (tmp_path / n for n in ("a", "b", "c", "other"))
+    assert mod.main(["--out", str(a), "--seeds", "0", "--methods", "grpo", "graphgpo", *small]) == 0
+    assert mod.main(["--out", str(b), "--seeds", "1", "--methods", "grpo", "graphgpo", *small]) == 0
+    assert mod.main(["--out", str(other), "--seeds", "2", "--methods", "grpo", *small,
+                     "--state-anchor", "observation"]) == 0
+    assert mod.main(["--out", str(c), "--combine", str(a), str(b)]) == 0
+    saved = json.loads((c / "results.json").read_text())
+    assert sorted((r["method"], r["seed"]) for r in saved["records"]) == [
+        ("graphgpo", 0), ("graphgpo", 1), ("grpo", 0), ("grpo", 1)]
+    assert "| graphgpo - grpo |" in (c / "table.md").read_text() and str(a) in (c / "table.md").read_text()
+    capsys.readouterr()
+    for folders, words in (([a, a], "grpo seed 0 is also in"), ([a, other], "state_anchor ('observation' vs "),
+                           ([a, tmp_path / "none"], "no results.json there")):
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--out", str(tmp_path / "x"), "--combine", *map(str, folders)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and words in err[-1], err
+
+
+def test_settings_before_anchors_compare_as_todays():
+    mod = _module()
+    old = {"tasks": 32, "state": "obs"}
+    assert mod.comparable_settings(old) == {"tasks": 32, "state_anchor": "observation", "policy_sees": "observation",
+                                            "overrides": {}}
