@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from credit_testbed import METHODS, comparable_settings  # noqa: E402
+from credit_testbed import METHODS, comparable_settings, settings_difference  # noqa: E402
 
 from milegpo.evidence.seed_stats import mean_ci, paired_test  # noqa: E402
 
@@ -42,9 +42,8 @@ def load(folders: list[str]) -> dict[tuple[str, str], dict]:
         if shared is None:
             shared = s
         elif s != shared:
-            diff = sorted(k for k in set(s) | set(shared) if s.get(k) != shared.get(k))
             raise ValueError(f"{folder}: settings other than the anchor and the policy's input differ from "
-                             f"{folders[0]}'s: {', '.join(diff)}")
+                             f"{folders[0]}'s: {settings_difference(s, shared)}")
         if cell in cells:
             raise ValueError(f"{folder}: anchor {cell[0]}, policy sees {cell[1]} is given twice")
         by: dict = {}

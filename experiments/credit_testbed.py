@@ -368,6 +368,11 @@ def comparable_settings(settings: dict) -> dict:
     return out
 
 
+def settings_difference(a: dict, b: dict) -> str:
+    """The settings in which ``a`` differs from ``b``, each as ``name (a's value vs b's)``; empty when equal."""
+    return ", ".join(f"{k} ({a.get(k)!r} vs {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+
+
 def combine(folders: list[str]) -> tuple[dict, list[dict], str]:
     """The settings, records and footer of the runs saved in ``folders`` (each a results.json), combined; a
     ValueError names the folder whose settings differ from the first's, or a (method, seed) found twice."""
@@ -381,9 +386,8 @@ def combine(folders: list[str]) -> tuple[dict, list[dict], str]:
         if settings is None:
             settings = s
         elif s != settings:
-            diff = sorted(k for k in set(s) | set(settings) if s.get(k) != settings.get(k))
             raise ValueError(f"{path}: settings differ from {Path(folders[0]) / 'results.json'} in "
-                             f"{', '.join(f'{k} ({s.get(k)!r} vs {settings.get(k)!r})' for k in diff)}")
+                             f"{settings_difference(s, settings)}")
         for r in saved["records"]:
             key = (r["method"], r["seed"])
             if key in seen:

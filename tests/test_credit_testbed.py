@@ -137,3 +137,25 @@ def test_settings_before_anchors_compare_as_todays():
     old = {"tasks": 32, "state": "obs"}
     assert mod.comparable_settings(old) == {"tasks": 32, "state_anchor": "observation", "policy_sees": "observation",
                                             "overrides": {}}
+
+
+def test_anchor_matrix_pairs_configurations_by_seed(tmp_path, capsys):
+    """experiments/anchor_matrix.py: a column per (anchor, policy input), the anchor's effect paired over seeds;
+    folders whose other settings differ are refused in one line."""
+    mod = _module()
+    matrix = SimpleNamespace(**runpy.run_path(str(SCRIPT.parent / "anchor_matrix.py"), run_name="anchor_matrix"))
+    small = ["--seeds", "0", "1", "--methods", "grpo", "graphgpo", "--tasks", "4", "--groups", "2", "--group-size",
+             "2", "--iterations", "2", "--horizon", "8", "--eval-episodes", "1"]
+    obs, tracked, longer = tmp_path / "obs", tmp_path / "tracked", tmp_path / "longer"
+    assert mod.main(["--out", str(obs), "--state-anchor", "observation", *small]) == 0
+    assert mod.main(["--out", str(tracked), *small]) == 0
+    assert mod.main(["--out", str(longer), "--state-anchor", "observation", *small[:-2], "--eval-episodes", "2"]) == 0
+    capsys.readouterr()
+    assert matrix.main([str(obs), str(tracked)]) == 0
+    out = capsys.readouterr().out
+    assert "| method | observation, policy sees observation | tracked+actions, policy sees observation |" in out
+    assert "| graphgpo - grpo |" in out and "tracked+actions - observation keys (policy sees observation)" in out
+    # GRPO reads no state key: the anchor changes nothing of its runs, paired difference exactly 0 over 2 seeds
+    assert "| grpo | +0.0 [+0.0, +0.0] (p 1.000, 2) |" in out
+    assert matrix.main([str(obs), str(longer)]) == 2
+    assert "eval_episodes (2 vs 1)" in capsys.readouterr().err
