@@ -87,7 +87,7 @@ def markdown(cells: dict[tuple[str, str], dict]) -> str:
             paired(cells[c][a], cells[c][b]) if a in cells[c] and b in cells[c] else "not run" for c in order) + " |")
     effects = []
     for anchor in sorted({c[0] for c in order} - {"observation"}):
-        for sees in sorted({c[1] for c in order}):
+        for sees in sorted({c[1] for c in order}, key=lambda p: (p != "observation", p)):
             if (anchor, sees) in cells and ("observation", sees) in cells:
                 effects.append((f"{anchor} - observation keys (policy sees {sees})", (anchor, sees),
                                 ("observation", sees)))
