@@ -90,7 +90,8 @@ def table(records: list[dict], settings: dict) -> str:
     s = settings
     lines = [f"Convention testbed ({s['env']}): {s['tasks']} training tasks, horizon {s['horizon']}, "
              f"{s['iterations']} iterations x {s['groups']} groups x {s['group_size']} episodes, lr {s['lr']}, "
-             f"state anchor {s.get('state_anchor', s.get('state', 'observation'))}, preset {s['preset']}; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}); "
+             f"state anchor {s.get('state_anchor', s.get('state', 'observation'))}, the policy sees "
+             f"{s.get('policy_sees', 'observation')}, preset {s['preset']}; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}); "
              "mean and 95% t-interval over seeds, %.", "",
              "| method / convention | final success | mean training success | final invalid | seeds |",
              "| --- | --- | --- | --- | --- |"]
