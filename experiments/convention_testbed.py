@@ -2,7 +2,10 @@
 method run under several CreditConfig conventions on the same seeds, one switch at a time, paired by seed.
 
     OMP_NUM_THREADS=1 python experiments/convention_testbed.py --out experiments/results/parity_testbed \
-        --methods graphgpo milegpo-full --seeds $(seq 0 19)
+        --methods graphgpo milegpo-full --seeds $(seq 0 19) --state-anchor observation
+
+(``--state-anchor observation``: the recorded run keyed states by the observation; the default is the trainer's,
+``tracked+actions``.)
 
 A seed plays the same tasks in the same order from the same prior with the same random stream under every
 method and convention (credit_testbed.run), so the per-seed differences pair. The conventions
@@ -87,7 +90,8 @@ def table(records: list[dict], settings: dict) -> str:
     s = settings
     lines = [f"Convention testbed ({s['env']}): {s['tasks']} training tasks, horizon {s['horizon']}, "
              f"{s['iterations']} iterations x {s['groups']} groups x {s['group_size']} episodes, lr {s['lr']}, "
-             f"state anchor {s.get('state_anchor', s.get('state', 'observation'))}, preset {s['preset']}; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}); "
+             f"state anchor {s.get('state_anchor', s.get('state', 'observation'))}, the policy sees "
+             f"{s.get('policy_sees', 'observation')}, preset {s['preset']}; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}); "
              "mean and 95% t-interval over seeds, %.", "",
              "| method / convention | final success | mean training success | final invalid | seeds |",
              "| --- | --- | --- | --- | --- |"]

@@ -351,7 +351,51 @@ def parser(description: str | None = __doc__) -> argparse.ArgumentParser:
     p.add_argument("--overrides", default="{}",
                    help="CreditConfig fields over the preset, as JSON (e.g. '{\"norm\": \"mean_std\"}')")
     p.add_argument("--table-only", action="store_true", help="rewrite table.md / curves.png from results.json")
+    p.add_argument("--combine", nargs="+", metavar="DIR", default=None,
+                   help="write --out's results.json / table.md from the records of these folders' results.json "
+                        "(runs of the same settings, e.g. chunks of seeds or of methods); a (method, seed) found "
+                        "twice, or settings that differ, are refused")
     return p
+
+
+def comparable_settings(settings: dict) -> dict:
+    """A run's settings in today's spelling (runs before anchors: ``state`` -> ``state_anchor``, no
+    ``policy_sees`` = observation, no ``overrides`` = none), so runs of one configuration compare equal."""
+    out = {k: v for k, v in settings.items() if k != "state"}
+    out["state_anchor"] = _anchor_of(settings)
+    out.setdefault("policy_sees", "observation")
+    out.setdefault("overrides", {})
+    return out
+
+
+def settings_difference(a: dict, b: dict) -> str:
+    """The settings in which ``a`` differs from ``b``, each as ``name (a's value vs b's)``; empty when equal."""
+    return ", ".join(f"{k} ({a.get(k)!r} vs {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+
+
+def combine(folders: list[str]) -> tuple[dict, list[dict], str]:
+    """The settings, records and footer of the runs saved in ``folders`` (each a results.json), combined; a
+    ValueError names the folder whose settings differ from the first's, or a (method, seed) found twice."""
+    settings, records, seen, footers = None, [], {}, []
+    for folder in folders:
+        path = Path(folder) / "results.json"
+        if not path.is_file():
+            raise ValueError(f"{path}: no results.json there")
+        saved = json.loads(path.read_text())
+        s = comparable_settings(saved["settings"])
+        if settings is None:
+            settings = s
+        elif s != settings:
+            raise ValueError(f"{path}: settings differ from {Path(folders[0]) / 'results.json'} in "
+                             f"{settings_difference(s, settings)}")
+        for r in saved["records"]:
+            key = (r["method"], r["seed"])
+            if key in seen:
+                raise ValueError(f"{path}: {key[0]} seed {key[1]} is also in {seen[key]}")
+            seen[key] = path
+            records.append(r)
+        footers.append(f"- `{folder}`: {saved.get('footer', '').strip() or 'no command recorded'}")
+    return settings, records, "\nCombined from:\n" + "\n".join(footers) + "\n"
 
 
 def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
@@ -385,6 +429,17 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = settings_of(args, p)
+    if args.combine:
+        try:
+            combined_settings, records, footer = combine(args.combine)
+        except ValueError as e:
+            p.error(str(e))
+        (out / "results.json").write_text(json.dumps({"settings": combined_settings, "records": records,
+                                                      "footer": footer, "analysis": analyse(records)}, indent=1))
+        md = table(records, combined_settings)
+        (out / "table.md").write_text(md + footer)
+        print(md + footer + f"wrote {out / 'table.md'}, {out / 'results.json'}, {plot(records, out / 'curves.png')}")
+        return 0
     if args.table_only:
         saved = json.loads((out / "results.json").read_text())
         md = table(saved["records"], saved["settings"])

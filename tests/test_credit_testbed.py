@@ -105,3 +105,57 @@ def test_the_tabular_policy_searches_what_the_shopping_expert_types(private_webs
     action = policy.chooser(env, info["goal"], record)(obs, admissible, 0)
     query = f"search[{search_query(info['goal'])}]"
     assert action == query and policy.table[record[0][0]][0] == [query, mod.INVALID_ACTION]
+
+
+def test_combine_joins_runs_of_one_configuration_and_refuses_the_rest(tmp_path, capsys):
+    """--combine: chunks of methods / seeds of one configuration become one table; a (method, seed) twice or
+    different settings end in one line (exit 2)."""
+    mod = _module()
+    small = ["--tasks", "4", "--groups", "2", "--group-size", "2", "--iterations", "2", "--horizon", "8",
+             "--eval-episodes", "1"]
+    a, b, c, other = (tmp_path / n for n in ("a", "b", "c", "other"))
+    assert mod.main(["--out", str(a), "--seeds", "0", "--methods", "grpo", "graphgpo", *small]) == 0
+    assert mod.main(["--out", str(b), "--seeds", "1", "--methods", "grpo", "graphgpo", *small]) == 0
+    assert mod.main(["--out", str(other), "--seeds", "2", "--methods", "grpo", *small,
+                     "--state-anchor", "observation"]) == 0
+    assert mod.main(["--out", str(c), "--combine", str(a), str(b)]) == 0
+    saved = json.loads((c / "results.json").read_text())
+    assert sorted((r["method"], r["seed"]) for r in saved["records"]) == [
+        ("graphgpo", 0), ("graphgpo", 1), ("grpo", 0), ("grpo", 1)]
+    assert "| graphgpo - grpo |" in (c / "table.md").read_text() and str(a) in (c / "table.md").read_text()
+    capsys.readouterr()
+    for folders, words in (([a, a], "grpo seed 0 is also in"), ([a, other], "state_anchor ('observation' vs "),
+                           ([a, tmp_path / "none"], "no results.json there")):
+        with pytest.raises(SystemExit) as e:
+            mod.main(["--out", str(tmp_path / "x"), "--combine", *map(str, folders)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and words in err[-1], err
+
+
+def test_settings_before_anchors_compare_as_todays():
+    mod = _module()
+    old = {"tasks": 32, "state": "obs"}
+    assert mod.comparable_settings(old) == {"tasks": 32, "state_anchor": "observation", "policy_sees": "observation",
+                                            "overrides": {}}
+
+
+def test_anchor_matrix_pairs_configurations_by_seed(tmp_path, capsys):
+    """experiments/anchor_matrix.py: a column per (anchor, policy input), the anchor's effect paired over seeds;
+    folders whose other settings differ are refused in one line."""
+    mod = _module()
+    matrix = SimpleNamespace(**runpy.run_path(str(SCRIPT.parent / "anchor_matrix.py"), run_name="anchor_matrix"))
+    small = ["--seeds", "0", "1", "--methods", "grpo", "graphgpo", "--tasks", "4", "--groups", "2", "--group-size",
+             "2", "--iterations", "2", "--horizon", "8", "--eval-episodes", "1"]
+    obs, tracked, longer = tmp_path / "obs", tmp_path / "tracked", tmp_path / "longer"
+    assert mod.main(["--out", str(obs), "--state-anchor", "observation", *small]) == 0
+    assert mod.main(["--out", str(tracked), *small]) == 0
+    assert mod.main(["--out", str(longer), "--state-anchor", "observation", *small[:-2], "--eval-episodes", "2"]) == 0
+    capsys.readouterr()
+    assert matrix.main([str(obs), str(tracked)]) == 0
+    out = capsys.readouterr().out
+    assert "| method | observation, policy sees observation | tracked+actions, policy sees observation |" in out
+    assert "| graphgpo - grpo |" in out and "tracked+actions - observation keys (policy sees observation)" in out
+    # GRPO reads no state key: the anchor changes nothing of its runs, paired difference exactly 0 over 2 seeds
+    assert "| grpo | +0.0 [+0.0, +0.0] (p 1.000, 2) |" in out
+    assert matrix.main([str(obs), str(longer)]) == 2
+    assert "eval_episodes (2 vs 1)" in capsys.readouterr().err

@@ -212,3 +212,14 @@ def test_every_recipe_trains_one_iteration_on_cpu(path, tmp_path, tiny_policy, c
     not_available = {f"train/{k}" for k, v in logged.items() if v is None}
     assert not not_available & set(scalars)
     assert not [r for r in caplog.records if "as a scalar" in r.getMessage()]
+
+
+def test_a_recipe_key_given_twice_is_refused(tmp_path):
+    """The example scripts' parser reads --config as ``milegpo train`` does: a duplicate key is an error (PyYAML's
+    safe_load, TRL's reader, keeps the last one silently), whether ``env`` is a kind, a mapping or absent."""
+    for head in ("env: webshop\n", "env:\n  MILEGPO_RECIPE_PROBE: '1'\n", ""):
+        recipe = tmp_path / "webshop" / "twice.yaml"
+        recipe.parent.mkdir(exist_ok=True)
+        recipe.write_text(f"{head}max_steps: 3\nmax_steps: 30\n")
+        with pytest.raises(ValueError, match=r"twice\.yaml.*'max_steps' given twice"):
+            parse_recipe(recipe, "--output_dir", str(tmp_path))

@@ -14,6 +14,7 @@ reads its ``--config`` file itself, the same way (:func:`milegpo.job.flags.read_
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Iterable
 
 from trl import TrlParser
@@ -25,16 +26,18 @@ class MileGPOParser(TrlParser):
     def parse_args_and_config(self, args: Iterable[str] | None = None, return_remaining_strings: bool = False,
                               fail_with_unknown_args: bool = True, separate_remaining_strings: bool = False):
         """As ``TrlParser.parse_args_and_config``; a ``--config`` file whose ``env`` is a string gives its keys
-        as defaults itself (so TRL never sees that ``env``), with TRL's handling of keys no field takes."""
-        import yaml
+        as defaults itself (so TRL never sees that ``env``), with TRL's handling of keys no field takes. The file is
+        read by :func:`~milegpo.job.flags.read_config` first, whatever its ``env``: a key given twice (which
+        ``yaml.safe_load``, TRL's reader, settles silently by keeping the last) or a syntax error is a
+        :class:`~milegpo.usage.UsageError` (a ``ValueError``) naming the file and the key."""
+        from .flags import read_config
 
         args = list(sys.argv[1:] if args is None else args)
         if "--config" not in args or args.index("--config") + 1 >= len(args):
             return super().parse_args_and_config(args, return_remaining_strings, fail_with_unknown_args,
                                                  separate_remaining_strings)
         at = args.index("--config")
-        with open(args[at + 1]) as file:  # a missing file: the OSError TRL raises too
-            config = yaml.safe_load(file)
+        config = read_config(args[at + 1], prog=Path(sys.argv[0]).name or "milegpo")
         if not (isinstance(config, dict) and isinstance(config.get("env"), str)):
             return super().parse_args_and_config(args, return_remaining_strings, fail_with_unknown_args,
                                                  separate_remaining_strings)
