@@ -54,6 +54,8 @@ def action_template(entry: str) -> str | None:
     return None if template is None else template.group(1)
 
 
+#: characters a template's free text (a WebShop query) may not hold: they would end it or open a tag
+QUERY_FORBIDDEN = "[]<>"
 #: characters stripped from the ends of a goal's word (:func:`goal_words`): punctuation that follows or wraps a word
 WORD_EDGE_PUNCTUATION = ".,;:!?\"'()"
 
@@ -68,7 +70,7 @@ def goal_words(goal: str) -> tuple[str, ...]:
     found: dict[str, None] = {}
     for raw in goal.lower().split():
         word = raw.strip(WORD_EDGE_PUNCTUATION)
-        if word and not any(c in word for c in "[]<>"):
+        if word and not any(c in word for c in QUERY_FORBIDDEN):
             found.setdefault(word)
     if not found:
         raise ValueError(f"constrain_query: the goal {goal!r} has no word a query could use")
@@ -322,5 +324,5 @@ def success_by_task_type(task_types, won) -> dict[str, float]:
     return out
 
 
-__all__ = ["SINK", "UNWINNABLE", "match_action", "action_template", "goal_words", "WORD_EDGE_PUNCTUATION", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
+__all__ = ["SINK", "UNWINNABLE", "match_action", "action_template", "goal_words", "WORD_EDGE_PUNCTUATION", "QUERY_FORBIDDEN", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
            "state_key", "stable_seed"]

@@ -45,11 +45,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..envs.base import WORD_EDGE_PUNCTUATION, action_template, goal_words  # goal_words: re-exported
+from ..envs.base import QUERY_FORBIDDEN, WORD_EDGE_PUNCTUATION, action_template, goal_words  # re-exported
 
 OPEN_TAG, CLOSE_TAG = "<action>", "</action>"
-#: characters a template's free text (a WebShop query) may not hold: they would end it or open a tag
-QUERY_FORBIDDEN = "[]<>"
 #: the regex of a query (a template's free text) in :func:`action_regex`: no forbidden character, not blank
 QUERY_REGEX = r"[^\[\]<>]*[^\[\]<>\s][^\[\]<>]*"
 
