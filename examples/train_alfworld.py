@@ -46,6 +46,9 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
     if training_args.eval_splits and training_args.num_eval_tasks:
         trainer.evaluate()
     trainer.close()  # stops the environment workers
+    # under torchrun / accelerate launch: the process group goes down while the interpreter is whole (a gloo
+    # group left to the interpreter's exit can abort a process: pytorch/pytorch#190489); nothing single-process
+    trainer.accelerator.end_training()
 
 
 if __name__ == "__main__":
