@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Collection, Sequence
 
 from ..envs.webshop.env import DEFAULT_WEBSHOP_HORIZON
 from ..trainer.saved_policy import EVAL_FIELDS, TASK_FIELDS, TASK_SETTINGS, saved_task_settings  # re-exported
@@ -147,6 +147,21 @@ def _without_config(argv: Sequence[str]) -> tuple[list[str], str | None]:
     return rest, path
 
 
+def canonical_flags(argv: Sequence[str], known: Collection[str]) -> list[str]:
+    """``argv`` with every flag in its one spelling: ``--x-y`` (and ``--x-y=v``) becomes ``--x_y`` where ``x_y`` is a
+    flag of ``known`` (flag names with underscores). ``--help`` lists both spellings and argparse takes both, so
+    every later question "did the user give ``--x_y``" (a saved policy's folder, ``--env_options`` to merge, a
+    flag given that a ``--config`` value yields to) is asked of this one spelling. Values are left as they are."""
+    out = []
+    for token in argv:
+        if token.startswith("--") and token != "--":
+            name, eq, value = token[2:].partition("=")
+            if "-" in name and name.replace("-", "_") in known:
+                token = f"--{name.replace('-', '_')}{eq}{value}"
+        out.append(token)
+    return out
+
+
 def refuse_repeated_flags(argv: Sequence[str], prog: str) -> None:
     """A flag given twice on the command line is a one-line UsageError (argparse would keep the last silently).
     ``milegpo train`` / ``eval`` call it on what the user typed; :func:`parse` itself keeps argparse's last-wins
@@ -264,8 +279,11 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     full_help = HELP_ALL in argv
     argv = ["--help" if a == HELP_ALL else a for a in argv]
     parser = build_parser(prog, full_help=full_help or not {"-h", "--help"} & set(argv))
+    from ..usage import parser_flags
     from .flags import config_flags, parse_flags, read_config  # every mistake one line, not a traceback
 
+    # one spelling of every flag from here on: `--model-name-or-path` is `--model_name_or_path` (issue 44)
+    argv = canonical_flags(argv, {name for name, _ in parser_flags(parser)})
     argv, config_path = _without_config(argv)
     if config_path is None and "--config" in argv:
         raise UsageError(f"{prog}: error: argument --config: expected one argument (a YAML file)")
@@ -299,4 +317,4 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
 
 
 __all__ = ["JobArguments", "HELP_GROUPS", "arrange_help", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults",
-           "saved_task_settings", "merged_env_options", "refuse_repeated_flags", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]
+           "saved_task_settings", "merged_env_options", "refuse_repeated_flags", "canonical_flags", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]
