@@ -426,6 +426,13 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(str(e), file=sys.stderr)
         return 2
+    except Exception as e:  # noqa: BLE001 - only a user's state anchor failing mid-run is told in one line
+        from milegpo.envs.anchors import AnchorError
+
+        if not isinstance(e, AnchorError):
+            raise
+        print(f"milegpo {argv[0]}: error: {e} (the run stopped there)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -61,3 +61,96 @@ def test_canonical_flags_rewrites_only_known_flag_names():
     known = {"env_options", "model_name_or_path"}
     assert canonical_flags(["--env-options", "--x-y", "--model-name-or-path=a-b", "-h", "--", "a-b"], known) == \
         ["--env_options", "--x-y", "--model_name_or_path=a-b", "-h", "--", "a-b"]
+
+
+# ---------------------------------------------------------------- 2. a broken user anchor
+def raising_anchor(observation, context, admissible):
+    """A user's anchor that raises on every call."""
+    raise RuntimeError("my anchor is broken")
+
+
+def number_anchor(observation, context, admissible):
+    """A user's anchor that returns no str."""
+    return len(observation)
+
+
+def step_raising_anchor(observation, context, admissible):
+    """A user's anchor that keys the first observation and raises on every later one (a step's answer)."""
+    if observation.startswith("-= Welcome") or "You are in the middle of a room" in observation:
+        return observation
+    raise KeyError("no such room")
+
+
+@pytest.mark.parametrize("anchor, message", [
+    (".my_anchors:key", r"state_anchor '\.my_anchors:key': not a dotted path \(a relative path names no package\)"),
+    ("my..anchors:key", r"state_anchor 'my\.\.anchors:key': not a dotted path; a dotted path to a callable is"),
+    ("my.anchors:", r"state_anchor 'my\.anchors:': not a dotted path"),
+    ("my anchors.key", r"not a dotted path"),
+    ("no_such_module_44:key", r"cannot import it \(module 'no_such_module_44': no such module\)"),
+    ("tests.test_hostile_probes:no_such_anchor", r"module 'tests\.test_hostile_probes' has no 'no_such_anchor'"),
+    ("tests.test_hostile_probes:raising_anchor", r"^milegpo train: error: --state_anchor tests\.test_hostile_probes:"
+                                                 r"raising_anchor: state_anchor tests\.test_hostile_probes:"
+                                                 r"raising_anchor raised RuntimeError: my anchor is broken at the "
+                                                 r"reset of task '.*'$"),
+    ("tests.test_hostile_probes:number_anchor", r"--state_anchor tests\.test_hostile_probes:number_anchor: "
+                                                r"state_anchor .* returned a int \(\d+\), expected the str its state "
+                                                r"key hashes, at the reset of task"),
+    ("tests.test_hostile_probes:step_raising_anchor", r"raised KeyError: 'no such room' at step 1 of task"),
+])
+def test_a_broken_anchor_is_refused_before_any_model_is_built(capsys, tmp_path, anchor, message):
+    line = one_line_error(capsys, ["train", "--state_anchor", anchor, "--output_dir", str(tmp_path / "run")])
+    assert re.search(message, line), line
+    assert line.startswith("milegpo train: error: ") and not (tmp_path / "run").exists()
+
+
+def test_an_anchor_module_that_raises_on_import_is_refused(capsys, tmp_path, monkeypatch):
+    (tmp_path / "anchors_that_break_44.py").write_text("raise RuntimeError('import-time failure')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    line = one_line_error(capsys, ["train", "--state_anchor", "anchors_that_break_44:key", "--output_dir",
+                                   str(tmp_path / "run")])
+    assert re.search(r"state_anchor 'anchors_that_break_44:key': cannot import it \(module 'anchors_that_break_44': "
+                     r"importing it raised RuntimeError: import-time failure\)", line), line
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_anchor_failing_mid_run_stops_the_pool_naming_anchor_and_step(workers):
+    from milegpo.envs import household_tasks
+    from milegpo.envs.anchors import AnchorError
+    from milegpo.envs.pool import EnvPool, SequentialPool
+
+    tasks = household_tasks("train", 2)
+    with (SequentialPool(2) if workers == 0 else EnvPool(2, num_workers=workers)) as pool:
+        firsts = pool.reset(tasks, state_anchor=f"{__name__}:step_raising_anchor")
+        with pytest.raises(AnchorError, match=r"^state_anchor tests\.test_hostile_probes:step_raising_anchor raised "
+                                              r"KeyError: 'no such room' at step 1 of task '.*'$"):
+            pool.step([admissible[0] for _, admissible, _ in firsts])  # was: every episode truncated, run exit 0
+        with pytest.raises(AnchorError, match=r"raised RuntimeError: my anchor is broken at the reset of task"):
+            pool.reset(tasks, state_anchor=f"{__name__}:raising_anchor")  # was: EnvError with a traceback inside
+
+
+def test_the_pool_still_tells_a_dead_worker_from_a_failing_anchor():
+    import os
+    import signal
+
+    from milegpo.envs import household_tasks
+    from milegpo.envs.pool import EnvPool
+
+    tasks = household_tasks("train", 2)
+    with EnvPool(2, num_workers=2) as pool:
+        firsts = pool.reset(tasks, state_anchor=f"{__name__}:step_raising_anchor")
+        os.kill(pool.pids[0], signal.SIGKILL)
+        outs = pool.step_async({0: firsts[0][1][0]}).result()  # the dead worker's slot: a truncated episode
+        assert outs[0].info["truncated"] and "died" in outs[0].info["error"]
+
+
+def test_milegpo_says_in_one_line_that_an_anchor_stopped_the_run(capsys, monkeypatch):
+    import milegpo.job
+    from milegpo.envs.anchors import AnchorError
+
+    def run_train(job, cfg):  # the run, at the step where the anchor fails
+        raise AnchorError("state_anchor my.anchors:key raised KeyError: 'x' at step 4 of task 'train-7'")
+
+    monkeypatch.setattr(milegpo.job, "run_train", run_train)
+    line = one_line_error(capsys, ["train", "--max_steps", "1"], code=1)
+    assert line == ("milegpo train: error: state_anchor my.anchors:key raised KeyError: 'x' at step 4 of task "
+                    "'train-7' (the run stopped there)")

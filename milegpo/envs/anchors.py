@@ -26,6 +26,7 @@ environment runs (pool workers too). This module imports nothing heavy (no torch
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Callable, Sequence, Union
 
 from ..state_keys import canonical_state
@@ -78,18 +79,36 @@ def anchor_text(anchor: str, observation: str, context: str, admissible: Sequenc
     return serialise(parts)
 
 
+class AnchorError(RuntimeError):
+    """A user's state anchor failed where it ran: it raised, or returned something other than a str. The
+    message names the anchor and where (the reset, or the step, of which task). Never an episode's truncation:
+    a pool raises it to its caller, and the run stops (``milegpo`` prints the line)."""
+
+
+#: a dotted path: identifiers joined by dots, then ``:`` and an attribute path, or the last dotted name
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
 def _import_path(path: str) -> AnchorFn:
     module, sep, name = path.partition(":")
     if not sep:
         module, _, name = path.rpartition(".")
-    if not module or not name:
-        raise ValueError(f"state_anchor {path!r}: a dotted path to a callable is 'package.module:function' or "
-                         f"'package.module.function' (built-in anchors: {', '.join(STATE_ANCHORS)})")
+    form = (f"a dotted path to a callable is 'package.module:function' or 'package.module.function', importable "
+            f"from anywhere (built-in anchors: {', '.join(STATE_ANCHORS)})")
+    if not module or not name or not _DOTTED.match(module) or not _DOTTED.match(name):
+        relative = " (a relative path names no package)" if path.startswith(".") else ""
+        raise ValueError(f"state_anchor {path!r}: not a dotted path{relative}; {form}")
     try:
-        found = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"state_anchor {path!r}: cannot import it ({e}); built-in anchors: "
-                         f"{', '.join(STATE_ANCHORS)}") from None
+        found = importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - a module may raise anything while it is imported
+        why = "no such module" if isinstance(e, ModuleNotFoundError) and e.name == module else \
+            f"importing it raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        raise ValueError(f"state_anchor {path!r}: cannot import it (module {module!r}: {why}); {form}") from None
+    try:
+        for part in name.split("."):
+            found = getattr(found, part)
+    except AttributeError:
+        raise ValueError(f"state_anchor {path!r}: module {module!r} has no {name!r}; {form}") from None
     if not callable(found):
         raise ValueError(f"state_anchor {path!r} is a {type(found).__name__}, not a callable")
     return found
@@ -108,10 +127,27 @@ def resolve_state_anchor(spec: AnchorSpec | None) -> AnchorFn:
                         f"callable, got {type(spec).__name__} {spec!r:.80}")
     if spec in STATE_ANCHORS:
         return _BUILT_IN[spec]
-    if "." not in spec:
+    if "." not in spec and ":" not in spec:
         raise ValueError(f"state_anchor must be one of {', '.join(STATE_ANCHORS)} or a dotted path to a callable, "
                          f"got {spec!r}")
     return _import_path(spec)
+
+
+def call_anchor(fn: AnchorFn, spec: AnchorSpec | None, observation: str, context: str, admissible: Sequence[str],
+                where: str) -> str:
+    """``fn(observation, context, admissible)``, the text the state key hashes; an exception of the anchor, or a
+    value that is not a str, is an :class:`AnchorError` naming the anchor (:func:`anchor_name` of ``spec``) and
+    ``where`` it ran ("the reset of task 'x'", "step 3 of task 'x'")."""
+    try:
+        text = fn(observation, context, admissible)
+    except Exception as e:  # noqa: BLE001 - a user's anchor may raise anything
+        message = str(e).splitlines()[0] if str(e) else ""
+        raise AnchorError(f"state_anchor {anchor_name(spec)} raised {type(e).__name__}"
+                          f"{': ' + message if message else ''} at {where}") from e
+    if not isinstance(text, str):
+        raise AnchorError(f"state_anchor {anchor_name(spec)} returned a {type(text).__name__} ({text!r:.60}), "
+                          f"expected the str its state key hashes, at {where}")
+    return text
 
 
 def check_state_anchor(spec: AnchorSpec | None) -> AnchorSpec:
@@ -160,6 +196,6 @@ class StateTracker:
         return ""
 
 
-__all__ = ["STATE_ANCHORS", "DEFAULT_STATE_ANCHOR", "ANCHOR_VERSION", "AnchorFn", "AnchorSpec", "serialise",
+__all__ = ["AnchorError", "call_anchor", "STATE_ANCHORS", "DEFAULT_STATE_ANCHOR", "ANCHOR_VERSION", "AnchorFn", "AnchorSpec", "serialise",
            "observed_text", "anchor_text", "resolve_state_anchor", "check_state_anchor", "anchor_name",
            "StateTracker"]

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ..state_keys import SINK, canonical_state, state_key  # re-exported: one definition, torch-free
-from .anchors import DEFAULT_STATE_ANCHOR, AnchorSpec, StateTracker, resolve_state_anchor
+from .anchors import DEFAULT_STATE_ANCHOR, AnchorSpec, StateTracker, call_anchor, resolve_state_anchor
 
 #: ALFWorld's answer to an action that does nothing; every world here uses it for invalid actions.
 NOTHING_HAPPENS = "Nothing happens."
@@ -214,10 +214,9 @@ class TextEnv(ABC):
     def _anchor_info(self, obs: str, admissible: Sequence[str]) -> dict:
         """``state_key``, ``state_text`` and ``state_context`` of the observation that just arrived."""
         context = self.tracker.context()
-        text = self._anchor_fn(obs, context, list(admissible))
-        if not isinstance(text, str):
-            raise TypeError(f"state_anchor {self.state_anchor!r} returned a {type(text).__name__}, expected the "
-                            "str its state key hashes")
+        task = self.task.task_id if self.task is not None else "?"
+        where = f"the reset of task {task!r}" if self.steps == 0 else f"step {self.steps} of task {task!r}"
+        text = call_anchor(self._anchor_fn, self.state_anchor, obs, context, list(admissible), where)
         return {"state_key": state_key(text), "state_text": text, "state_context": context}
 
     # ------------------------------------------------------------------ hooks

@@ -31,7 +31,8 @@ dies (crash, ``os.kill``) or does not answer in time (``step_timeout`` seconds p
 environment step it serves) is killed and restarted; every live episode it held ends in a truncated StepOut (done,
 not won, ``info["truncated"] = True``, ``info["error"]`` says why, observation and
 state key unchanged). An exception inside an environment's step ends that episode
-the same way. A reset that fails on a crash or timeout is retried once on a fresh
+the same way. A user's state anchor that fails (raises, or returns no str) is no environment's failure: the
+reset or step raises :class:`~milegpo.envs.anchors.AnchorError` naming the anchor and the step, in both pools. A reset that fails on a crash or timeout is retried once on a fresh
 worker, then raises :class:`EnvError`.
 """
 
@@ -47,7 +48,7 @@ import weakref
 from multiprocessing.connection import wait
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
-from .anchors import AnchorSpec, check_state_anchor
+from .anchors import AnchorError, AnchorSpec, check_state_anchor
 from .base import EnvError, Task, TextEnv
 
 
@@ -77,7 +78,10 @@ class _Slots:
             if env is not None:
                 env.close()
             env = self.envs[slot] = make_env(task.env)
-        env.set_state_anchor(state_anchor)  # where the observation arrives: the worker keys its own states
+        try:  # where the observation arrives: the worker keys its own states
+            env.set_state_anchor(state_anchor)
+        except (ValueError, TypeError) as e:  # a dotted path the parent imported and this worker cannot
+            raise AnchorError(f"{e} (in the pool's worker process {os.getpid()})") from None
         return env.reset(task)
 
     def step(self, slot: int, action: str):
@@ -98,6 +102,8 @@ def _run_batch(slots: _Slots, cmd: str, batch: list) -> list:
         try:
             res = slots.reset(slot, arg) if cmd == "reset" else slots.step(slot, arg)
             out.append((slot, "ok", res))
+        except AnchorError as e:  # the user's anchor, not the environment: the run stops (never a truncation)
+            out.append((slot, "anchor", str(e)))
         except Exception:  # noqa: BLE001 - reported to the parent, which ends the episode
             out.append((slot, "error", traceback.format_exc()))
     return out
@@ -193,6 +199,8 @@ class _PoolBase:
         out = []
         for s, (t, _) in batch:
             status, val = res[s]
+            if status == "anchor":
+                raise AnchorError(val)
             if status != "ok":
                 raise EnvError(f"reset of slot {s} (task {t.task_id!r}) failed: {val}")
             out.append(val)
@@ -259,15 +267,20 @@ class _PoolBase:
         finally:
             self._pending = None
         out = pending.out
+        anchor_failures = [res[s][1] for s, _ in pending.batch if res[s][0] == "anchor"]
         for s, _ in pending.batch:
             status, val = res[s]
-            if status == "ok":
+            if status == "anchor":
+                o = self._truncated(s, val)
+            elif status == "ok":
                 o = StepOut(*val)
                 self.steps[s], self.last_obs[s], self.live[s] = o.info["step"], o.obs, not o.done
                 self.last_state[s] = _state_fields(o.info)
             else:
                 o = self._truncated(s, val if status == "lost" else f"environment error:\n{val}")
             out[s] = o
+        if anchor_failures:  # the user's anchor failed: the run stops, it does not play on with cut episodes
+            raise AnchorError(anchor_failures[0])
         return out
 
     def _truncated(self, s: int, why: str) -> StepOut:

@@ -236,6 +236,35 @@ def check_tasks(cfg, train: bool) -> None:
             raise UsageError(f"the {split} tasks of --env {cfg.env}{options}: {str(e).splitlines()[0]}") from None
 
 
+def check_user_anchor(cfg, train: bool) -> None:
+    """Call a user's ``--state_anchor`` (a dotted path, not a built-in anchor) where it will run, before any model
+    is built: on the reset of the run's first task and on one step of its first admissible action. An anchor that
+    raises there or returns no str is a one-line :class:`UsageError` naming the anchor and where it failed (issue
+    44: it ended every episode after one step, recorded as truncated, and the run exited 0)."""
+    from ..envs import EnvError, make_env
+    from ..envs.anchors import STATE_ANCHORS, AnchorError
+    from ..rollout import make_tasks
+
+    if cfg.state_anchor in STATE_ANCHORS:
+        return
+    split = cfg.train_split if train or not cfg.num_eval_tasks or not cfg.eval_splits else cfg.eval_splits[0]
+    env = None
+    try:
+        task = make_tasks(cfg.env, split, 1, cfg.task_type, cfg.horizon, options=cfg.env_options)[0]
+        env = make_env(cfg.env)
+        env.set_state_anchor(cfg.state_anchor)
+        _, admissible, _ = env.reset(task)
+        if admissible:
+            env.step(admissible[0])
+    except AnchorError as e:
+        raise UsageError(f"--state_anchor {cfg.state_anchor}: {e}") from None
+    except (EnvError, ValueError, TypeError, OSError):  # the environment's own refusals are check_tasks'
+        pass
+    finally:
+        if env is not None:
+            env.close()
+
+
 def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[str] = (),
                 config_path: str | None = None):
     """``(JobArguments, MileGPOConfig)`` of ``argv`` by ``parser`` (a ``TrlParser`` of both); every mistake is a
@@ -278,6 +307,7 @@ def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[
                     raise UsageError(f"--resume_from_checkpoint {cfg.resume_from_checkpoint}: saved at step {step}, "
                                      f"and --max_steps is {cfg.max_steps}: nothing left to train (raise --max_steps)")
         check_tasks(cfg, train=prog == "milegpo train" and cfg.max_steps > 0)
+        check_user_anchor(cfg, train=prog == "milegpo train" and cfg.max_steps > 0)
     except UsageError as e:
         raise UsageError(f"{prog}: error: {e}") from None
     if prog == "milegpo train" and cfg.max_steps and cfg.num_train_tasks < cfg.groups_per_iteration:
@@ -289,4 +319,4 @@ def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[
 
 
 __all__ = ["parse_flags", "check_model_path", "own_flags", "read_config", "config_flags", "checkpoint_step",
-           "check_job_arguments", "TRAINER_STATE", "WEIGHT_FILES"]
+           "check_job_arguments", "check_user_anchor", "TRAINER_STATE", "WEIGHT_FILES"]

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from milegpo.envs import NOTHING_HAPPENS, HouseholdEnv, household_tasks, state_key
-from milegpo.envs.anchors import (ANCHOR_VERSION, DEFAULT_STATE_ANCHOR, STATE_ANCHORS, StateTracker, anchor_text,
+from milegpo.envs.anchors import (AnchorError, ANCHOR_VERSION, DEFAULT_STATE_ANCHOR, STATE_ANCHORS, StateTracker, anchor_text,
                                   resolve_state_anchor, serialise)
 from milegpo.envs.household.tracker import HouseholdTracker
 from milegpo.envs.pool import EnvPool, SequentialPool
@@ -154,7 +154,7 @@ def test_bad_anchors_are_refused_naming_the_built_in_ones():
         resolve_state_anchor(3)
     env = HouseholdEnv()
     env.set_state_anchor(lambda obs, context, actions: 7)
-    with pytest.raises(TypeError, match="returned a int, expected the str"):
+    with pytest.raises(AnchorError, match=r"returned a int \(7\), expected the str .* at the reset of task"):
         env.reset(household_tasks("train", 1)[0])
 
 
