@@ -10,6 +10,18 @@ import pytest
 from .usage_errors import one_line_error
 
 
+@pytest.fixture(autouse=True)
+def no_run(monkeypatch):
+    """A refusal that fails to refuse must not train: the run and the evaluation are replaced by a failure."""
+    import milegpo.job
+
+    def reached(*args, **kwargs):
+        raise AssertionError("the probe was not refused: it reached the run")
+
+    monkeypatch.setattr(milegpo.job, "run_train", reached)
+    monkeypatch.setattr(milegpo.job, "run_eval", reached)
+
+
 def _saved(tmp_path, name, settings):
     from milegpo.job import TASK_SETTINGS
 
@@ -154,3 +166,40 @@ def test_milegpo_says_in_one_line_that_an_anchor_stopped_the_run(capsys, monkeyp
     line = one_line_error(capsys, ["train", "--max_steps", "1"], code=1)
     assert line == ("milegpo train: error: state_anchor my.anchors:key raised KeyError: 'x' at step 4 of task "
                     "'train-7' (the run stopped there)")
+
+
+# ---------------------------------------------------------------- 3. --credit_overrides
+@pytest.mark.parametrize("overrides, message", [
+    ('{"invalid_penalty": 0.5}', r"MileGPOConfig.credit_overrides=\{'invalid_penalty': 0.5\}: key 'invalid_penalty' "
+                                 r"is set by invalid_action_penalty \(which would replace it\): give "
+                                 r"invalid_action_penalty 0.5 instead$"),
+    ('{"eta": 0.5, "eta": 0.7}', r"MileGPOConfig.credit_overrides='\{\"eta\": 0.5, \"eta\": 0.7\}': key 'eta' given "
+                                 r"twice \(0.5, then 0.7\): give it once$"),
+    ('{"graph_distance_offset": 1.0}', r"CreditConfig.graph_distance_offset must be an int, got float 1.0$"),
+    ('{"min_node_support": 2.0}', r"CreditConfig.min_node_support must be an int, got float 2.0$"),
+    ('{"kappa_bc": 1.0}', r"CreditConfig.kappa_bc must be an int, got float 1.0$"),
+    ('{"c": 1' + "0" * 400 + '}', r"CreditConfig.c must be finite as a float \(\|x\| <= 1.798e\+308\), got "
+                                  r"100000000000\.\.\. \(401 digits\)$"),
+    ('{"eta": -1' + "0" * 400 + '}', r"CreditConfig.eta must be finite as a float"),
+    ('{"min_trap_visits": 1' + "0" * 400 + '}', r"CreditConfig.min_trap_visits must be a whole number in "
+                                                r"\[1, 2147483647\]"),
+])
+def test_credit_overrides_are_refused_at_the_door(capsys, tmp_path, overrides, message):
+    line = one_line_error(capsys, ["train", "--credit_overrides", overrides, "--output_dir", str(tmp_path / "run")])
+    assert line.startswith("milegpo train: error: MileGPOConfig.credit_overrides=") and re.search(message, line), line
+
+
+def test_env_options_given_twice_are_refused(capsys, tmp_path):
+    line = one_line_error(capsys, ["train", "--env_options", '{"max_receptacles": 3, "max_receptacles": 4}',
+                                   "--output_dir", str(tmp_path / "run")])
+    assert line.endswith("key 'max_receptacles' given twice (3, then 4): give it once"), line
+
+
+def test_the_credit_config_takes_what_its_fields_mean():
+    from milegpo.credit import CreditConfig
+
+    assert CreditConfig(c=10 ** 300, graph_distance_offset=1, eta=1).c == 10 ** 300  # an int in a float field: fine
+    with pytest.raises(TypeError, match=r"CreditConfig.graph_distance_offset must be an int, got float 1.0"):
+        CreditConfig(graph_distance_offset=1.0)
+    with pytest.raises(ValueError, match=r"CreditConfig.c must be finite as a float"):
+        CreditConfig(c=10 ** 400)

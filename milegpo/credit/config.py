@@ -111,6 +111,9 @@ class CreditConfig:
     threshold_tol: float = 1e-12
 
     def __post_init__(self) -> None:
+        import sys
+
+        float_max = sys.float_info.max  # a number field given a larger int (c: 10**400) overflowed at the first step
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if f.name in CHOICES:
@@ -123,6 +126,12 @@ class CreditConfig:
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise TypeError(f"CreditConfig.{f.name} must be a number, got {type(v).__name__} {v!r}")
+            if f.type in ("int", int) and not isinstance(v, int):  # a count or a 0/1 switch: 1.0 failed in the kernels
+                raise TypeError(f"CreditConfig.{f.name} must be an int, got {type(v).__name__} {v!r}")
+            if isinstance(v, int) and f.type not in ("int", int) and not -float_max <= v <= float_max:
+                shown = f"{str(v)[:12]}... ({len(str(abs(v)))} digits)" if len(str(v)) > 24 else str(v)
+                raise ValueError(f"CreditConfig.{f.name} must be finite as a float (|x| <= {float_max:.4g}), got "
+                                 f"{shown}")
             if v != v or v in (float("inf"), float("-inf")):
                 raise ValueError(f"CreditConfig.{f.name} must be finite, got {v}")
         for name in ("gamma_g", "omega", "gamma_phi", "gamma"):

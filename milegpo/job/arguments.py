@@ -194,9 +194,14 @@ def merged_env_options(defaults: dict[str, Any], given: Any) -> Any:
         return given
     options = given
     if isinstance(given, str):
+        def unique(pairs):
+            if len({key for key, _ in pairs}) < len(pairs):
+                raise ValueError("a key given twice")  # MileGPOConfig refuses it, naming the key
+            return dict(pairs)
+
         try:
-            options = json.loads(given) if given.strip() else {}
-        except json.JSONDecodeError:
+            options = json.loads(given, object_pairs_hook=unique) if given.strip() else {}
+        except ValueError:  # not JSON, or a key given twice: MileGPOConfig's one-line refusal says which
             return given
     if not isinstance(options, dict):
         return given

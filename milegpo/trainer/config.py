@@ -48,13 +48,34 @@ def _refused(name: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"MileGPOConfig.{name}={value!r}: {allowed}")
 
 
+class _KeyGivenTwice(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a key given twice (``json.loads`` keeps the last silently) is refused."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _KeyGivenTwice(f"key {key!r} given twice ({seen[key]!r}, then {value!r}): give it once")
+        seen[key] = value
+    return seen
+
+
+#: the CreditConfig fields that a MileGPOConfig field of its own sets, which ``credit_overrides`` may not name
+#: (the field's value would replace it silently): field -> the flag that sets it
+SUPERSEDED_CREDIT_FIELDS = {"invalid_penalty": "invalid_action_penalty"}
+
+
 def _json_object(name: str, value: Any) -> dict[str, Any] | None:
     """A dict field given as a dict, a JSON object string, or None / "" (none)."""
     if isinstance(value, str):
         if not value.strip():
             return None
         try:
-            value = json.loads(value)
+            value = json.loads(value, object_pairs_hook=_unique_keys)
+        except _KeyGivenTwice as e:
+            raise _refused(name, value, str(e)) from None
         except json.JSONDecodeError as e:
             raise _refused(name, value, f"not valid JSON ({e}); expected a JSON object such as "
                                         "'{\"key\": 1}'") from None
@@ -273,6 +294,10 @@ class MileGPOConfig(GRPOConfig):
 
     def __post_init__(self):
         self.credit_overrides = _json_object("credit_overrides", self.credit_overrides)
+        for key, flag in SUPERSEDED_CREDIT_FIELDS.items():
+            if self.credit_overrides and key in self.credit_overrides:
+                raise _refused("credit_overrides", self.credit_overrides, f"key {key!r} is set by {flag} (which "
+                               f"would replace it): give {flag} {self.credit_overrides[key]!r} instead")
         self.env_options = _json_object("env_options", self.env_options)
         self._check_values()
         if self.bf16 is None and not self.fp16:
