@@ -203,3 +203,37 @@ def test_the_credit_config_takes_what_its_fields_mean():
         CreditConfig(graph_distance_offset=1.0)
     with pytest.raises(ValueError, match=r"CreditConfig.c must be finite as a float"):
         CreditConfig(c=10 ** 400)
+
+
+# ---------------------------------------------------------------- 8. env options and the output folder
+@pytest.mark.parametrize("options, message", [
+    ('{"test_goals": -5}', r"WebShop test_goals must be an int >= 0 \(the first test_goals goals are the test split, "
+                           r"the rest train; verl-agent's 500\), got -5$"),
+])
+def test_webshop_test_goals_below_zero_is_refused(capsys, tmp_path, private_webshop_cache, options, message):
+    line = one_line_error(capsys, ["train", "--env", "webshop", "--env_options", options,
+                                   "--output_dir", str(tmp_path / "run")])
+    assert line.startswith("milegpo train: error: the train tasks of --env webshop") and re.search(message, line), line
+
+
+def test_overwrite_removes_the_earlier_runs_model_card_and_tensorboard_logs(tmp_path):
+    from milegpo.job.rundir import claim_output_dir
+
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    (tmp_path / "README.md").write_text("---\ntags:\n- generated_from_trainer\n- trl\n- grpo\n---\n# old run\n")
+    (tmp_path / "runs" / "Dec01_host").mkdir(parents=True)
+    (tmp_path / "runs" / "Dec01_host" / "events.out.tfevents.1.host").write_bytes(b"old")
+    (tmp_path / "notes.txt").write_text("mine")
+    claim_output_dir(tmp_path, overwrite=True).release()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".milegpo.lock", "notes.txt"]  # was: README.md, runs stayed
+
+
+def test_overwrite_leaves_a_users_own_readme_and_runs_folder(tmp_path):
+    from milegpo.job.rundir import claim_output_dir
+
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    (tmp_path / "README.md").write_text("# what I am trying in this folder\n")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "plan.txt").write_text("mine")
+    claim_output_dir(tmp_path, overwrite=True).release()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".milegpo.lock", "README.md", "runs"]

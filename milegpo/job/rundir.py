@@ -9,7 +9,8 @@ built:
 - a folder that holds an earlier run (:data:`RUN_ENTRIES`) is refused, unless the run resumes
   (``--resume_from_checkpoint``: the log and the saved batches are cut back to the checkpoint's step,
   :func:`truncate_run`, so every step is logged once) or ``--overwrite_output_dir`` is given (the earlier run's
-  entries are removed whole first, never mixed with the new ones). Other files in the folder are left alone.
+  entries are removed whole first, never mixed with the new ones, and so are its model card ``README.md`` and
+  TensorBoard ``runs/``, :func:`stale_outputs`). Other files in the folder are left alone.
 """
 
 from __future__ import annotations
@@ -72,6 +73,32 @@ def _lock(folder: Path) -> RunLock:
     return lock
 
 
+#: what else a run leaves in its output folder, removed with its entries by ``--overwrite_output_dir`` when it is
+#: the run's (:func:`stale_outputs`): TRL's model card (``README.md``, written beside every checkpoint) and
+#: TensorBoard's event files (``runs/``, transformers' default ``logging_dir``)
+STALE_OUTPUTS = ("README.md", "runs")
+
+
+def stale_outputs(folder: Path) -> list[str]:
+    """The entries of :data:`STALE_OUTPUTS` in ``folder`` that a run wrote: ``README.md`` when it is a model card
+    of a trainer (its tags say ``generated_from_trainer``), ``runs`` when it holds TensorBoard event files only. A
+    user's own README or ``runs`` folder is not one of them."""
+    out = []
+    card = folder / "README.md"
+    if card.is_file() and not card.is_symlink():
+        try:
+            if "generated_from_trainer" in card.read_text(errors="replace")[:4000]:
+                out.append("README.md")
+        except OSError:
+            pass
+    runs = folder / "runs"
+    if runs.is_dir() and not runs.is_symlink():
+        files = [p for p in runs.rglob("*") if p.is_file()]
+        if files and all(p.name.startswith("events.out.tfevents") for p in files):
+            out.append("runs")
+    return out
+
+
 def run_entries(folder: Path) -> list[str]:
     """The entries of ``folder`` that an earlier run wrote (:data:`RUN_ENTRIES` and its ``checkpoint-N``)."""
     if not folder.is_dir():
@@ -93,7 +120,7 @@ def claim_output_dir(output_dir, resume_from_checkpoint: str | None = None, over
 
             truncate_run(folder, checkpoint_step(resume_from_checkpoint))
         elif earlier and overwrite:
-            for name in earlier:
+            for name in earlier + stale_outputs(folder):
                 path = folder / name
                 shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         elif earlier:
@@ -163,5 +190,5 @@ def logged_evaluation_before(folder: Path) -> dict | None:
     return None
 
 
-__all__ = ["claim_output_dir", "truncate_run", "run_entries", "logged_evaluation_before", "RunLock", "LOCK_FILE",
+__all__ = ["STALE_OUTPUTS", "stale_outputs", "claim_output_dir", "truncate_run", "run_entries", "logged_evaluation_before", "RunLock", "LOCK_FILE",
            "RUN_ENTRIES"]

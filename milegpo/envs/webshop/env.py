@@ -160,6 +160,9 @@ def webshop_tasks(split: str = "train", n: int | None = 100, start: int = 0, tas
     if reward not in REWARDS:
         raise ValueError(f"WebShop reward must be one of {list(REWARDS)} ('win': 10 for a purchase of score 1.0, "
                          f"else 0; 'score': 10 x the score), got {reward!r}")
+    if isinstance(test_goals, bool) or not isinstance(test_goals, int) or test_goals < 0:
+        raise ValueError(f"WebShop test_goals must be an int >= 0 (the first test_goals goals are the test split, "
+                         f"the rest train; verl-agent's {TEST_GOALS}), got {test_goals!r}")
     catalog = world_options(data_dir, files, catalog_size, catalog_seed)
     world = get_world(catalog)
     indices = list(split_goals(len(world.shop.goals), split, int(test_goals)))
