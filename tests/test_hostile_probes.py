@@ -237,3 +237,61 @@ def test_overwrite_leaves_a_users_own_readme_and_runs_folder(tmp_path):
     (tmp_path / "runs" / "plan.txt").write_text("mine")
     claim_output_dir(tmp_path, overwrite=True).release()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".milegpo.lock", "README.md", "runs"]
+
+
+# ---------------------------------------------------------------- 4. saved policies
+@pytest.mark.parametrize("change, message", [
+    ({"horizon": 2.5}, r"milegpo_task.json: horizon 2.5: expected an integer$"),
+    ({"horizon": True}, r"milegpo_task.json: horizon true: expected an integer$"),
+    ({"constrain_actions": "false"}, r"milegpo_task.json: constrain_actions \"false\": expected true or false$"),
+    ({"show_state_context": 0}, r"show_state_context 0: expected true or false$"),
+    ({"env_options": [1]}, r"env_options \[1\]: expected a JSON object or null$"),
+    ({"max_completion_length": "16"}, r"max_completion_length \"16\": expected an integer or null$"),
+    ({"eval_temperature": "hot"}, r"eval_temperature \"hot\": expected a number$"),
+    ({"colour": "red"}, r"milegpo_task.json: unknown field\(s\) 'colour'; a saved policy's task settings are env, "),
+])
+def test_a_saved_policys_task_file_is_checked_field_by_field(capsys, tmp_path, change, message):
+    policy = _saved(tmp_path, "policy", {"env": "household", "horizon": 6, **change})
+    line = one_line_error(capsys, ["eval", "--model_name_or_path", policy, "--output_dir", str(tmp_path / "run")])
+    assert line.startswith(f"milegpo eval: error: {policy}/milegpo_task.json: ") and re.search(message, line), line
+
+
+@pytest.mark.parametrize("field, value", [("show_state_context", "false"), ("constrain_actions", "False"),
+                                          ("require_think", 1), ("state_similarity_verify", "no"),
+                                          ("use_fused_loss", "true"), ("horizon", 2.5), ("group_size", True),
+                                          ("max_completion_length", 16.0), ("eval_temperature", "1")])
+def test_a_config_field_of_another_type_is_refused(tmp_path, field, value):
+    from milegpo.trainer.config import ConfigError, MileGPOConfig
+
+    with pytest.raises(ConfigError, match=rf"^MileGPOConfig.{field}={re.escape(repr(value))}: expected an? "):
+        MileGPOConfig(output_dir=str(tmp_path), report_to="none", **{field: value})
+    base = MileGPOConfig(output_dir=str(tmp_path), report_to="none")
+    if field in ("show_state_context", "constrain_actions", "horizon", "max_completion_length", "eval_temperature"):
+        with pytest.raises(ConfigError, match=rf"^MileGPOConfig.{field}={re.escape(repr(value))}: expected"):
+            base.with_task_settings({field: value})  # was: kept, the string "false" acting as True
+
+
+def test_a_webshop_policy_records_its_data_folder_and_eval_refuses_it_gone(capsys, tmp_path, monkeypatch,
+                                                                         private_webshop_cache):
+    import shutil
+
+    from milegpo.envs.webshop import write_catalog
+    from milegpo.job import parse
+    from milegpo.trainer.saved_policy import recorded_task_settings
+
+    shop = write_catalog(tmp_path / "shop", 300, 0)
+    monkeypatch.setenv("WEBSHOP_DATA", str(shop))
+    _, cfg = parse(["--env", "webshop", "--env_options", '{"catalog_size": null, "test_goals": 20}',
+                    "--num_eval_tasks", "4", "--num_train_tasks", "8", "--groups_per_iteration", "4", "--output_dir",
+                    str(tmp_path / "run")])
+    settings = recorded_task_settings(cfg)
+    assert settings["env_options"] == {"test_goals": 20, "max_goal_options": 0, "data_dir": str(shop.resolve())}
+    policy = _saved(tmp_path, "policy", settings)
+    _, played = parse(["--model_name_or_path", policy, "--output_dir", str(tmp_path / "eval")], prog="milegpo eval")
+    assert played.env_options["data_dir"] == str(shop.resolve())
+    shutil.rmtree(shop)
+    monkeypatch.delenv("WEBSHOP_DATA")
+    monkeypatch.setattr("milegpo.envs.webshop.env._WORLDS", {})  # milegpo eval is another process: nothing loaded
+    line = one_line_error(capsys, ["eval", "--model_name_or_path", policy, "--output_dir", str(tmp_path / "eval")])
+    assert re.search(rf"^milegpo eval: error: the test tasks of --env webshop .*: WebShop data directory "
+                     rf"{re.escape(str(shop.resolve()))} does not exist", line), line  # was: the embedded shop, exit 0

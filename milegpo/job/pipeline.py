@@ -33,7 +33,8 @@ from typing import Any
 from ..credit import get_method
 from ..files import write_text
 from ..usage import UsageError
-from .arguments import TASK_FIELDS, TASK_SETTINGS, JobArguments
+from ..trainer.saved_policy import recorded_task_settings
+from .arguments import TASK_SETTINGS, JobArguments
 from .console import METRICS_FILE, use_iteration_console
 from .policy import load_policy, reload_tokenizer, warm_start
 from .rundir import claim_output_dir, logged_evaluation_before
@@ -169,7 +170,7 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
         say("[milegpo] after RL: " + eval_line(after, splits))
     trainer.save_model(str(out / "final"))
     tok.save_pretrained(str(out / "final"))
-    write_text(out / "final" / TASK_SETTINGS, json.dumps({k: getattr(cfg, k) for k in TASK_FIELDS}, indent=1))
+    write_text(out / "final" / TASK_SETTINGS, json.dumps(recorded_task_settings(cfg), indent=1))
 
     history = training_history(trainer.state.log_history)
     summary: dict[str, Any] = {

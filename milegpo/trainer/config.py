@@ -348,9 +348,27 @@ class MileGPOConfig(GRPOConfig):
                            f"{', '.join(missing)} is not installed here; installed: {', '.join(available) or 'none'} "
                            "(or 'none')")
 
+    def _check_types(self) -> None:
+        """Refuse a value of another type than MileGPOConfig's own field declares: a switch (``bool``) that is not a
+        bool (the string ``"false"`` is truthy: it acted as True), a count (``int``) that is a float or a bool
+        (``horizon=2.5`` played 3-step episodes). Fields that also take None take it; GRPOConfig's fields are
+        TrainingArguments' to check."""
+        for name, declared in MileGPOConfig.__dict__.get("__annotations__", {}).items():
+            kinds = {part.strip() for part in str(declared).split("|")}
+            value = getattr(self, name, None)
+            if value is None and "None" in kinds:
+                continue
+            if kinds <= {"bool", "None"} and not isinstance(value, bool):
+                raise _refused(name, value, f"expected a bool (True or False), got a {type(value).__name__}")
+            if kinds <= {"int", "None"} and (isinstance(value, bool) or not isinstance(value, int)):
+                raise _refused(name, value, f"expected an int, got a {type(value).__name__}")
+            if kinds <= {"float", "None"} and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise _refused(name, value, f"expected a number, got a {type(value).__name__}")
+
     def _check_values(self) -> None:
         """Refuse, with a :class:`ConfigError` naming the field, the value and what is allowed, every value the
         run cannot train with; fills ``eval_splits`` with the env's own when it is not given."""
+        self._check_types()
         if self.env not in ENV_KINDS:
             raise _refused("env", self.env, f"not an environment kind; known: {', '.join(sorted(ENV_KINDS))}")
         space = task_space(self.env)

@@ -28,6 +28,14 @@ EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
 TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
                "max_completion_length", "constrain_actions", "constrain_query", "num_train_tasks", "groups_per_iteration",
                "group_size", "state_anchor", "show_state_context") + EVAL_FIELDS
+#: the JSON types of :data:`TASK_FIELDS` (None: null allowed); a value of another type (``horizon: 2.5``, the
+#: string ``"false"`` for a switch) is refused when the file is read
+TASK_FIELD_TYPES: dict[str, tuple] = {
+    "env": (str,), "task_type": (str,), "horizon": (int,), "env_options": (dict, None), "prompt_style": (str,),
+    "history_length": (int,), "max_completion_length": (int, None), "constrain_actions": (bool,),
+    "constrain_query": (bool,), "num_train_tasks": (int,), "groups_per_iteration": (int,), "group_size": (int,),
+    "state_anchor": (str,), "show_state_context": (bool,), "num_eval_tasks": (int,), "eval_group_size": (int,),
+    "eval_temperature": (float, int), "seed": (int,)}
 #: what a policy saved before state anchors existed was trained with (its task file names neither): the
 #: observation's key and no context line in the prompt
 PRE_ANCHOR_SETTINGS = {"state_anchor": "observation", "show_state_context": False}
@@ -48,7 +56,43 @@ def saved_task_settings(path) -> dict[str, Any]:
         raise ValueError(f"{file}: not valid JSON ({e})") from None
     if not isinstance(settings, dict):
         raise ValueError(f"{file}: expected a JSON object of MileGPOConfig fields, got {type(settings).__name__}")
+    unknown = sorted(set(settings) - set(TASK_FIELDS))
+    if unknown:
+        raise ValueError(f"{file}: unknown field(s) {', '.join(map(repr, unknown))}; a saved policy's task settings "
+                         f"are {', '.join(TASK_FIELDS)}")
+    for name, value in settings.items():
+        if not _of_types(value, TASK_FIELD_TYPES[name]):
+            raise ValueError(f"{file}: {name} {json.dumps(value)}: expected {_type_names(TASK_FIELD_TYPES[name])}")
     return {**PRE_ANCHOR_SETTINGS, **settings}
+
+
+def _of_types(value, types: tuple) -> bool:
+    if value is None:
+        return None in types
+    if isinstance(value, bool):  # JSON true / false: a bool, never a number
+        return bool in types
+    return any(t is not None and t is not bool and isinstance(value, t) for t in types)
+
+
+def _type_names(types: tuple) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a JSON object",
+             None: "null"}
+    return " or ".join(dict.fromkeys(names[t] for t in types if not (t is int and float in types)))
+
+
+def recorded_task_settings(cfg) -> dict[str, Any]:
+    """The :data:`TASK_SETTINGS` of a run of ``cfg`` (a MileGPOConfig): its :data:`TASK_FIELDS`, with the data
+    folder it played named in ``env_options``: a WebShop run on ``$WEBSHOP_DATA`` records that folder as
+    ``data_dir`` (else ``milegpo eval`` of the policy, where the variable is unset or the folder gone, would play
+    another shop: the embedded one)."""
+    import os
+
+    settings = {k: getattr(cfg, k) for k in TASK_FIELDS}
+    options = dict(settings.get("env_options") or {})
+    if settings.get("env") == "webshop" and not options.get("data_dir") and os.environ.get("WEBSHOP_DATA"):
+        options["data_dir"] = str(Path(os.path.expandvars(os.path.expanduser(os.environ["WEBSHOP_DATA"]))).resolve())
+        settings["env_options"] = options
+    return settings
 
 
 def reload_tokenizer(path: str):
@@ -72,4 +116,4 @@ def reload_tokenizer(path: str):
     return tok
 
 
-__all__ = ["TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "PRE_ANCHOR_SETTINGS", "saved_task_settings", "reload_tokenizer"]
+__all__ = ["TASK_SETTINGS", "TASK_FIELDS", "TASK_FIELD_TYPES", "recorded_task_settings", "EVAL_FIELDS", "PRE_ANCHOR_SETTINGS", "saved_task_settings", "reload_tokenizer"]
