@@ -26,7 +26,7 @@ import argparse
 import sys
 import time
 
-from milegpo.usage import OneLineParser, UsageError, check_range, check_writable
+from milegpo.usage import OneLineParser, RunError, UsageError, check_range, check_writable
 
 
 def _checked(prog: str, *checks) -> None:
@@ -426,11 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(str(e), file=sys.stderr)
         return 2
-    except Exception as e:  # noqa: BLE001 - only a user's state anchor failing mid-run is told in one line
-        from milegpo.envs.anchors import AnchorError
-
-        if not isinstance(e, AnchorError):
-            raise
+    except RunError as e:  # a run that cannot go on (a user's anchor failing at a step...): one line, exit 1
         print(f"milegpo {argv[0]}: error: {e} (the run stopped there)", file=sys.stderr)
         return 1
 

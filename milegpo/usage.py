@@ -28,6 +28,12 @@ class UsageError(ValueError):
     """A command-line mistake; its message is the one line ``milegpo`` prints before exiting with status 2."""
 
 
+class RunError(RuntimeError):
+    """A run that cannot go on for a reason its message says in one line (a user's state anchor that raised at a
+    step, an admissible action the policy's tokenizer cannot spell): ``milegpo`` prints it and exits 1, no
+    traceback. Where it can be told before any model is built, the flags refuse it instead (:class:`UsageError`)."""
+
+
 def _similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, a, b).ratio()
 
@@ -177,5 +183,5 @@ class OneLineParser(argparse.ArgumentParser):
         return None
 
 
-__all__ = ["UsageError", "OneLineParser", "check_writable", "check_range", "closest_flag", "word_match", "parser_flags", "unknown_arguments",
+__all__ = ["UsageError", "RunError", "OneLineParser", "check_writable", "check_range", "closest_flag", "word_match", "parser_flags", "unknown_arguments",
            "NAME_CUTOFF", "SUGGEST_CUTOFF"]

@@ -295,3 +295,84 @@ def test_a_webshop_policy_records_its_data_folder_and_eval_refuses_it_gone(capsy
     line = one_line_error(capsys, ["eval", "--model_name_or_path", policy, "--output_dir", str(tmp_path / "eval")])
     assert re.search(rf"^milegpo eval: error: the test tasks of --env webshop .*: WebShop data directory "
                      rf"{re.escape(str(shop.resolve()))} does not exist", line), line  # was: the embedded shop, exit 0
+
+
+# ---------------------------------------------------------------- 5. constrained decoding
+@pytest.fixture(scope="module")
+def household_tokenizer():
+    from milegpo.job.policy import make_tokenizer
+
+    return make_tokenizer(16, env="household", options={"max_receptacles": 4})
+
+
+@pytest.mark.parametrize("action, message", [
+    ("go to zebra 1", r"cannot spell the admissible action 'go to zebra 1' \(its tokens decode to 'go to <unk> 1'"),
+    ("Go to desk 1", r"cannot spell the admissible action 'Go to desk 1' \(its tokens decode to '<unk> to desk 1'"),
+    ("frobnicate[<x>]", r"cannot spell the prefix of the admissible action 'frobnicate\[<x>\]', 'frobnicate\['"),
+])
+def test_an_action_the_tokenizer_cannot_spell_is_a_clear_error(household_tokenizer, action, message):
+    from milegpo.trainer.constrained import ConstraintError, allowed_tokens_fn
+
+    tok = household_tokenizer
+    with pytest.raises(ConstraintError, match=message):  # was: constrained into another, inadmissible action
+        allowed_tokens_fn(tok, [tok.eos_token_id], [["go to desk 1", action]], 32)
+    allowed_tokens_fn(tok, [tok.eos_token_id], [["go to desk 1", "take apple 1 from desk 1"]], 32)  # spelled: fine
+
+
+def test_a_600_token_action_builds_its_trie_without_recursion(household_tokenizer):
+    from milegpo.trainer.constrained import Vocabulary, allowed_tokens_fn
+
+    tok = household_tokenizer
+    long_action = "take apple 1 from desk 1 " * 100 + "and 1"
+    n = len(tok(long_action, add_special_tokens=False)["input_ids"])
+    assert n >= 600
+    trie = Vocabulary(tok, [tok.eos_token_id]).trie([long_action, "go to desk 1"])  # was: RecursionError
+    assert trie.need == n + len(tok("</action>", add_special_tokens=False)["input_ids"]) + 1
+    fn = allowed_tokens_fn(tok, [tok.eos_token_id], [[long_action]], n + 8)
+    prompt = tok("<|user|> go <|assistant|>", add_special_tokens=False)["input_ids"]
+    assert fn(0, prompt) != []  # the row's first step under the constraint
+
+
+@pytest.mark.parametrize("budget", ["1", "2", "3"])
+def test_a_budget_below_any_constrained_action_is_refused_at_the_door(capsys, tmp_path, budget):
+    line = one_line_error(capsys, ["train", "--constrain_actions", "true", "--max_completion_length", budget,
+                                   "--output_dir", str(tmp_path / "run")])
+    assert line == (f"milegpo train: error: MileGPOConfig.max_completion_length={budget}: must be >= 4 with "
+                    "constrain_actions (<action>, an action of one token or more, </action> and EOS; the longest "
+                    "admissible action needs more)")
+
+
+def test_a_budget_too_small_for_the_longest_action_is_one_line_mid_run(capsys, monkeypatch, household_tokenizer):
+    import milegpo.job
+    from milegpo.trainer.constrained import allowed_tokens_fn
+
+    tok = household_tokenizer
+
+    def run_train(job, cfg):  # the first constrained generation of the run
+        allowed_tokens_fn(tok, [tok.eos_token_id], [["take apple 1 from desk 1"]], 5)
+
+    monkeypatch.setattr(milegpo.job, "run_train", run_train)
+    line = one_line_error(capsys, ["train", "--max_steps", "1"], code=1)
+    assert re.search(r"^milegpo train: error: constrain_actions: max_completion_length=5 tokens cannot hold <action> "
+                     r"and the longest admissible action .* \(the run stopped there\)$", line), line
+
+
+def test_a_webshop_goal_without_a_query_word_is_refused_at_the_door(capsys, tmp_path, private_webshop_cache):
+    from milegpo.envs.webshop import write_catalog
+
+    shop = write_catalog(tmp_path / "shop", 40, 0)
+    human = json.loads((shop / "items_human_ins.json").read_text())
+    products = json.loads((shop / "items_shuffle_1000.json").read_text())
+    asin = next(iter(human))
+    human[asin][0]["instruction"] = "[x] <y>"  # no word a query can use ...
+    for product in products:
+        if product["asin"] == asin:
+            product["pricing"] = "$995.00"  # ... and no price limit, whose words would be
+    (shop / "items_human_ins.json").write_text(json.dumps(human))
+    (shop / "items_shuffle_1000.json").write_text(json.dumps(products))
+    options = json.dumps({"data_dir": str(shop), "test_goals": 38})
+    line = one_line_error(capsys, ["eval", "--model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct", "--env", "webshop",
+                                   "--env_options", options, "--constrain_actions", "true", "--constrain_query",
+                                   "true", "--num_eval_tasks", "38", "--output_dir", str(tmp_path / "run")])
+    assert re.search(r"^milegpo eval: error: --constrain_query: the goal of task webshop/\w+/test/\d+ \('\[x\] <y>'\) "
+                     r"has no word a query could use .* give --constrain_query false", line), line

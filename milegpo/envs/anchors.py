@@ -30,6 +30,7 @@ import re
 from typing import Callable, Sequence, Union
 
 from ..state_keys import canonical_state
+from ..usage import RunError
 
 #: the built-in anchors, by name
 STATE_ANCHORS = ("observation", "observation+actions", "tracked", "tracked+actions")
@@ -79,7 +80,7 @@ def anchor_text(anchor: str, observation: str, context: str, admissible: Sequenc
     return serialise(parts)
 
 
-class AnchorError(RuntimeError):
+class AnchorError(RunError):
     """A user's state anchor failed where it ran: it raised, or returned something other than a str. The
     message names the anchor and where (the reset, or the step, of which task). Never an episode's truncation:
     a pool raises it to its caller, and the run stops (``milegpo`` prints the line)."""

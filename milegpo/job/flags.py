@@ -236,6 +236,35 @@ def check_tasks(cfg, train: bool) -> None:
             raise UsageError(f"the {split} tasks of --env {cfg.env}{options}: {str(e).splitlines()[0]}") from None
 
 
+def check_query_goals(cfg, train: bool) -> None:
+    """With ``--constrain_query``, every goal of the run's task sets (as :func:`check_tasks` builds them) must hold a
+    word a query can be made of (:func:`milegpo.envs.base.goal_words`); a goal without one is a one-line
+    :class:`UsageError` naming its task, before any model is built (issue 44: a traceback mid-run)."""
+    from ..envs import EnvError, make_env
+    from ..envs.base import goal_words
+    from ..rollout import make_tasks
+
+    if not cfg.constrain_query:
+        return
+    wanted = ([(cfg.train_split, cfg.num_train_tasks)] if train else []) + \
+        ([(split, cfg.num_eval_tasks) for split in cfg.eval_splits] if cfg.num_eval_tasks else [])
+    env = make_env(cfg.env)
+    try:
+        for split, n in wanted:
+            for task in make_tasks(cfg.env, split, n, cfg.task_type, cfg.horizon, options=cfg.env_options):
+                goal = env.reset(task)[2].get("goal", "")
+                try:
+                    goal_words(goal)
+                except ValueError:
+                    raise UsageError(f"--constrain_query: the goal of task {task.task_id} ({goal!r:.120}) has no word "
+                                     "a query could use (words holding [ ] < > are left out); give --constrain_query "
+                                     "false, or a data folder whose goals all have words") from None
+    except (EnvError, TypeError, OSError):  # the environment's own refusals are check_tasks'
+        pass
+    finally:
+        env.close()
+
+
 def check_user_anchor(cfg, train: bool) -> None:
     """Call a user's ``--state_anchor`` (a dotted path, not a built-in anchor) where it will run, before any model
     is built: on the reset of the run's first task and on one step of its first admissible action. An anchor that
@@ -308,6 +337,7 @@ def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[
                                      f"and --max_steps is {cfg.max_steps}: nothing left to train (raise --max_steps)")
         check_tasks(cfg, train=prog == "milegpo train" and cfg.max_steps > 0)
         check_user_anchor(cfg, train=prog == "milegpo train" and cfg.max_steps > 0)
+        check_query_goals(cfg, train=prog == "milegpo train" and cfg.max_steps > 0)
     except UsageError as e:
         raise UsageError(f"{prog}: error: {e}") from None
     if prog == "milegpo train" and cfg.max_steps and cfg.num_train_tasks < cfg.groups_per_iteration:
@@ -319,4 +349,4 @@ def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[
 
 
 __all__ = ["parse_flags", "check_model_path", "own_flags", "read_config", "config_flags", "checkpoint_step",
-           "check_job_arguments", "check_user_anchor", "TRAINER_STATE", "WEIGHT_FILES"]
+           "check_job_arguments", "check_user_anchor", "check_query_goals", "TRAINER_STATE", "WEIGHT_FILES"]

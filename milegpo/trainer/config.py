@@ -31,6 +31,7 @@ import torch
 from trl import GRPOConfig
 
 from ..credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
+from .constrained import MIN_CONSTRAINED_TOKENS
 from ..envs import ENV_KINDS, task_space
 from ..envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
 from ..envs.pool import env_workers_setting
@@ -462,6 +463,11 @@ class MileGPOConfig(GRPOConfig):
         for name in ("top_p",):
             if not 0 < getattr(self, name) <= 1:
                 raise _refused(name, getattr(self, name), "must be in (0, 1]")
+        if self.constrain_actions and self.max_completion_length is not None and \
+                self.max_completion_length < MIN_CONSTRAINED_TOKENS:
+            raise _refused("max_completion_length", self.max_completion_length, f"must be >= "
+                           f"{MIN_CONSTRAINED_TOKENS} with constrain_actions (<action>, an action of one token or "
+                           "more, </action> and EOS; the longest admissible action needs more)")
         if self.constrain_query and not self.constrain_actions:
             raise _refused("constrain_query", True, "needs constrain_actions=True (it constrains the query inside a "
                                                     "constrained action block; with --constrain_actions false pass "

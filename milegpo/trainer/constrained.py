@@ -46,14 +46,44 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..envs.base import QUERY_FORBIDDEN, WORD_EDGE_PUNCTUATION, action_template, goal_words  # re-exported
+from ..usage import RunError
 
 OPEN_TAG, CLOSE_TAG = "<action>", "</action>"
+#: the fewest tokens a constrained completion takes whatever the tokenizer: ``<action>``, one token of an action,
+#: ``</action>`` and EOS (MileGPOConfig refuses a smaller ``max_completion_length`` with ``constrain_actions``)
+MIN_CONSTRAINED_TOKENS = 4
 #: the regex of a query (a template's free text) in :func:`action_regex`: no forbidden character, not blank
 QUERY_REGEX = r"[^\[\]<>]*[^\[\]<>\s][^\[\]<>]*"
 
 
 def _encode(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+class ConstraintError(RunError, ValueError):
+    """What the constraint cannot do for a row, said in one line: an admissible action the tokenizer cannot spell
+    (its tokens decode to another text: the policy would be held to a different, inadmissible action), or a
+    budget (``max_completion_length``) too small for the longest admissible action."""
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are one action as :func:`milegpo.rollout.parse_action` reads it (case and runs of
+    whitespace aside)."""
+    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+
+
+def _spelled(tokenizer, text: str, what: str, spaces: bool = True) -> list[int]:
+    """The token ids of ``text``, checked to decode back to it (``spaces``: as :func:`_same_text`; off, whitespace
+    aside: a query word that decodes as ``80 . 00`` is still the word, in a free-text query); else a
+    :class:`ConstraintError` naming ``what``."""
+    ids = _encode(tokenizer, text)
+    back = tokenizer.decode(ids)
+    same = _same_text(back, text) if spaces else "".join(back.lower().split()) == "".join(text.lower().split())
+    if not same:
+        raise ConstraintError(f"constrain_actions: the tokenizer cannot spell the {what} {text!r} (its tokens decode "
+                              f"to {back!r}: the policy would be held to another, inadmissible action); use a "
+                              "tokenizer that spells every admissible action, or constrain_actions off")
+    return ids
 
 
 @dataclass
@@ -106,8 +136,8 @@ class Vocabulary:
             root = _Node()
             for entry in admissible:
                 name = action_template(entry)
-                ids = _encode(self.tokenizer, f"{name}[") if name is not None else (
-                    _encode(self.tokenizer, entry) + self.close_ids)
+                ids = _spelled(self.tokenizer, f"{name}[", f"prefix of the admissible action {entry!r},") \
+                    if name is not None else _spelled(self.tokenizer, entry, "admissible action") + self.close_ids
                 node = root
                 for t in ids:
                     node = node.children.setdefault(t, _Node())
@@ -117,12 +147,18 @@ class Vocabulary:
         return self._tries[key]
 
 
-def _needs(node: _Node, query_need: int) -> int:
-    """Fill ``need`` (tokens from ``node`` to EOS, the longest way) below ``node``; a query counts one token."""
-    best = max([1 + _needs(c, query_need) for c in node.children.values()]
-               + ([1] if node.end else []) + ([query_need] if node.query else []), default=0)
-    node.need = best
-    return best
+def _needs(root: _Node, query_need: int) -> int:
+    """Fill ``need`` (tokens from a node to EOS, the longest way) of ``root`` and every node below it; a query
+    counts ``query_need`` tokens. Iterative: an action of a thousand tokens is a trie that deep."""
+    order, stack = [], [root]
+    while stack:  # parents before children
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.children.values())
+    for node in reversed(order):  # children before parents
+        node.need = max([1 + c.need for c in node.children.values()]
+                        + ([1] if node.end else []) + ([query_need] if node.query else []), default=0)
+    return root.need
 
 
 @dataclass
@@ -143,12 +179,13 @@ def _word_trie(encodings: Sequence[Sequence[int]]) -> _WordNode:
             node = node.children.setdefault(t, _WordNode())
         node.end = True
 
-    def fill(node: _WordNode) -> int:
-        below = [1 + fill(c) for c in node.children.values()]
-        node.to_end = 0 if node.end else min(below, default=10 ** 9)
-        return node.to_end
-
-    fill(root)
+    order, stack = [], [root]
+    while stack:  # iterative, as _needs: a word of many tokens is a trie that deep
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.children.values())
+    for node in reversed(order):
+        node.to_end = 0 if node.end else min([1 + c.to_end for c in node.children.values()], default=10 ** 9)
     return root
 
 
@@ -167,7 +204,7 @@ class QueryWords:
     def build(cls, tokenizer, words: Sequence[str]) -> "QueryWords":
         if not words:
             raise ValueError("constrain_query: a row has no words for its query")
-        firsts = [_encode(tokenizer, w) for w in words]
+        firsts = [_spelled(tokenizer, w, "query word", spaces=False) for w in words]
         return cls(tuple(words), _word_trie(firsts), _word_trie([_encode(tokenizer, " " + w) for w in words]),
                    min(len(ids) for ids in firsts))
 
@@ -205,7 +242,7 @@ class ActionConstraint:
         self.max_new_tokens = int(max_new_tokens)
         longest = max([t.need for t in self.tries if t is not None], default=0)
         if longest and self.max_new_tokens < len(vocabulary.open_ids) + longest:
-            raise ValueError(f"constrain_actions: max_completion_length={self.max_new_tokens} tokens cannot hold "
+            raise ConstraintError(f"constrain_actions: max_completion_length={self.max_new_tokens} tokens cannot hold "
                              f"{OPEN_TAG} and the longest admissible action ({len(vocabulary.open_ids)} + {longest} "
                              "tokens with its closing tag and EOS); raise max_completion_length")
         self.rows: dict[int, _Row] = {}
@@ -352,5 +389,5 @@ def action_regex(admissible: Sequence[str], query_words: Sequence[str] | None = 
     return r"[\s\S]*" + _regex_literal(OPEN_TAG) + "(" + "|".join(choices) + ")" + _regex_literal(CLOSE_TAG)
 
 
-__all__ = ["ActionConstraint", "Vocabulary", "QueryWords", "allowed_tokens_fn", "action_regex", "goal_words",
+__all__ = ["ConstraintError", "MIN_CONSTRAINED_TOKENS", "ActionConstraint", "Vocabulary", "QueryWords", "allowed_tokens_fn", "action_regex", "goal_words",
            "OPEN_TAG", "CLOSE_TAG", "QUERY_FORBIDDEN", "QUERY_REGEX", "WORD_EDGE_PUNCTUATION"]
