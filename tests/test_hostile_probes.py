@@ -376,3 +376,54 @@ def test_a_webshop_goal_without_a_query_word_is_refused_at_the_door(capsys, tmp_
                                    "true", "--num_eval_tasks", "38", "--output_dir", str(tmp_path / "run")])
     assert re.search(r"^milegpo eval: error: --constrain_query: the goal of task webshop/\w+/test/\d+ \('\[x\] <y>'\) "
                      r"has no word a query could use .* give --constrain_query false", line), line
+
+
+# ---------------------------------------------------------------- 6. what a registered method returns
+def _rows(terms):
+    return [float(terms.episode_adv[i]) for i in range(len(terms.rows))]
+
+
+def _one_more(x):
+    import torch
+
+    return torch.cat([x, x[:1]])
+
+
+@pytest.mark.parametrize("name, reference, advantages, message", [
+    ("short", lambda t: _rows(t)[:-1], lambda adv: adv[:-1],
+     r"returned advantages of shape \(20,\) for a batch of 21 rows; expected \(21,\): one per row$"),
+    ("long", lambda t: _rows(t) + [0.0], _one_more, r"returned advantages of shape \(22,\) for a batch of 21 rows"),
+    ("integers", None, lambda adv: (adv > 0).long(), r"returned torch.int64 advantages; expected a floating dtype"),
+    ("nan", lambda t: [float("nan")] + _rows(t)[1:], lambda adv: adv * float("nan"),
+     r"returned a non-finite advantage \(nan\) at row \d+ of 21; every advantage must be finite$"),
+    ("inf", lambda t: [float("inf")] + _rows(t)[1:], lambda adv: adv + float("inf"),
+     r"returned a non-finite advantage \(inf\) at row \d+ of 21"),
+    ("strings", lambda t: ["x"] * len(t.rows), None, r"returned advantages that are not a list of numbers"),
+])
+@pytest.mark.parametrize("backend", ["reference", "torch"])
+def test_estimate_checks_what_a_registered_method_returns(name, reference, advantages, message, backend):
+    import sys
+    from pathlib import Path
+
+    from milegpo.credit import METHODS, CreditMethod, estimate, register
+    from milegpo.credit.vectorized import method_tables
+
+    sys.path.insert(0, str(Path(__file__).parent / "credit"))
+    from batches import make_batch
+
+    estimator = reference if backend == "reference" else advantages
+    if estimator is None:
+        pytest.skip(f"{name}: not a mistake the {backend} estimator can make")
+    method = f"probe-{name}"
+    register(CreditMethod(method, "a probe's estimator", reference or _rows,
+                          lambda rows, values, config, variant: method_tables(
+                              method, rows, (advantages or (lambda a: a))(values["episode_adv"]), values),
+                          row_keys=("episode_score", "episode_adv")))
+    try:
+        batch = make_batch(3, n_groups=2, k=4, horizon=5)
+        assert len(batch) == 21
+        with pytest.raises(ValueError, match=rf"^credit method '{method}' {message}"):
+            estimate(batch, method, backend=backend)  # was: N-1 advantages passed on (reference), a stack error (torch)
+        assert estimate(batch, "grpo", backend=backend).advantages.shape == (21,)  # the registered four still pass
+    finally:
+        METHODS.pop(method)

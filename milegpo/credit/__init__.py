@@ -18,7 +18,7 @@ from . import presets
 from .batch import FIELDS, REWARD_LIMIT, SINK, BatchError, BatchTypeError, StepBatch
 from .config import VARIANTS, CreditConfig
 from .diagnostic_metrics import diagnostic_parts, diagnostics, diagnostics_from_parts, merge_diagnostic_parts
-from .methods import METHODS, CreditMethod, check_method, get_method, method_variants, register
+from .methods import METHODS, CreditMethod, check_advantages, check_method, get_method, method_variants, register
 from .result import CreditResult
 from .similarity import SketchTable, merge_similar_states
 from ..state_sketches import StateSimilarity
@@ -61,16 +61,18 @@ def estimate(
     if cuda_graph:
         from .cuda_graph import estimate_graphed
 
-        return estimate_graphed(batch, method, config, variant, backend)
-    if backend == "reference":
+        result = estimate_graphed(batch, method, config, variant, backend)
+    elif backend == "reference":
         from .reference import estimate_reference
 
-        return estimate_reference(batch, method, config, variant)
-    if backend == "auto":
-        backend = "triton" if batch.device.type == "cuda" else "torch"
-    from .vectorized import estimate_vectorized
+        result = estimate_reference(batch, method, config, variant)
+    else:
+        from .vectorized import estimate_vectorized
 
-    return estimate_vectorized(batch, method, config, variant, backend=backend)
+        backend = ("triton" if batch.device.type == "cuda" else "torch") if backend == "auto" else backend
+        result = estimate_vectorized(batch, method, config, variant, backend=backend)
+    check_advantages(method, result.advantages, len(batch))  # a registered method's output: N finite floats
+    return result
 
 
 def estimate_merged(batch: StepBatch, runs: Mapping[str, tuple[str, str, CreditConfig]], backend: str = "auto",

@@ -104,6 +104,34 @@ def get_method(name: str) -> CreditMethod:
         raise ValueError(f"unknown credit method {name!r}; expected one of {tuple(METHODS)}") from None
 
 
+def check_advantages(method: str, advantages, n: int, values: bool = True):
+    """What the registered method ``method`` returned for a batch of ``n`` rows, checked: ``advantages`` (a list of
+    numbers, the ``reference`` estimator's, or a tensor) must be ``n`` values of a floating dtype, and with
+    ``values`` every one finite (that reads the values: off inside a CUDA-graph capture). A ValueError naming the
+    method and what it returned; returns the advantages as a tensor (a list: float64)."""
+    import torch
+
+    where = f"credit method {method!r} returned"
+    if not isinstance(advantages, torch.Tensor):
+        try:
+            advantages = torch.tensor(advantages, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+            raise ValueError(f"{where} advantages that are not a list of numbers ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''}); expected {n} floats, one per row") from None
+    if tuple(advantages.shape) != (n,):
+        raise ValueError(f"{where} advantages of shape {tuple(advantages.shape)} for a batch of {n} rows; expected "
+                         f"({n},): one per row")
+    if not advantages.is_floating_point():
+        raise ValueError(f"{where} {advantages.dtype} advantages; expected a floating dtype (float32 / float64)")
+    if values and n:
+        finite = torch.isfinite(advantages)
+        if not bool(finite.all()):
+            row = int((~finite).nonzero()[0, 0])
+            raise ValueError(f"{where} a non-finite advantage ({float(advantages[row])}) at row {row} of {n}; every "
+                             "advantage must be finite")
+    return advantages
+
+
 def check_method(method: str, variant: str) -> None:
     """A ValueError for an unknown method or an unknown variant (any method takes any of :data:`VARIANTS`)."""
     get_method(method)
@@ -148,4 +176,4 @@ register(CreditMethod(
     variants=("md", "rcs", "full")))
 
 
-__all__ = ["CreditMethod", "METHODS", "register", "get_method", "check_method", "method_variants"]
+__all__ = ["CreditMethod", "METHODS", "register", "get_method", "check_method", "check_advantages", "method_variants"]

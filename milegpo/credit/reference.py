@@ -606,7 +606,7 @@ def estimate_reference(batch: StepBatch, method: str, config: CreditConfig, vari
     ``"reference"``: rows (N,) in input order with exactly the method's ``row_keys``; nodes
     (V,) sorted by (group, key) with exactly its ``node_keys`` (:mod:`milegpo.credit.methods`).
     """
-    from .methods import check_method, get_method
+    from .methods import check_advantages, check_method, get_method
 
     check_method(method, variant)
     spec = get_method(method)
@@ -624,10 +624,11 @@ def estimate_reference(batch: StepBatch, method: str, config: CreditConfig, vari
         row_vals["episode_score"][i] = z[i]
         row_vals["episode_adv"][i] = episode_adv[i]
     advantages = spec.reference(ReferenceTerms(rows, groups, config, variant, episode_adv, row_vals, node_vals))
+    advantages = check_advantages(method, advantages, n)  # a registered method's output: N finite floats
 
     return CreditResult(
         method=method, variant=variant, config=config, backend="reference", batch=batch,
-        advantages=torch.tensor(advantages, dtype=torch.float64),
+        advantages=advantages.to(torch.float64),
         rows={k: _tensor(k, v) for k, v in row_vals.items()},
         nodes={k: _tensor(k, v) for k, v in node_vals.items()},
     )

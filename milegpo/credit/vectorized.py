@@ -81,14 +81,16 @@ def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: 
     """The pipeline of :func:`estimate_vectorized`, its outputs as :class:`Tables`: the stages the
     module's docstring lists, up to the advantage of ``method`` (its registered ``vectorized``
     estimator, :mod:`milegpo.credit.methods`, takes over after the episode terms)."""
-    from .methods import get_method
+    from .methods import check_advantages, get_method
 
     spec = get_method(method)
     static = batch.device.type == "cuda" if static_shapes is None else static_shapes
     if len(batch) == 0:
         return _empty(batch, method)
     rows = order_rows(batch, backend, static)
-    return spec.vectorized(rows, episode_terms(rows, config), config, variant)
+    tables = spec.vectorized(rows, episode_terms(rows, config), config, variant)
+    check_advantages(method, tables.adv, len(batch), values=False)  # a method that builds its Tables itself
+    return tables
 
 
 def grpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
@@ -434,9 +436,10 @@ def method_tables(method: str, rows: GroupOrderedRows, adv: torch.Tensor, row_va
     """The outputs of ``method``: its per-row arrays (its registered ``row_keys``) back in the batch's
     order (node ids kept as slot numbers), and with a graph its per-node arrays (``node_keys``) at
     capacity, the node count and the keys of the canonical node order."""
-    from .methods import get_method
+    from .methods import check_advantages, get_method
 
     spec = get_method(method)
+    check_advantages(method, adv, rows.order.shape[-1], values=False)  # shape and dtype; estimate reads the values
     out_rows = rows.unsort({"adv": adv, **{k: row_values[k] for k in spec.row_keys}})
     adv = out_rows.pop("adv")
     slots = {k: out_rows.pop(k) for k in ("node", "next_node") if k in out_rows}
