@@ -16,12 +16,16 @@ Every MileGPOConfig / GRPOConfig field is a flag (``--help``); ``--config recipe
 (flags given win over it). ``examples/train_webshop.py`` is the same script with WebShop's defaults.
 """
 
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
+from milegpo.job.flags import check_run_environment
 from milegpo.job.parser import MileGPOParser  # TrlParser that reads `env: alfworld` in a --config recipe
 from milegpo.trainer.config import MileGPOConfig
 from milegpo.trainer import MileGPOTrainer
+from milegpo.usage import UsageError
 
 
 @dataclass
@@ -40,6 +44,10 @@ def parse_args(argv: Sequence[str] | None = None, defaults: dict[str, Any] | Non
 
 def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = None) -> None:
     script_args, training_args = parse_args(argv, defaults)
+    try:  # what the run needs from this machine (vLLM, the Hub, TensorBoard's folder), before any model is built
+        check_run_environment(script_args.model_name_or_path, training_args)
+    except UsageError as e:
+        raise SystemExit(f"{Path(sys.argv[0]).name}: error: {e}") from None
     trainer = MileGPOTrainer(model=script_args.model_name_or_path, args=training_args)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)

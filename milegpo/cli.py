@@ -193,9 +193,14 @@ def _replay_run(files, args: argparse.Namespace) -> int:
 def cmd_train(argv: list[str]) -> int:
     from milegpo.job import parse, run_train
     from milegpo.job.arguments import refuse_repeated_flags
+    from milegpo.job.flags import check_run_environment
 
     refuse_repeated_flags(argv, "milegpo train")
     job, cfg = parse(argv)
+    try:  # what the run needs from this machine (vLLM, the Hub, TensorBoard's folder), before any model is built
+        check_run_environment(job.model_name_or_path, cfg)
+    except UsageError as e:
+        raise UsageError(f"milegpo train: error: {e}") from None
     run_train(job, cfg)
     return 0
 
@@ -203,9 +208,14 @@ def cmd_train(argv: list[str]) -> int:
 def cmd_eval(argv: list[str]) -> int:
     from milegpo.job import parse, run_eval
     from milegpo.job.arguments import refuse_repeated_flags
+    from milegpo.job.flags import check_run_environment
 
     refuse_repeated_flags(argv, "milegpo eval")
     job, cfg = parse(argv, prog="milegpo eval")
+    try:  # what the run needs from this machine (vLLM, the Hub, TensorBoard's folder), before any model is built
+        check_run_environment(job.model_name_or_path, cfg)
+    except UsageError as e:
+        raise UsageError(f"milegpo eval: error: {e}") from None
     run_eval(job, cfg)
     return 0
 

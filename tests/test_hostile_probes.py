@@ -427,3 +427,66 @@ def test_estimate_checks_what_a_registered_method_returns(name, reference, advan
         assert estimate(batch, "grpo", backend=backend).advantages.shape == (21,)  # the registered four still pass
     finally:
         METHODS.pop(method)
+
+
+# ---------------------------------------------------------------- 7. what the run needs from this machine
+def test_vllm_not_installed_is_one_line_before_any_model(capsys, tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    line = one_line_error(capsys, ["train", "--use_vllm", "true", "--output_dir", str(tmp_path / "run")])
+    assert line == ("milegpo train: error: --use_vllm true: vLLM is not installed here (pip install vllm, or "
+                    "--use_vllm false: generation by transformers)")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_hub_id_with_the_hub_unreachable_is_one_line(capsys, tmp_path, monkeypatch):
+    import socket
+
+    def unreachable(address, timeout=None):
+        raise OSError(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    for command in ("train", "eval"):
+        line = one_line_error(capsys, [command, "--model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct", "--output_dir",
+                                       str(tmp_path / "run"), "--num_train_tasks", "16"])
+        assert re.search(rf"^milegpo {command}: error: --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct: not a folder "
+                         r"here and not in the Hugging Face cache \(.*\), and the Hub \(huggingface.co\) cannot be "
+                         r"reached \(Name or service not known\)", line), line
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    line = one_line_error(capsys, ["eval", "--model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct"])
+    assert line.endswith("and HF_HUB_OFFLINE is set (download it first, or give a saved model's folder)"), line
+
+
+def test_a_hub_id_in_the_cache_needs_no_hub(tmp_path, monkeypatch):
+    import socket
+
+    from milegpo.job import parse
+    from milegpo.job.flags import check_run_environment
+
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: (_ for _ in ()).throw(OSError("no network")))
+    monkeypatch.setattr("huggingface_hub.try_to_load_from_cache", lambda repo, name: "/cache/config.json")
+    _, cfg = parse(["--model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct", "--output_dir", str(tmp_path / "run")],
+                   prog="milegpo eval")
+    check_run_environment("Qwen/Qwen2.5-0.5B-Instruct", cfg)  # no error
+
+
+@pytest.mark.parametrize("where", ["file", "env_file", "read_only"])
+def test_a_tensorboard_folder_that_cannot_be_written_is_one_line(capsys, tmp_path, monkeypatch, where):
+    run = tmp_path / "run"
+    if where == "file":
+        run.mkdir()
+        (run / "runs").write_text("not a folder")
+        expected = f"TensorBoard's folder (--report_to tensorboard) {run / 'runs'}: a file, not a folder"
+    elif where == "env_file":
+        (tmp_path / "tb").write_text("not a folder")
+        monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb"))
+        expected = f"$TENSORBOARD_LOGGING_DIR {tmp_path / 'tb'}: a file, not a folder"
+    else:
+        monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", "/proc/milegpo-no-such-folder/tb")
+        expected = "$TENSORBOARD_LOGGING_DIR /proc/milegpo-no-such-folder/tb: /proc is not writable"
+    line = one_line_error(capsys, ["train", "--report_to", "tensorboard", "--output_dir", str(run)])
+    assert line.startswith(f"milegpo train: error: {expected}"), line

@@ -236,6 +236,58 @@ def check_tasks(cfg, train: bool) -> None:
             raise UsageError(f"the {split} tasks of --env {cfg.env}{options}: {str(e).splitlines()[0]}") from None
 
 
+def check_run_environment(model: str | None, cfg) -> None:
+    """What the run needs from this machine, checked before any model is built (a one-line :class:`UsageError`
+    naming what is missing; issue 44: tracebacks, some after start-up):
+
+    - ``--use_vllm true``: vLLM installed;
+    - a ``model`` that is no folder here (a Hub id): in the Hugging Face cache, or the Hub reachable
+      (``HF_HUB_OFFLINE`` unset, and a connection to its host within 5 s);
+    - ``--report_to tensorboard``: TensorBoard's folder (``$TENSORBOARD_LOGGING_DIR``, else ``<output_dir>/runs``)
+      a folder this process can write (not a regular file, not read-only).
+
+    ``milegpo train`` / ``eval`` and the example scripts call it after their flags are parsed (it may touch the
+    network, so :func:`parse_flags` does not)."""
+    import importlib.util
+    import os
+
+    if getattr(cfg, "use_vllm", False) and importlib.util.find_spec("vllm") is None:
+        raise UsageError("--use_vllm true: vLLM is not installed here (pip install vllm, or --use_vllm false: "
+                         "generation by transformers)")
+    if model is not None and not Path(model).expanduser().exists():
+        _check_hub_model(model)
+    report_to = cfg.report_to if isinstance(cfg.report_to, (list, tuple)) else [cfg.report_to]
+    if "tensorboard" in report_to or "all" in report_to:
+        folder = os.environ.get("TENSORBOARD_LOGGING_DIR")
+        where = "$TENSORBOARD_LOGGING_DIR" if folder else "TensorBoard's folder (--report_to tensorboard)"
+        check_writable(folder or str(Path(cfg.output_dir) / "runs"), where)
+
+
+def _check_hub_model(model: str) -> None:
+    """Refuse a Hub id that is not in the local Hugging Face cache when the Hub cannot be reached."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        if isinstance(try_to_load_from_cache(model, "config.json"), str):
+            return
+    except Exception:  # noqa: BLE001 - an id the cache cannot even look up: the Hub decides
+        pass
+    missing = (f"--model_name_or_path {model}: not a folder here and not in the Hugging Face cache "
+               f"({constants.HF_HUB_CACHE})")
+    if constants.HF_HUB_OFFLINE:
+        raise UsageError(f"{missing}, and HF_HUB_OFFLINE is set (download it first, or give a saved model's folder)")
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    port = urlparse(constants.ENDPOINT).port or (443 if constants.ENDPOINT.startswith("https") else 80)
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as e:
+        raise UsageError(f"{missing}, and the Hub ({host}) cannot be reached ({e.strerror or e}); download it where "
+                         "the Hub is reachable, or give a saved model's folder") from None
+
+
 def check_query_goals(cfg, train: bool) -> None:
     """With ``--constrain_query``, every goal of the run's task sets (as :func:`check_tasks` builds them) must hold a
     word a query can be made of (:func:`milegpo.envs.base.goal_words`); a goal without one is a one-line
@@ -349,4 +401,4 @@ def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[
 
 
 __all__ = ["parse_flags", "check_model_path", "own_flags", "read_config", "config_flags", "checkpoint_step",
-           "check_job_arguments", "check_user_anchor", "check_query_goals", "TRAINER_STATE", "WEIGHT_FILES"]
+           "check_job_arguments", "check_user_anchor", "check_query_goals", "check_run_environment", "TRAINER_STATE", "WEIGHT_FILES"]
