@@ -168,6 +168,19 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         raise UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
 
+    def add_argument(self, *args, **kwargs):
+        """As argparse's, with every ``--x-y`` flag also taken as ``--x_y`` (and ``--x_y`` as ``--x-y``), as
+        ``milegpo train`` takes both (issue 44: ``credit-quality --env_options`` was an unknown flag whose closest
+        flag was "--env_options")."""
+        names = list(args)
+        for name in args:
+            body = name[2:] if isinstance(name, str) and name.startswith("--") else ""
+            if "-" in body or "_" in body:
+                other = "--" + (body.replace("-", "_") if "-" in body else body.replace("_", "-"))
+                if other not in names:
+                    names.append(other)
+        return super().add_argument(*names, **kwargs)
+
     def parse_args(self, args=None, namespace=None):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:

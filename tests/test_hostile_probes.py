@@ -67,6 +67,19 @@ def test_a_flag_given_in_either_spelling_wins_over_the_config_file(tmp_path):
     assert cfg.group_size == 4
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["demo", "--group_size", "1"], r"^milegpo demo: error: --group-size 1: must be >= 2$"),
+    (["credit-quality", "--env_options", "[1]"], r"^milegpo credit-quality: error: --env-options \[1\]: expected a JSON "
+                                                 r"object"),
+    (["credit-quality", "--group_size", "1"], r"^milegpo credit-quality: error: --group-size 1: must be >= 2$"),
+    (["generate-games", "household", "g.jsonl", "--task_type", "fly"], r"--task-type 'fly': not a household task"),
+])
+def test_the_other_commands_take_both_spellings_too(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)  # was: "unknown flag --env_options; did you mean --env_options"
+    line = one_line_error(capsys, argv)
+    assert re.search(message, line), line
+
+
 def test_canonical_flags_rewrites_only_known_flag_names():
     from milegpo.job.arguments import canonical_flags
 
