@@ -46,7 +46,10 @@ class ConfigError(ValueError):
 
 
 def _refused(name: str, value: Any, allowed: str) -> ConfigError:
-    return ConfigError(f"MileGPOConfig.{name}={value!r}: {allowed}")
+    shown = repr(value)
+    if len(shown) > 160:  # one line: a 400-digit number in --credit_overrides is not shown whole
+        shown = f"{shown[:100]}...({len(shown)} characters)"
+    return ConfigError(f"MileGPOConfig.{name}={shown}: {allowed}")
 
 
 class _KeyGivenTwice(ValueError):
