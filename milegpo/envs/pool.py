@@ -31,9 +31,10 @@ dies (crash, ``os.kill``) or does not answer in time (``step_timeout`` seconds p
 environment step it serves) is killed and restarted; every live episode it held ends in a truncated StepOut (done,
 not won, ``info["truncated"] = True``, ``info["error"]`` says why, observation and
 state key unchanged). An exception inside an environment's step ends that episode
-the same way. A user's state anchor that fails (raises, or returns no str) is no environment's failure: the
-reset or step raises :class:`~milegpo.envs.anchors.AnchorError` naming the anchor and the step, in both pools. A reset that fails on a crash or timeout is retried once on a fresh
-worker, then raises :class:`EnvError`.
+the same way. A reset that fails on a crash or timeout is retried once on a fresh
+worker, then raises :class:`EnvError`. A user's state anchor that fails (raises, or
+returns no str) is no environment's failure: the reset or step raises
+:class:`~milegpo.envs.anchors.AnchorError` naming the anchor and the step, in both pools.
 """
 
 from __future__ import annotations
