@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from milegpo.job.flags import check_run_environment
+from milegpo.job.flags import check_run_environment, check_tasks
 from milegpo.job.parser import MileGPOParser  # TrlParser that reads `env: alfworld` in a --config recipe
 from milegpo.trainer.config import MileGPOConfig
 from milegpo.trainer import MileGPOTrainer
@@ -44,8 +44,9 @@ def parse_args(argv: Sequence[str] | None = None, defaults: dict[str, Any] | Non
 
 def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = None) -> None:
     script_args, training_args = parse_args(argv, defaults)
-    try:  # what the run needs from this machine (vLLM, the Hub, TensorBoard's folder), before any model is built
+    try:  # what the run needs from this machine (vLLM, the Hub, TensorBoard's folder, the games), before any model
         check_run_environment(script_args.model_name_or_path, training_args)
+        check_tasks(training_args, train=training_args.max_steps != 0)
     except UsageError as e:
         raise SystemExit(f"{Path(sys.argv[0]).name}: error: {e}") from None
     trainer = MileGPOTrainer(model=script_args.model_name_or_path, args=training_args)

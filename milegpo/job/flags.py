@@ -401,4 +401,4 @@ def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[
 
 
 __all__ = ["parse_flags", "check_model_path", "own_flags", "read_config", "config_flags", "checkpoint_step",
-           "check_job_arguments", "check_user_anchor", "check_query_goals", "check_run_environment", "TRAINER_STATE", "WEIGHT_FILES"]
+           "check_job_arguments", "check_tasks", "check_user_anchor", "check_query_goals", "check_run_environment", "TRAINER_STATE", "WEIGHT_FILES"]
