@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from milegpo.job.flags import check_run_environment, check_tasks
+from milegpo.job.flags import check_query_goals, check_run_environment, check_tasks, check_user_anchor
 from milegpo.job.parser import MileGPOParser  # TrlParser that reads `env: alfworld` in a --config recipe
 from milegpo.trainer.config import MileGPOConfig
 from milegpo.trainer import MileGPOTrainer
@@ -46,7 +46,8 @@ def main(argv: Sequence[str] | None = None, defaults: dict[str, Any] | None = No
     script_args, training_args = parse_args(argv, defaults)
     try:  # what the run needs from this machine (vLLM, the Hub, TensorBoard's folder, the games), before any model
         check_run_environment(script_args.model_name_or_path, training_args)
-        check_tasks(training_args, train=training_args.max_steps != 0)
+        for check in (check_tasks, check_user_anchor, check_query_goals):  # the games, a user's anchor, the goals
+            check(training_args, train=training_args.max_steps != 0)
     except UsageError as e:
         raise SystemExit(f"{Path(sys.argv[0]).name}: error: {e}") from None
     trainer = MileGPOTrainer(model=script_args.model_name_or_path, args=training_args)

@@ -503,3 +503,36 @@ def test_a_tensorboard_folder_that_cannot_be_written_is_one_line(capsys, tmp_pat
         expected = "$TENSORBOARD_LOGGING_DIR /proc/milegpo-no-such-folder/tb: /proc is not writable"
     line = one_line_error(capsys, ["train", "--report_to", "tensorboard", "--output_dir", str(run)])
     assert line.startswith(f"milegpo train: error: {expected}"), line
+
+
+def test_the_recipe_script_says_what_is_missing_in_one_line(tmp_path, monkeypatch):
+    """examples/train_alfworld.py (train_webshop.py runs it): no vLLM, an unreachable Hub, no ALFWorld games, a
+    broken anchor: one line before the trainer (was: a traceback while the trainer was built)."""
+    import importlib.util
+    import socket
+    from pathlib import Path
+
+    from .test_recipes import load_module
+
+    root = Path(__file__).parent.parent
+    script = load_module(root / "examples" / "train_alfworld.py")
+    built = []
+    monkeypatch.setattr(script, "MileGPOTrainer", lambda *a, **k: built.append(1) or pytest.fail("trainer built"))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: (_ for _ in ()).throw(OSError("no network")))
+    monkeypatch.setattr("huggingface_hub.try_to_load_from_cache", lambda repo, name: None)
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "no-games"))
+    recipe = str(root / "examples" / "recipes" / "alfworld" / "gigpo.yaml")
+    policy = _saved(tmp_path, "policy", {"env": "household"})
+    for flags, said in (([], "--use_vllm true: vLLM is not installed here"),
+                        (["--use_vllm", "false"], "--model_name_or_path Qwen/Qwen2.5-1.5B-Instruct: not a folder here"),
+                        (["--use_vllm", "false", "--model_name_or_path", policy], "the train tasks of --env alfworld: "
+                                                                                   "no ALFWorld games at"),
+                        (["--use_vllm", "false", "--model_name_or_path", policy, "--env", "household", "--state_anchor",
+                          "tests.test_hostile_probes:raising_anchor"], "raised RuntimeError: my anchor is broken")):
+        with pytest.raises(SystemExit) as stopped:
+            script.main(["--config", recipe, "--output_dir", str(tmp_path / "run"), "--report_to", "none", *flags])
+        assert ": error: " in str(stopped.value)
+        assert said in str(stopped.value) and "\n" not in str(stopped.value), str(stopped.value)
+    assert not built
