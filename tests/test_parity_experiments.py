@@ -46,8 +46,8 @@ def test_parity_check_before_and_after():
     mod = _module("parity_check")
     result = mod.measure(2)
     for method in ("grpo", "gigpo", "graphgpo"):
-        after = result["methods"][method]["after: graphgpo_reference"]
+        after = result["methods"][method]["after: graphgpo_reproduction"]
         before = result["methods"][method]["before: alfworld, gamma_G 0.1"]
         assert after["max_diff_groups_of_2+"] < 1e-9 and after["misordered"] == 0 and after["tied_of_those"] == 0
         assert before["max_diff_groups_of_2+"] > 0.1
-    assert "| graphgpo | after: graphgpo_reference |" in mod.table(result)
+    assert "| graphgpo | after: graphgpo_reproduction |" in mod.table(result)
