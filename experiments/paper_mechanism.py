@@ -16,7 +16,11 @@ mixed expert: an early, partly random policy; 16 task groups x 8 rollouts, as th
   ``tie_pairs``, how many such pairs a batch holds.
 
 The table (``<out>/table.md``, ``<out>/figures.json``) gives each figure's mean over seeds with its 95%
-t-interval, and the tie pairs pooled over the seeds. Runs already on disk are read, not played again.
+t-interval, and the tie pairs pooled over the seeds. Below it, paired over the same seeds' batches (the preset
+does not change what is played): the ground-truth figures of ``credit-quality`` (same-state AUC, group AUC,
+tied-pair accuracy; per batch) of MileGPO md / rcs / full under the paper's reading minus the spec's, and of
+GraphGPO under verl-agent's recipe (``graphgpo_reference``, ``graphgpo_reference_webshop``: one more run per
+world and anchor) minus the paper's preset. Runs already on disk are read, not played again.
 """
 
 from __future__ import annotations
@@ -28,11 +32,15 @@ import time
 from pathlib import Path
 
 from milegpo.evidence.quality import run_credit_quality
-from milegpo.evidence.seed_stats import mean_ci
+from milegpo.evidence.seed_stats import mean_ci, paired_test
 
 WORLDS = {"household": "alfworld", "webshop": "webshop"}
 ANCHORS = ("tracked+actions", "observation")
 READINGS = ("paper", "spec")
+#: the ground-truth figures compared paired (credit_quality.json's per_batch)
+METRICS = ("same_state_auc", "group_auc", "tied_pair_accuracy")
+#: verl-agent's GraphGPO recipe per world
+RECIPE = {"household": "graphgpo_reference", "webshop": "graphgpo_reference_webshop"}
 #: (method of credit_quality.json, diagnostic) -> the table's column
 FIGURES = {("graphgpo", "shared_state_coverage"): "shared-state coverage",
            ("graphgpo", "tie_share"): "tie share (A^G)",
@@ -45,7 +53,40 @@ PAPER = {"household": {"shared-state coverage": 0.737, "tie share (A^G)": 0.544}
 
 
 def run_dir(out: Path, world: str, anchor: str, reading: str) -> Path:
-    return out / f"{world}_{anchor}_{WORLDS[world]}_{reading}"
+    preset = RECIPE[world] if reading == "recipe" else f"{WORLDS[world]}_{reading}"
+    return out / f"{world}_{anchor}_{preset}"
+
+
+def report_of(out: Path, world: str, anchor: str, reading: str, seeds: int, groups: int, group_size: int,
+              say=print) -> dict:
+    """credit_quality.json of one world, anchor and preset (played and written when it is not on disk)."""
+    folder = run_dir(out, world, anchor, reading)
+    path = folder / "credit_quality.json"
+    if not path.is_file():
+        t0 = time.perf_counter()
+        run_credit_quality(folder, env=world, seeds=tuple(range(seeds)), groups=groups, group_size=group_size,
+                           preset=folder.name.split("_", 2)[2], state_anchor=anchor, n_resamples=200,
+                           say=lambda *_: None)
+        say(f"{folder.name}: {time.perf_counter() - t0:.0f} s")
+    return json.loads(path.read_text())
+
+
+def paired(out: Path, seeds: int, groups: int, group_size: int, say=print) -> dict:
+    """Per world and anchor: (method, reading) minus (method, baseline reading), per metric, paired over seeds."""
+    result: dict = {}
+    for world in WORLDS:
+        for anchor in ANCHORS:
+            reports = {r: report_of(out, world, anchor, r, seeds, groups, group_size, say)
+                       for r in READINGS + ("recipe",)}
+            comparisons = [(f"{m}: paper - spec", m, "paper", "spec") for m in ("milegpo-md", "milegpo-rcs",
+                                                                                "milegpo-full")]
+            comparisons.append(("graphgpo: recipe - paper preset", "graphgpo", "recipe", "paper"))
+            for label, method, a, b in comparisons:
+                for metric in METRICS:
+                    got = paired_test(reports[a]["methods"][method]["per_batch"][metric],
+                                      reports[b]["methods"][method]["per_batch"][metric])
+                    result.setdefault(f"{world} / {anchor}", {}).setdefault(label, {})[metric] = got
+    return result
 
 
 def measure(out: Path, seeds: int, groups: int, group_size: int, say=print) -> dict:
@@ -53,15 +94,7 @@ def measure(out: Path, seeds: int, groups: int, group_size: int, say=print) -> d
     for world in WORLDS:
         for reading in READINGS:
             for anchor in ANCHORS:
-                folder = run_dir(out, world, anchor, reading)
-                path = folder / "credit_quality.json"
-                if not path.is_file():
-                    t0 = time.perf_counter()
-                    run_credit_quality(folder, env=world, seeds=tuple(range(seeds)), groups=groups,
-                                       group_size=group_size, preset=f"{WORLDS[world]}_{reading}",
-                                       state_anchor=anchor, n_resamples=200, say=lambda *_: None)
-                    say(f"{folder.name}: {time.perf_counter() - t0:.0f} s")
-                report = json.loads(path.read_text())
+                report = report_of(out, world, anchor, reading, seeds, groups, group_size, say)
                 row: dict = {"seeds": report["labels"]["batches"], "rows": report["labels"]["rows"],
                              "success_rate": report["labels"]["success_rate"]}
                 for (method, key), name in FIGURES.items():
@@ -92,6 +125,17 @@ def table(figures: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def paired_table(result: dict) -> str:
+    lines = ["| world / anchor | comparison | " + " | ".join(METRICS) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in METRICS) + " |"]
+    for where, comps in result.items():
+        for label, cells in comps.items():
+            lines.append(f"| {where} | {label} | " + " | ".join(
+                f"{1000 * c['diff']:+.1f} [{1000 * c['ci'][0]:+.1f}, {1000 * c['ci'][1]:+.1f}] (p {c['t_p']:.2g})"
+                for c in (cells[m] for m in METRICS)) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="experiments/results/paper_mechanism")
@@ -101,9 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = Path(args.out)
     figures = measure(out, args.seeds, args.groups, args.group_size)
-    (out / "figures.json").write_text(json.dumps(figures, indent=1))
-    (out / "table.md").write_text(table(figures))
-    print(table(figures))
+    pairs = paired(out, args.seeds, args.groups, args.group_size)
+    (out / "figures.json").write_text(json.dumps({"mechanism": figures, "paired": pairs}, indent=1))
+    text = (table(figures) + "\nPaired differences over the seeds, x 1000 (AUC points / 1000), 95% t-interval, "
+            "paired t-test p:\n\n" + paired_table(pairs))
+    (out / "table.md").write_text(text)
+    print(text)
     return 0
 
 
