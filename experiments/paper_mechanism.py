@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = measure(out, args.seeds, args.groups, args.group_size)
     pairs = paired(out, args.seeds, args.groups, args.group_size)
     (out / "figures.json").write_text(json.dumps({"mechanism": figures, "paired": pairs}, indent=1))
-    text = (table(figures) + "\nPaired differences over the seeds, x 1000 (AUC points / 1000), 95% t-interval, "
+    text = (table(figures) + "\nPaired differences over the seeds, x 1000 (+2.0 = +0.002 of the figure), 95% t-interval, "
             "paired t-test p:\n\n" + paired_table(pairs))
     (out / "table.md").write_text(text)
     print(text)
