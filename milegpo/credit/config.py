@@ -221,7 +221,7 @@ WEBSHOP = WEBSHOP_PAPER
 #: (sample std, + 1e-6; one row: mean 0, std 1), R_t discounted with 0.95 and 0.1 subtracted from an invalid
 #: row's R_t after discounting, step groups by exact state, A = episode + step (weight 1): the paper's preset
 #: with ``invalid_penalty_on_step_return``. Not reproduced: float32 arithmetic and its zero-variance residue,
-#: the trainer's random duplicate rows (verl-agent-conventions sections 5-6).
+#: the trainer's random duplicate rows (docs/algorithm.md section 9).
 GIGPO_REFERENCE = ALFWORLD_PAPER.replace(invalid_penalty_on_step_return=True)
 #: verl-agent's GiGPO with its WebShop script: as :data:`GIGPO_REFERENCE`, mean normalisation (``mean_norm``).
 GIGPO_REFERENCE_WEBSHOP = WEBSHOP_PAPER.replace(invalid_penalty_on_step_return=True)
