@@ -246,6 +246,9 @@ def test_the_defaults_are_the_paper_s_reading():
 
     assert presets.get_preset(MileGPOConfig.credit_preset) == presets.ALFWORLD_PAPER
     assert set(PRESET_NAMES) == set(presets.PRESETS)
+    import inspect
+
+    assert inspect.signature(estimate).parameters["config"].default == presets.ALFWORLD_PAPER
 
 
 def test_the_verl_agent_presets():
