@@ -20,7 +20,8 @@ t-interval, and the tie pairs pooled over the seeds. Below it, paired over the s
 does not change what is played): the ground-truth figures of ``credit-quality`` (same-state AUC, group AUC,
 tied-pair accuracy; per batch) of MileGPO md / rcs / full under the paper's reading minus the spec's, and of
 GraphGPO under verl-agent's recipe (``graphgpo_reference``, ``graphgpo_reference_webshop``: one more run per
-world and anchor) minus the paper's preset. Runs already on disk are read, not played again.
+world and anchor) minus the paper's preset, and of verl-agent's GiGPO (``gigpo-verl``: the step penalty,
+``gigpo_reference``) minus the paper's. Runs already on disk are read, not played again.
 """
 
 from __future__ import annotations
@@ -81,10 +82,14 @@ def paired(out: Path, seeds: int, groups: int, group_size: int, say=print) -> di
             comparisons = [(f"{m}: paper - spec", m, "paper", "spec") for m in ("milegpo-md", "milegpo-rcs",
                                                                                 "milegpo-full")]
             comparisons.append(("graphgpo: recipe - paper preset", "graphgpo", "recipe", "paper"))
+            # gigpo-verl is gigpo with invalid_penalty_on_step_return: verl-agent's GiGPO (gigpo_reference)
+            comparisons.append(("gigpo: verl-agent (gigpo-verl) - paper preset", ("gigpo-verl", "gigpo"), "paper",
+                                "paper"))
             for label, method, a, b in comparisons:
+                method_a, method_b = method if isinstance(method, tuple) else (method, method)
                 for metric in METRICS:
-                    got = paired_test(reports[a]["methods"][method]["per_batch"][metric],
-                                      reports[b]["methods"][method]["per_batch"][metric])
+                    got = paired_test(reports[a]["methods"][method_a]["per_batch"][metric],
+                                      reports[b]["methods"][method_b]["per_batch"][metric])
                     result.setdefault(f"{world} / {anchor}", {}).setdefault(label, {})[metric] = got
     return result
 
