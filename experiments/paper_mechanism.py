@@ -21,7 +21,10 @@ does not change what is played): the ground-truth figures of ``credit-quality`` 
 tied-pair accuracy; per batch) of MileGPO md / rcs / full under the paper's reading minus the spec's, and of
 GraphGPO under verl-agent's recipe (``graphgpo_reference``, ``graphgpo_reference_webshop``: one more run per
 world and anchor) minus the paper's preset, and of verl-agent's GiGPO (``gigpo-verl``: the step penalty,
-``gigpo_reference``) minus the paper's. Runs already on disk are read, not played again.
+``gigpo_reference``) minus the paper's. Runs already on disk are read, not played again. When the learning
+testbed's folders ``paper_testbed_<world>_paper`` / ``_spec`` exist beside ``--out`` (``credit_testbed.py
+--methods milegpo-rcs milegpo-full --preset alfworld_paper`` / ``alfworld_spec``, ``webshop_*`` for WebShop),
+their final and mean training success, paper minus spec paired by seed, are tabled too.
 """
 
 from __future__ import annotations
@@ -141,6 +144,44 @@ def paired_table(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the learning testbed (experiments/credit_testbed.py) under each reading: folders <out>/../paper_testbed_<world>_<r>
+TESTBED_METHODS = ("milegpo-rcs", "milegpo-full")
+
+
+def testbed_pairs(results: Path) -> dict:
+    """Final success and mean training success (points) of each of :data:`TESTBED_METHODS` under the paper's
+    reading minus the spec's, paired by seed, for every world whose two testbed folders
+    (``paper_testbed_<world>_paper`` / ``_spec`` beside ``results``' folder) exist."""
+    out: dict = {}
+    for world in WORLDS:
+        folders = {r: results.parent / f"paper_testbed_{world}_{r}" / "results.json" for r in READINGS}
+        if not all(f.is_file() for f in folders.values()):
+            continue
+        records = {r: {(x["method"], x["seed"]): x for x in json.loads(f.read_text())["records"]}
+                   for r, f in folders.items()}
+        for method in TESTBED_METHODS:
+            seeds = sorted(seed for m, seed in records["paper"] if m == method and (m, seed) in records["spec"])
+            for label, value in (("final success", lambda x: 100 * x["final"]["success"]),
+                                 ("mean training success",
+                                  lambda x: 100 * sum(c["success"] for c in x["curve"]) / len(x["curve"]))):
+                a = [value(records["paper"][(method, seed)]) for seed in seeds]
+                b = [value(records["spec"][(method, seed)]) for seed in seeds]
+                out.setdefault(f"{world} / {method}", {})[label] = {
+                    "paper": mean_ci(a), "spec": mean_ci(b), "paper - spec": paired_test(a, b)}
+    return out
+
+
+def testbed_table(pairs: dict) -> str:
+    lines = ["| world / method | figure | paper's reading | spec's reading | paper - spec (paired) |",
+             "| --- | --- | --- | --- | --- |"]
+    for where, figures in pairs.items():
+        for label, cell in figures.items():
+            (pm, plo, phi), (sm, slo, shi), d = cell["paper"], cell["spec"], cell["paper - spec"]
+            lines.append(f"| {where} | {label} | {pm:.1f} [{plo:.1f}, {phi:.1f}] | {sm:.1f} [{slo:.1f}, {shi:.1f}] | "
+                         f"{d['diff']:+.2f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}] (p {d['t_p']:.2g}, n {d['n']}) |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="experiments/results/paper_mechanism")
@@ -151,9 +192,14 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     figures = measure(out, args.seeds, args.groups, args.group_size)
     pairs = paired(out, args.seeds, args.groups, args.group_size)
-    (out / "figures.json").write_text(json.dumps({"mechanism": figures, "paired": pairs}, indent=1))
+    testbed = testbed_pairs(out)
+    (out / "figures.json").write_text(json.dumps({"mechanism": figures, "paired": pairs, "testbed": testbed},
+                                                 indent=1))
     text = (table(figures) + "\nPaired differences over the seeds, x 1000 (+2.0 = +0.002 of the figure), 95% t-interval, "
             "paired t-test p:\n\n" + paired_table(pairs))
+    if testbed:
+        text += ("\nThe learning testbed (experiments/credit_testbed.py, tracked+actions keys, the policy sees the "
+                 "context line; percent, 95% t-intervals over seeds):\n\n" + testbed_table(testbed))
     (out / "table.md").write_text(text)
     print(text)
     return 0
