@@ -22,9 +22,10 @@ tied-pair accuracy; per batch) of MileGPO md / rcs / full under the paper's read
 GraphGPO under verl-agent's recipe (``graphgpo_reference``, ``graphgpo_reference_webshop``: one more run per
 world and anchor) minus the paper's preset, and of verl-agent's GiGPO (``gigpo-verl``: the step penalty,
 ``gigpo_reference``) minus the paper's. Runs already on disk are read, not played again. When the learning
-testbed's folders ``paper_testbed_<world>_paper`` / ``_spec`` exist beside ``--out`` (``credit_testbed.py
---methods milegpo-rcs milegpo-full --preset alfworld_paper`` / ``alfworld_spec``, ``webshop_*`` for WebShop),
-their final and mean training success, paper minus spec paired by seed, are tabled too.
+testbed's folders exist beside ``--out`` (:data:`TESTBED`: ``paper_testbed_<world>_paper`` / ``_spec``, runs
+of ``credit_testbed.py --methods milegpo-rcs milegpo-full --preset alfworld_paper`` / ``alfworld_spec``;
+``_baselines`` (gigpo, graphgpo under the paper's preset), ``_gigpo_reference``, ``_graphgpo_reference``; the
+``webshop_*`` presets for WebShop), their final and mean training success, paired by seed, are tabled too.
 """
 
 from __future__ import annotations
@@ -144,40 +145,42 @@ def paired_table(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: the learning testbed (experiments/credit_testbed.py) under each reading: folders <out>/../paper_testbed_<world>_<r>
-TESTBED_METHODS = ("milegpo-rcs", "milegpo-full")
+#: the learning testbed (experiments/credit_testbed.py): (method, folder suffix a, folder suffix b, label), each
+#: folder ``paper_testbed_<world>_<suffix>`` beside ``--out``; a minus b, paired by seed
+TESTBED = (("milegpo-rcs", "paper", "spec", "paper - spec reading"),
+           ("milegpo-full", "paper", "spec", "paper - spec reading"),
+           ("gigpo", "gigpo_reference", "baselines", "verl-agent's code - paper preset"),
+           ("graphgpo", "graphgpo_reference", "baselines", "verl-agent's code - paper preset"))
 
 
 def testbed_pairs(results: Path) -> dict:
-    """Final success and mean training success (points) of each of :data:`TESTBED_METHODS` under the paper's
-    reading minus the spec's, paired by seed, for every world whose two testbed folders
-    (``paper_testbed_<world>_paper`` / ``_spec`` beside ``results``' folder) exist."""
+    """Final success and mean training success (points) of each comparison of :data:`TESTBED`, paired by seed,
+    for every world whose two testbed folders exist."""
     out: dict = {}
     for world in WORLDS:
-        folders = {r: results.parent / f"paper_testbed_{world}_{r}" / "results.json" for r in READINGS}
-        if not all(f.is_file() for f in folders.values()):
-            continue
-        records = {r: {(x["method"], x["seed"]): x for x in json.loads(f.read_text())["records"]}
-                   for r, f in folders.items()}
-        for method in TESTBED_METHODS:
-            seeds = sorted(seed for m, seed in records["paper"] if m == method and (m, seed) in records["spec"])
-            for label, value in (("final success", lambda x: 100 * x["final"]["success"]),
-                                 ("mean training success",
-                                  lambda x: 100 * sum(c["success"] for c in x["curve"]) / len(x["curve"]))):
-                a = [value(records["paper"][(method, seed)]) for seed in seeds]
-                b = [value(records["spec"][(method, seed)]) for seed in seeds]
-                out.setdefault(f"{world} / {method}", {})[label] = {
-                    "paper": mean_ci(a), "spec": mean_ci(b), "paper - spec": paired_test(a, b)}
+        for method, a, b, label in TESTBED:
+            folders = {r: results.parent / f"paper_testbed_{world}_{r}" / "results.json" for r in (a, b)}
+            if not all(f.is_file() for f in folders.values()):
+                continue
+            records = {r: {(x["method"], x["seed"]): x for x in json.loads(f.read_text())["records"]}
+                       for r, f in folders.items()}
+            seeds = sorted(seed for m, seed in records[a] if m == method and (m, seed) in records[b])
+            for figure, value in (("final success", lambda x: 100 * x["final"]["success"]),
+                                  ("mean training success",
+                                   lambda x: 100 * sum(c["success"] for c in x["curve"]) / len(x["curve"]))):
+                xs = [value(records[a][(method, seed)]) for seed in seeds]
+                ys = [value(records[b][(method, seed)]) for seed in seeds]
+                out.setdefault(f"{world} / {method}: {label}", {})[figure] = {
+                    "a": mean_ci(xs), "b": mean_ci(ys), "a - b": paired_test(xs, ys)}
     return out
 
 
 def testbed_table(pairs: dict) -> str:
-    lines = ["| world / method | figure | paper's reading | spec's reading | paper - spec (paired) |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = ["| world / method: comparison | figure | a | b | a - b (paired) |", "| --- | --- | --- | --- | --- |"]
     for where, figures in pairs.items():
         for label, cell in figures.items():
-            (pm, plo, phi), (sm, slo, shi), d = cell["paper"], cell["spec"], cell["paper - spec"]
-            lines.append(f"| {where} | {label} | {pm:.1f} [{plo:.1f}, {phi:.1f}] | {sm:.1f} [{slo:.1f}, {shi:.1f}] | "
+            (am, alo, ahi), (bm, blo, bhi), d = cell["a"], cell["b"], cell["a - b"]
+            lines.append(f"| {where} | {label} | {am:.1f} [{alo:.1f}, {ahi:.1f}] | {bm:.1f} [{blo:.1f}, {bhi:.1f}] | "
                          f"{d['diff']:+.2f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}] (p {d['t_p']:.2g}, n {d['n']}) |")
     return "\n".join(lines) + "\n"
 
