@@ -15,7 +15,8 @@ its invalid count, still standardised over rows: the recipe's original helper), 
 return standardised once per trajectory; a per-trajectory norm needs one score per trajectory, so it is
 compared with ``trajectory-penalty``; both switches together are compared with the defaults too). Also, by
 ``--conventions``: ``step-reward-penalty`` (GiGPO's step reward -0.1 on an invalid row, the recipe's) and
-``recipe`` (every field of ``presets.GRAPHGPO_REFERENCE``), each against the defaults. Every run
+``recipe`` (every field of ``presets.GRAPHGPO_REPRODUCTION``, the recipe as issue 33 described it), each
+against the defaults. Every run
 is appended to ``<out>/records.jsonl`` as it ends (a second call with the same flags runs only what is
 missing); the table (``<out>/table.md``, + ``analysis.json``) holds the final and mean training success per
 method and convention and the paired differences with 95% t-intervals.
@@ -38,13 +39,14 @@ from milegpo.credit import presets  # noqa: E402
 from milegpo.evidence.seed_stats import mean_ci, paired_test  # noqa: E402
 
 #: convention -> CreditConfig fields changed from the preset; ``recipe``: every field where
-#: presets.GRAPHGPO_REFERENCE differs from presets.ALFWORLD (with preset alfworld: the whole recipe)
+#: presets.GRAPHGPO_REPRODUCTION differs from presets.ALFWORLD_SPEC (with preset alfworld_spec: the whole recipe)
 CONVENTIONS = {
     "default": {},
     "trajectory-penalty": {"episode_penalty": "trajectory"},
     "per-trajectory": {"episode_penalty": "trajectory", "episode_norm_over": "trajectories"},
     "step-reward-penalty": {"invalid_penalty_in_step_reward": True},
-    "recipe": {k: v for k, v in presets.GRAPHGPO_REFERENCE.to_dict().items() if presets.ALFWORLD.to_dict()[k] != v},
+    "recipe": {k: v for k, v in presets.GRAPHGPO_REPRODUCTION.to_dict().items()
+               if presets.ALFWORLD_SPEC.to_dict()[k] != v},
 }
 #: the one-switch comparisons (changed, baseline), then the recipe's whole episode term, GiGPO's step-reward
 #: penalty and the whole recipe against the defaults (a pair is tabled where both were run)

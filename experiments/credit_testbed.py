@@ -345,8 +345,8 @@ def parser(description: str | None = __doc__) -> argparse.ArgumentParser:
                    help="the table's state: what a prompt without (observation) or with (context) the tracker's "
                         "context line shows")
     p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
-                   help="credit preset (default: webshop for webshop, else alfworld; graphgpo_reference: the public "
-                        "GraphGPO recipe's credit)")
+                   help="credit preset (default: webshop for webshop, else alfworld, the paper's reading; "
+                        "*_spec: the spec's; graphgpo_reference / gigpo_reference[_webshop]: verl-agent's code)")
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="the trainer's invalid_action_penalty")
     p.add_argument("--overrides", default="{}",
                    help="CreditConfig fields over the preset, as JSON (e.g. '{\"norm\": \"mean_std\"}')")

@@ -1,5 +1,6 @@
-"""How far milegpo's closest old CreditConfig is from the public GraphGPO recipe's credit, and how far the
-reference presets are (issue 33), on random batches.
+"""How far milegpo's closest old CreditConfig is from the GraphGPO recipe's credit as issue 33 described it (a
+reproduction's docstrings; ``presets.GRAPHGPO_REPRODUCTION``, not verl-agent's code, which is
+``presets.GRAPHGPO_REFERENCE`` since issue 40), on random batches.
 
     python experiments/parity_check.py --out experiments/results/parity_check --batches 34
 
@@ -9,9 +10,9 @@ states per group with self-loops and states that cannot reach success. The recip
 independent implementation of tests/credit/test_reference_parity.py (written from the issue's text). For
 GRPO, GiGPO and GraphGPO, against that credit:
 
-- ``before``: the closest config milegpo had, ``presets.ALFWORLD`` with gamma_G = 0.1 (the recipe's omega),
+- ``before``: the closest config milegpo had, ``presets.ALFWORLD_SPEC`` with gamma_G = 0.1 (the recipe's omega),
   for GiGPO also with ``invalid_penalty_on_step_return`` (verl-agent's trainer; the closer of the two is kept);
-- ``after``: ``presets.GRAPHGPO_REFERENCE``;
+- ``after``: ``presets.GRAPHGPO_REPRODUCTION``;
 - ``without X``: the preset with one of its conventions back at milegpo's default (:data:`LEAVE_ONE_OUT`),
   what that convention alone accounts for.
 
@@ -59,7 +60,7 @@ def batch_of(seed: int):
 
 
 def candidates(method: str) -> dict:
-    old = presets.ALFWORLD.replace(gamma_g=0.1)
+    old = presets.ALFWORLD_SPEC.replace(gamma_g=0.1)
     out = {"alfworld, gamma_G 0.1": old}
     if method == "gigpo":
         out["+ invalid_penalty_on_step_return"] = old.replace(invalid_penalty_on_step_return=True)
@@ -105,8 +106,8 @@ def measure(n_batches: int) -> dict:
         for method in METHODS:
             want = np.array(recipe_credit(rows, method))
             configs = {**{f"before: {k}": v for k, v in candidates(method).items()},
-                       "after: graphgpo_reference": presets.GRAPHGPO_REFERENCE,
-                       **{f"without {k}": presets.GRAPHGPO_REFERENCE.replace(**v) for k, v in LEAVE_ONE_OUT.items()
+                       "after: graphgpo_reproduction": presets.GRAPHGPO_REPRODUCTION,
+                       **{f"without {k}": presets.GRAPHGPO_REPRODUCTION.replace(**v) for k, v in LEAVE_ONE_OUT.items()
                           if method == "gigpo" or k != "penalty in step reward"}}
             if method != "graphgpo":  # only r^G reads it
                 configs.pop("without max + 1")

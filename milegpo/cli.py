@@ -45,13 +45,18 @@ def _plots_folder(flag: str, folder: str | None):
 
 
 #: the names of milegpo.credit.presets.PRESETS (tests/test_cli.py checks), without importing torch for --help
-PRESET_NAMES = ("alfworld", "webshop", "graphgpo_reference", "gigpo_reference")
+PRESET_NAMES = ("alfworld", "webshop", "alfworld_paper", "webshop_paper", "alfworld_spec", "webshop_spec",
+                "gigpo_reference", "gigpo_reference_webshop", "graphgpo_reference", "graphgpo_reference_webshop",
+                "graphgpo_reproduction")
+PRESET_HELP = ("alfworld = alfworld_paper, webshop = webshop_paper: paper table 5 under the paper's reading; "
+               "alfworld_spec, webshop_spec: the spec's reading; gigpo_reference[_webshop], "
+               "graphgpo_reference[_webshop]: what verl-agent's GiGPO / GraphGPO code computes with its ALFWorld "
+               "[WebShop] script; graphgpo_reproduction: the recipe as issue 33 described it")
 
 
 def _add_credit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="alfworld", choices=PRESET_NAMES,
-                   help="credit preset (alfworld, webshop: paper table 5; graphgpo_reference = gigpo_reference: the "
-                        "public GraphGPO recipe's credit)")
+                   help=f"credit preset ({PRESET_HELP})")
     p.add_argument("--variant", default="full", choices=["md", "rcs", "full"], help="MileGPO ablation")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
 
@@ -360,8 +365,7 @@ def _add_credit_quality(sub) -> None:
                         "(token-shingle Jaccard >= T inside a task group, as MileGPOConfig.state_similarity)")
     p.add_argument("--similarity-shingle", type=int, default=2, help="tokens per shingle of --state-similarity")
     p.add_argument("--preset", default=None, choices=PRESET_NAMES,
-                   help="credit preset (table 5; default webshop for webshop, else alfworld; graphgpo_reference = "
-                        "gigpo_reference: the public GraphGPO recipe's credit)")
+                   help=f"credit preset (default webshop for webshop, else alfworld; {PRESET_HELP})")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
     p.set_defaults(func=cmd_credit_quality)
 

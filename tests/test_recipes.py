@@ -61,7 +61,8 @@ def test_every_recipe_builds_the_paper_s_config(path, tmp_path):
     script_args, cfg = parse_recipe(path, "--output_dir", str(tmp_path))
     method, variant = make_recipes.METHODS[name.removesuffix("_server")]
     assert script_args.model_name_or_path == "Qwen/Qwen2.5-1.5B-Instruct"
-    assert (cfg.env, cfg.credit_preset, cfg.credit_method) == (benchmark, benchmark, method)
+    # every recipe names its preset (issue 40): a moved default changes no recipe
+    assert (cfg.env, cfg.credit_preset, cfg.credit_method) == (benchmark, f"{benchmark}_paper", method)
     if variant:
         assert cfg.credit_variant == variant
     assert (cfg.groups_per_iteration, cfg.group_size, cfg.num_generations) == (16, 8, 8)
@@ -72,7 +73,7 @@ def test_every_recipe_builds_the_paper_s_config(path, tmp_path):
     assert (cfg.eval_strategy, cfg.eval_steps, cfg.eval_temperature) == ("steps", 5, 0.4)
     assert cfg.report_to == ["tensorboard"] and cfg.use_vllm and not cfg.constrain_actions
     assert cfg.env_options == ({"reward": "win"} if benchmark == "webshop" else None)
-    assert cfg.state_anchor == "tracked+actions" and cfg.show_state_context  # this project's, not the paper's
+    assert cfg.state_anchor == "tracked+actions" and cfg.show_state_context  # GraphGPO's key; the context line is ours
     assert cfg.vllm_mode == ("server" if name.endswith("_server") else "colocate")
 
 
@@ -90,7 +91,7 @@ def test_milegpo_train_reads_a_recipe(tmp_path, monkeypatch):
     flags = ["--output_dir", str(tmp_path), "--sft_epochs", "0"]
     job, cfg = parse(["--config", str(RECIPES / "webshop" / "milegpo_full.yaml"), *flags])
     assert (job.model_name_or_path, job.sft_epochs) == ("Qwen/Qwen2.5-1.5B-Instruct", 0)
-    assert (cfg.env, cfg.credit_preset, cfg.horizon, cfg.groups_per_iteration) == ("webshop", "webshop", 30, 16)
+    assert (cfg.env, cfg.credit_preset, cfg.horizon, cfg.groups_per_iteration) == ("webshop", "webshop_paper", 30, 16)
     # ALFWorld's games are not here: milegpo train says so in one line, naming where it looked
     monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "no_games"))
     with pytest.raises(UsageError, match="ALFWORLD_DATA"):

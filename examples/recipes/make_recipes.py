@@ -44,7 +44,7 @@ num_train_tasks: 3553        # at most: every solvable train game ALFWorld's loa
         "prompt": """\
 prompt_style: alfworld       # verl-agent's ALFWorld template: task, admissible actions, <think>/<action> tags
 """,
-        "preset": "credit_preset: alfworld      # paper table 5",
+        "preset": "credit_preset: alfworld_paper  # paper table 5, the paper's reading (named: a moved default changes no recipe)",
         "evaluation": """\
 eval_splits: [id, ood]       # valid_seen (ID) and valid_unseen (OOD); the first two give eval_id_minus_ood
 num_eval_tasks: 140          # at most: all 140 valid_seen and 134 valid_unseen games
@@ -62,7 +62,7 @@ env_options: {reward: win}   # verl-agent's reward: 10 on a perfect purchase (sc
         "prompt": """\
 prompt_style: webshop        # verl-agent's WebShop template: goal, page, clickables, <think>/<action> tags
 """,
-        "preset": "credit_preset: webshop       # paper table 5",
+        "preset": "credit_preset: webshop_paper   # paper table 5, the paper's reading (named: a moved default changes no recipe)",
         "evaluation": """\
 eval_splits: [test]          # the first 500 goals (verl-agent's split)
 num_eval_tasks: 500          # all of them (eval_test_score is the paper's score, eval_test_success_rate its success)
@@ -85,15 +85,16 @@ HEADER = """\
 # - lr_scheduler_type constant and no warm-up (TRL's default decays linearly; verl's is constant);
 {anchor_lines}"""
 
-#: the state-anchor lines of the header: this project's anchor and prompt context, where the paper has neither
+#: the state-anchor lines of the header: the anchor (most likely the paper's own) and the prompt's context line
 ANCHOR_LINES = """\
-# - the state a row belongs to (what credit groups its rows by) is this project's recommended anchor,
-#   state_anchor tracked+actions: the observation with the environment tracker's context (ALFWorld: the object
-#   in hand, its processing, the objects moved; WebShop: the query, results page, product, options) and the
-#   admissible actions (the public GraphGPO recipe's key); the paper keys a state by its
-#   observation text alone (state_anchor observation), and its prompt shows no tracker context
-#   (show_state_context false). Give both for the paper's own: --state_anchor observation
-#   --show_state_context false.
+# - the state a row belongs to (what credit groups its rows by) is state_anchor tracked+actions: the
+#   observation with the environment tracker's context (ALFWorld: the object in hand, its processing, the
+#   objects moved; WebShop: the query, results page, product, options) and the admissible actions. The paper
+#   says it builds its graph as GraphGPO does, and the public GraphGPO recipe's canonical observation is the
+#   tracked context plus the admissible actions: this is most likely the paper's own key (the paper does not
+#   spell it out). state_anchor observation keys a state by its observation text alone (GiGPO's anchor);
+#   show_state_context true shows the tracker's line in the prompt, which the paper's prompt does not
+#   (--show_state_context false for the paper's prompt).
 """
 
 RUN_LINES = """\
@@ -137,7 +138,7 @@ temperature: 1.0             # training rollouts sample at 1.0
 # ---- credit
 credit_method: {method}
 {variant}{preset}
-state_anchor: tracked+actions  # observation + tracker context + admissible actions (the paper's: observation)
+state_anchor: tracked+actions  # observation + tracker context + admissible actions (GraphGPO's recipe: most likely the paper's)
 invalid_action_penalty: 0.1  # verl-agent's invalid-action penalty
 
 # ---- loss: PPO-clip on tokens with the low-variance KL

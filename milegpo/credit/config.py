@@ -1,4 +1,5 @@
-"""CreditConfig: every parameter of docs/algorithm.md, and the paper's presets (table 5)."""
+"""CreditConfig: every parameter of docs/algorithm.md, and the presets: the paper's (table 5 under the paper's
+reading, the defaults), the spec's reading of the same table, and what verl-agent's GiGPO / GraphGPO code computes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ NORMS = ("mean_std", "mean")
 #: kernels take a Python int scalar at; no batch holds more trajectories (a larger threshold overflowed there)
 MAX_COUNT = 2 ** 31 - 1
 #: the CreditConfig switches (every other field is a number, or one of :data:`CHOICES`)
-BOOL_FIELDS = ("invalid_penalty_on_step_return", "invalid_penalty_in_step_reward")
+BOOL_FIELDS = ("invalid_penalty_on_step_return", "invalid_penalty_in_step_reward", "centrality_self_loops",
+               "centrality_norm_with_sink", "incoming_self_loops", "progress_norm_with_sink",
+               "invalid_penalty_on_graph_return")
+#: the switches between the paper's text and the spec's [decided] reading (spec section 12, points 2-5): True is
+#: the paper's (the defaults, ``ALFWORLD_PAPER``), False the spec's (``ALFWORLD_SPEC``)
+PAPER_READING = ("centrality_self_loops", "centrality_norm_with_sink", "incoming_self_loops",
+                 "progress_norm_with_sink")
 #: the CreditConfig fields that take one of a few names, with those names (the spec's first)
 CHOICES = {
     "norm": NORMS,
@@ -39,12 +46,19 @@ class CreditConfig:
     #: r^G = c * gamma_G^d(s_{t+1}, g), c on the winning row) or 1 (the GraphGPO paper's eq. 4:
     #: c * gamma_G^(d(s_{t+1}, g) + 1)). Unreachable stays unreachable.
     graph_distance_offset: int = 0
-    #: r^G of a row whose s_{t+1} cannot reach g, in a group with a success: ``"zero"`` (the spec: the
-    #: distance is infinite, r^G = 0) or ``"max_plus_one"`` (the public GraphGPO recipe: such a node is at
-    #: distance (the largest finite d(., g) in its group) + 1, then ``graph_distance_offset`` is added).
-    #: A group without a success has r^G = 0 either way. Only r^G reads it: PCC's dd(e) (eq. 15) and the
-    #: node table's ``dist`` keep the search's distances (-1: unreachable).
+    #: r^G of a row whose s_{t+1} cannot reach g: ``"zero"`` (the spec and the paper: the distance is
+    #: infinite, r^G = 0; a group without a success has r^G = 0 everywhere) or ``"max_plus_one"`` (verl-agent's
+    #: GraphGPO recipe, ``all_to_target_shortest_paths``: such a node is at distance (the largest finite d(., g)
+    #: in its group, g's 0 included) + 1, then ``graph_distance_offset`` is added; in a group without a success
+    #: g is still at distance 0 and every node at 0 + 1, so r^G = c * gamma_G on every row, which normalises to
+    #: 0 unless ``invalid_penalty_on_graph_return`` moves some rows). Only r^G reads it: PCC's dd(e) (eq. 15)
+    #: and the node table's ``dist`` keep the search's distances (-1: unreachable).
     graph_unreachable: str = "zero"
+    #: verl-agent's GraphGPO recipe trainer: ``invalid_penalty`` is also subtracted from an invalid row's graph
+    #: return, r^G_t - invalid_penalty (its ``apply_invalid_action_penalty`` on ``step_rewards``, which hold
+    #: r^G there), in every group, an all-fail one too; r^M (eq. 20) is built on the penalised r^G. Off (the
+    #: spec and the paper): the penalty enters the episode score only.
+    invalid_penalty_on_graph_return: bool = False
     # potentials and shaping (eqs. 7-10, 20)
     omega: float = 0.2
     gamma_phi: float = 1.0
@@ -58,9 +72,25 @@ class CreditConfig:
     w_f: float = 1.0
     w_l: float = 0.25
     min_node_support: int = 1
+    #: deg(v) of C(v) (eq. 5) counts a self-loop (v, v): once in the in-degree and once in the out-degree (the
+    #: paper: C(v) is v's in-degree plus out-degree; spec section 12, point 2). False (the spec [decided]):
+    #: self-loops not counted. Edges into g count either way.
+    centrality_self_loops: bool = True
+    #: the success sink g belongs to the set C(v) is max-normalised over (the paper: the largest degree over
+    #: the success-visited states, and every won trajectory visits g; point 3): deg(g) = its distinct incoming
+    #: edges. False (the spec [decided]): g is in no max-normaliser. g is never a milestone either way.
+    centrality_norm_with_sink: bool = True
     min_trap_visits: int = 2
     min_trap_score: float = 0.10
     # progress-contrastive calibration (eqs. 11-19)
+    #: a self-loop (v, v) is an incoming edge of v in b(v) (eq. 14) and psi~(v) (eq. 16) (the paper: every
+    #: incoming e = (u, v); point 4). False (the spec [decided]): u != v there. A self-loop is a branch of v in
+    #: eq. 12 either way.
+    incoming_self_loops: bool = True
+    #: g's own psi~ (its incoming edges u -> g, eq. 16) belongs to psi-bar's normaliser, the max over all nodes
+    #: V_q of the group (the paper; point 5), and psi-bar(g) is reported as psi~(g) / that max. False (the spec
+    #: [decided]): the max over the nodes other than g, psi-bar(g) = 0. g is never a milestone either way.
+    progress_norm_with_sink: bool = True
     a_d: float = 1.0
     a_s: float = 1.0
     a_f: float = 1.0
@@ -176,25 +206,58 @@ class CreditConfig:
         return dataclasses.asdict(self)
 
 
-ALFWORLD = CreditConfig()
-WEBSHOP = CreditConfig(theta_m=0.5, kappa_bc=1, rho=0.5, eta=1.0, norm="mean")
-#: The public GraphGPO recipe's credit as its reproductions document it (issue 33; README "Reference parity"),
-#: on ALFWorld's rewards (10 on the winning row): a trajectory's return 10 * success - 0.1 * n_invalid on all
-#: its rows, standardised once per trajectory in the task group (sample std, (x - mean) / (std + 1e-6); one
-#: trajectory or zero variance: 0); r^G = 10 * 0.1^d(s_{t+1}, g) with a node that cannot reach g at the
-#: group's largest finite distance + 1 (no success: 0), standardised per (group, state); GiGPO's immediate
-#: reward -0.1 on an invalid row plus the env's reward, discounted with 0.95. ``grpo`` gives the recipe's
-#: episode advantage alone, ``gigpo`` and ``graphgpo`` add their step / graph advantage (w = 1): every
-#: baseline on the one convention. ``milegpo`` runs on the same episode and graph terms with the paper's
-#: shaping parameters (table 5).
-GRAPHGPO_REFERENCE = ALFWORLD.replace(gamma_g=0.1, graph_unreachable="max_plus_one", episode_penalty="trajectory",
-                                      episode_norm_over="trajectories", episode_single_value="zero",
-                                      invalid_penalty_in_step_reward=True)
-#: The same values as :data:`GRAPHGPO_REFERENCE`: the recipe's GiGPO is one of its three baselines, under
-#: one credit convention; the second name lets a run be named after the method it reproduces.
-GIGPO_REFERENCE = GRAPHGPO_REFERENCE.replace()
-PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "graphgpo_reference": GRAPHGPO_REFERENCE,
-           "gigpo_reference": GIGPO_REFERENCE}
+#: The paper's estimator on ALFWorld: table 5's values and the paper's reading of the four points where its text
+#: and the spec's [decided] items differ (spec section 12, points 2-5: every field of :data:`PAPER_READING` on).
+#: The episode term keeps the row convention of the framework the paper ran on (point 1).
+ALFWORLD_PAPER = CreditConfig()
+#: The paper's estimator on WebShop: table 5's WebShop column, the paper's reading.
+WEBSHOP_PAPER = ALFWORLD_PAPER.replace(theta_m=0.5, kappa_bc=1, rho=0.5, eta=1.0, norm="mean")
+#: Table 5 under the spec's [decided] reading of the four points (every field of :data:`PAPER_READING` off):
+#: C(v) counts no self-loop and is max-normalised over success-visited nodes other than g; a self-loop enters
+#: neither b(v) (eq. 14) nor psi~(v) (eq. 16); psi-bar is normalised over the nodes other than g. It is what
+#: ``alfworld`` meant before the paper's full text was read (2026-12-03); it stays so that those runs and
+#: figures can be reproduced and compared, paired, with the paper's reading. It changes C(v) of looping states,
+#: b(v) / psi~(v) where a state's best incoming edge is its own loop, and the scale of psi-bar (hence E(v)) in
+#: most groups with a success; r^G, the episode term and every baseline are the same.
+ALFWORLD_SPEC = ALFWORLD_PAPER.replace(**{name: False for name in PAPER_READING})
+#: WebShop's column of table 5 under the spec's reading (see :data:`ALFWORLD_SPEC`).
+WEBSHOP_SPEC = WEBSHOP_PAPER.replace(**{name: False for name in PAPER_READING})
+#: The benchmarks' default presets: the paper's estimator.
+ALFWORLD = ALFWORLD_PAPER
+WEBSHOP = WEBSHOP_PAPER
+#: What verl-agent's GiGPO code computes with its ALFWorld script (``gigpo/core_gigpo.py`` and its trainer):
+#: the row episode score Z = summed reward - 0.1 on an invalid row, standardised over the task group's rows
+#: (sample std, + 1e-6; one row: mean 0, std 1), R_t discounted with 0.95 and 0.1 subtracted from an invalid
+#: row's R_t after discounting, step groups by exact state, A = episode + step (weight 1): the paper's preset
+#: with ``invalid_penalty_on_step_return``. Not reproduced: float32 arithmetic and its zero-variance residue,
+#: the trainer's random duplicate rows (docs/algorithm.md section 9).
+GIGPO_REFERENCE = ALFWORLD_PAPER.replace(invalid_penalty_on_step_return=True)
+#: verl-agent's GiGPO with its WebShop script: as :data:`GIGPO_REFERENCE`, mean normalisation (``mean_norm``).
+GIGPO_REFERENCE_WEBSHOP = WEBSHOP_PAPER.replace(invalid_penalty_on_step_return=True)
+#: What verl-agent's GraphGPO recipe computes with its ALFWorld script (``recipe/GraphGPO/core_graph.py`` as its
+#: trainer calls it): GiGPO's episode term, r^G = 10 * 0.1^d(s_{t+1}, g) with a node that cannot reach g at the
+#: group's largest finite distance + 1 (a group without a success: 10 * 0.1 on every row), 0.1 subtracted from
+#: an invalid row's r^G, standardised per (group, state); A = graph + episode (weights 1). ``milegpo`` under it
+#: runs the paper's shaping on that r^G. Not reproduced: float32 and its zero-variance residue (up to 0.0074).
+GRAPHGPO_REFERENCE = ALFWORLD_PAPER.replace(gamma_g=0.1, graph_unreachable="max_plus_one",
+                                            invalid_penalty_on_graph_return=True)
+#: verl-agent's GraphGPO recipe with its WebShop script: as :data:`GRAPHGPO_REFERENCE` with gamma_G 0.2 and
+#: ``mean_std_norm`` (the recipe's, not table 5's mean), on WebShop's table-5 shaping values.
+GRAPHGPO_REFERENCE_WEBSHOP = WEBSHOP_PAPER.replace(gamma_g=0.2, norm="mean_std", graph_unreachable="max_plus_one",
+                                                   invalid_penalty_on_graph_return=True)
+#: The GraphGPO recipe as a third-party reproduction's docstrings describe it (issue 33), which is NOT what
+#: verl-agent's code computes (``GRAPHGPO_REFERENCE`` is): a trajectory's return 10 * success - 0.1 * n_invalid
+#: on all its rows, standardised once per trajectory (one trajectory or zero variance: 0); r^G = 10 *
+#: 0.1^d(s_{t+1}, g), max + 1 for unreachable nodes, no penalty on r^G; GiGPO's immediate reward -0.1 on an
+#: invalid row, discounted with 0.95. Kept so that the issue-33 measurements (notes/parity.md) stay reproducible.
+GRAPHGPO_REPRODUCTION = ALFWORLD_SPEC.replace(gamma_g=0.1, graph_unreachable="max_plus_one",
+                                              episode_penalty="trajectory", episode_norm_over="trajectories",
+                                              episode_single_value="zero", invalid_penalty_in_step_reward=True)
+#: every preset by its name (``get_preset``, ``--credit_preset``, ``--preset``, recipes, task files)
+PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "alfworld_paper": ALFWORLD_PAPER, "webshop_paper": WEBSHOP_PAPER,
+           "alfworld_spec": ALFWORLD_SPEC, "webshop_spec": WEBSHOP_SPEC, "gigpo_reference": GIGPO_REFERENCE,
+           "gigpo_reference_webshop": GIGPO_REFERENCE_WEBSHOP, "graphgpo_reference": GRAPHGPO_REFERENCE,
+           "graphgpo_reference_webshop": GRAPHGPO_REFERENCE_WEBSHOP, "graphgpo_reproduction": GRAPHGPO_REPRODUCTION}
 
 
 def get_preset(name: str) -> CreditConfig:
@@ -204,5 +267,7 @@ def get_preset(name: str) -> CreditConfig:
         raise ValueError(f"unknown credit preset {name!r}; known: {sorted(PRESETS)}") from None
 
 
-__all__ = ["ALFWORLD", "WEBSHOP", "GRAPHGPO_REFERENCE", "GIGPO_REFERENCE", "PRESETS", "CHOICES", "CreditConfig",
-           "get_preset", "VARIANTS", "NORMS", "MAX_COUNT"]
+__all__ = ["ALFWORLD", "WEBSHOP", "ALFWORLD_PAPER", "WEBSHOP_PAPER", "ALFWORLD_SPEC", "WEBSHOP_SPEC",
+           "GRAPHGPO_REFERENCE", "GRAPHGPO_REFERENCE_WEBSHOP", "GIGPO_REFERENCE", "GIGPO_REFERENCE_WEBSHOP",
+           "GRAPHGPO_REPRODUCTION", "PRESETS", "PAPER_READING", "CHOICES", "CreditConfig", "get_preset", "VARIANTS",
+           "NORMS", "MAX_COUNT"]

@@ -159,7 +159,7 @@ register(CreditMethod(
     "gigpo", "A = Norm_q(Z) + step_weight * Norm_{q,s}(R_t): GiGPO's step groups of one state (spec section 9)",
     reference.gigpo_reference, vectorized.gigpo_tables,
     row_keys=("episode_score", "episode_adv", "step_return", "step_adv"),
-    # verl-agent's trainer: the penalty after discounting, in place of a preset's in the step reward (graphgpo_reference)
+    # verl-agent's trainer: the penalty after discounting, in place of a preset's in the step reward (graphgpo_reproduction)
     settings={"gigpo-verl": {"invalid_penalty_on_step_return": True, "invalid_penalty_in_step_reward": False}}))
 register(CreditMethod(
     "graphgpo", "A = w_step * A^G + w_ep * Norm_q(Z): the rollout graph's return (eqs. 1, 21-22 with eta = 0)",

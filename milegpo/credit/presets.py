@@ -1,7 +1,31 @@
-"""The paper's presets (table 5) as CreditConfig values: ``presets.ALFWORLD``, ``presets.WEBSHOP``; and the public
-GraphGPO recipe's credit, for parity with verl-agent runs: ``presets.GRAPHGPO_REFERENCE``,
-``presets.GIGPO_REFERENCE`` (the same values; see :mod:`milegpo.credit.config`)."""
+"""The presets as CreditConfig values (see :mod:`milegpo.credit.config`, where each is documented):
 
-from .config import ALFWORLD, GIGPO_REFERENCE, GRAPHGPO_REFERENCE, PRESETS, WEBSHOP, get_preset
+- ``ALFWORLD_PAPER``, ``WEBSHOP_PAPER``: the paper's estimator, table 5 with the paper's reading of the points
+  where its text and the spec differ; ``ALFWORLD`` / ``WEBSHOP`` are these (the defaults);
+- ``ALFWORLD_SPEC``, ``WEBSHOP_SPEC``: table 5 under the spec's [decided] reading (what ``alfworld`` /
+  ``webshop`` meant before 2026-12-03);
+- ``GIGPO_REFERENCE`` / ``GIGPO_REFERENCE_WEBSHOP``, ``GRAPHGPO_REFERENCE`` / ``GRAPHGPO_REFERENCE_WEBSHOP``: what
+  verl-agent's GiGPO code and GraphGPO recipe compute with their ALFWorld / WebShop scripts;
+- ``GRAPHGPO_REPRODUCTION``: the GraphGPO recipe as a reproduction's docstrings describe it (issue 33).
 
-__all__ = ["ALFWORLD", "WEBSHOP", "GRAPHGPO_REFERENCE", "GIGPO_REFERENCE", "PRESETS", "get_preset"]
+``PRESETS`` maps each lower-case name (``alfworld_paper``, ...) to its value; :func:`get_preset` looks one up."""
+
+from .config import (
+    ALFWORLD,
+    ALFWORLD_PAPER,
+    ALFWORLD_SPEC,
+    GIGPO_REFERENCE,
+    GIGPO_REFERENCE_WEBSHOP,
+    GRAPHGPO_REFERENCE,
+    GRAPHGPO_REFERENCE_WEBSHOP,
+    GRAPHGPO_REPRODUCTION,
+    PRESETS,
+    WEBSHOP,
+    WEBSHOP_PAPER,
+    WEBSHOP_SPEC,
+    get_preset,
+)
+
+__all__ = ["ALFWORLD", "WEBSHOP", "ALFWORLD_PAPER", "WEBSHOP_PAPER", "ALFWORLD_SPEC", "WEBSHOP_SPEC",
+           "GRAPHGPO_REFERENCE", "GRAPHGPO_REFERENCE_WEBSHOP", "GIGPO_REFERENCE", "GIGPO_REFERENCE_WEBSHOP",
+           "GRAPHGPO_REPRODUCTION", "PRESETS", "get_preset"]

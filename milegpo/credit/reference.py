@@ -192,18 +192,18 @@ def hop_distances_to(graph: RolloutGraph, target) -> dict:
 def return_distance(graph: RolloutGraph, dist_g: dict, node, config: CreditConfig):
     """The hops eq. 1 decays over for s_{t+1} = node: d(node, g) + ``graph_distance_offset``; where node cannot
     reach g, None (r^G = 0), or with ``graph_unreachable="max_plus_one"`` (the GraphGPO recipe) the group's
-    largest finite d(., g) + 1 (+ the offset). None in a group without a success."""
-    if not graph.has_sink:
-        return None
+    largest finite d(., g) + 1 (+ the offset), g's own 0 included: 0 + 1 in a group without a success, where
+    every node is unreachable. Without a success and with ``"zero"``: None."""
     d = dist_g.get(node)
     if d is None and config.graph_unreachable == "max_plus_one":
-        d = max(dist_g.values()) + 1
+        d = max(dist_g.values(), default=0) + 1
     return None if d is None else d + config.graph_distance_offset
 
 
 def graph_return(graph: RolloutGraph, rows: list, dist_g: dict, config: CreditConfig) -> dict:
     """Eq. 1: r^G_t = c * gamma_G ^ d(s_{t+1}, g) (d as :func:`return_distance` takes it); 0 when unreachable
-    or the group has no success.
+    or the group has no success; minus ``invalid_penalty`` on an invalid row with
+    ``invalid_penalty_on_graph_return`` (verl-agent's GraphGPO trainer), in every group.
 
     Returns {row index: r^G}.
     """
@@ -211,7 +211,8 @@ def graph_return(graph: RolloutGraph, rows: list, dist_g: dict, config: CreditCo
     for tr in graph.trajs:
         for i in tr:
             d = return_distance(graph, dist_g, rows[i]["next_state"], config)
-            out[i] = decayed(config.c, config.gamma_g, d) if d is not None else 0.0
+            r = decayed(config.c, config.gamma_g, d) if d is not None else 0.0
+            out[i] = r - config.invalid_penalty if config.invalid_penalty_on_graph_return and rows[i]["invalid"] else r
     return out
 
 
@@ -221,9 +222,11 @@ def milestone_candidates(graph: RolloutGraph, config: CreditConfig) -> list:
     return [v for v in graph.nodes if v != SINK and graph.n_pos[v] >= config.min_node_support]
 
 
-def node_degree(graph: RolloutGraph) -> dict:
-    """deg(v) = distinct edges into and out of v, self-loops not counted, edges to g counted (eq. 4 [decided])."""
-    return {v: sum(1 for u in graph.pred[v] if u != v) + sum(1 for w in graph.succ[v] if w != v)
+def node_degree(graph: RolloutGraph, config: CreditConfig) -> dict:
+    """deg(v) = v's distinct incoming edges + its distinct outgoing edges, edges to g counted (eq. 5); a self-loop
+    (v, v) counts in both with ``centrality_self_loops`` (the paper), in neither without (the spec [decided])."""
+    loops = config.centrality_self_loops
+    return {v: sum(1 for u in graph.pred[v] if loops or u != v) + sum(1 for w in graph.succ[v] if loops or w != v)
             for v in graph.nodes}
 
 
@@ -232,10 +235,13 @@ def coverage(graph: RolloutGraph) -> dict:
     return {v: graph.n_pos[v] / max(graph.k_pos, 1) for v in graph.nodes}
 
 
-def centrality(graph: RolloutGraph) -> dict:
-    """Eq. 4: C(v) = deg(v) / max deg over success-visited nodes other than g (0 where that max is 0)."""
-    deg = node_degree(graph)
-    top = max((deg[v] for v in graph.nodes if v != SINK and graph.n_pos[v] >= 1), default=0)
+def centrality(graph: RolloutGraph, config: CreditConfig) -> dict:
+    """Eq. 5's C(v) = deg(v) / max deg over the success-visited nodes (0 where that max is 0): g among them
+    with ``centrality_norm_with_sink`` (the paper: every won trajectory visits g), not without (the spec).
+    Returns {node other than g: C(v)}."""
+    deg = node_degree(graph, config)
+    with_sink = config.centrality_norm_with_sink
+    top = max((deg[v] for v in graph.nodes if (with_sink or v != SINK) and graph.n_pos[v] >= 1), default=0)
     return {v: (deg[v] / top if top > 0 else 0.0) for v in graph.nodes if v != SINK}
 
 
@@ -246,7 +252,7 @@ def milestone_scores(graph: RolloutGraph, config: CreditConfig) -> dict:
     Returns {candidate: S0+}.
     """
     m = coverage(graph)
-    cen = centrality(graph)
+    cen = centrality(graph, config)
     out = {}
     for v in milestone_candidates(graph, config):
         lift = max(graph.p_pos(v) - graph.p_pos_q, 0.0)
@@ -352,15 +358,17 @@ def branch_contrast(graph: RolloutGraph, config: CreditConfig) -> dict:
 
 
 def branch_evidence(graph: RolloutGraph, contrast: dict, config: CreditConfig) -> dict:
-    """Eq. 14: b(v) = max c(e) over e = (u, v), u != v, with c(e) > 0, else 0 (g: 0)."""
+    """Eq. 14: b(v) = max c(e) over incoming e = (u, v) with c(e) > 0, else 0 (g: 0); a self-loop u = v is one
+    of them with ``incoming_self_loops`` (the paper), not without (the spec [decided])."""
     tol = config.threshold_tol
+    loops = config.incoming_self_loops
     out = {}
     for v in graph.nodes:
         best = 0.0
         if v != SINK:
             for u in graph.pred[v]:
                 c = contrast[(u, v)]
-                if u != v and positive(c, tol) and c > best:
+                if (loops or u != v) and positive(c, tol) and c > best:
                     best = c
         out[v] = best
     return out
@@ -390,19 +398,23 @@ def local_progress(graph: RolloutGraph, dist_g: dict, config: CreditConfig) -> d
 
 
 def progress_evidence(graph: RolloutGraph, psi: dict, config: CreditConfig) -> dict:
-    """Eq. 16: psi-bar(v) = psi~(v) / max psi~ over the group's nodes other than g.
+    """Eq. 16: psi-bar(v) = psi~(v) / max psi~ over the group's nodes.
 
-    psi~(v) = max psi(e) over incoming e = (u, v), u != v, |T+(e)| >= 1, psi(e) > 0;
-    0 otherwise (and for g). Returns {node: psi-bar}.
+    psi~(v) = max psi(e) over incoming e = (u, v) with |T+(e)| >= 1 and psi(e) > 0, 0 otherwise; a
+    self-loop u = v is one of them with ``incoming_self_loops`` (the paper), not without (the spec). g's
+    psi~ (its edges u -> g) is in the max and psi-bar(g) = psi~(g) / max with ``progress_norm_with_sink``
+    (the paper: the max over all of V_q); without it (the spec) g is left out and psi-bar(g) = 0.
+    Returns {node: psi-bar}.
     """
     tol = config.threshold_tol
+    loops, with_sink = config.incoming_self_loops, config.progress_norm_with_sink
     raw = {}
     for v in graph.nodes:
         best = 0.0
-        if v != SINK:
+        if with_sink or v != SINK:
             for u in graph.pred[v]:
                 e = (u, v)
-                if u != v and graph.e_pos[e] >= 1 and positive(psi[e], tol) and psi[e] > best:
+                if (loops or u != v) and graph.e_pos[e] >= 1 and positive(psi[e], tol) and psi[e] > best:
                     best = psi[e]
         raw[v] = best
     return max_normalize(raw)

@@ -112,6 +112,9 @@ def graph_terms(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], con
     the GraphReturn, the per-node values ``group``, ``key``, ``is_sink``, ``dist``)."""
     graph = rollout_graph(rows)
     dist, graph_ret = graph_return_terms(graph, config)
+    if config.invalid_penalty_on_graph_return:  # verl-agent's GraphGPO trainer (reference.graph_return)
+        graph_ret = graph_ret._replace(r_graph=torch.where(rows.invalid, graph_ret.r_graph - config.invalid_penalty,
+                                                           graph_ret.r_graph))
     row_values.update(r_graph=graph_ret.r_graph, node=graph.node, next_node=graph.next_node)
     arrays = graph.arrays
     node_values = {"group": arrays.node_group, "key": arrays.node_key, "is_sink": arrays.is_sink,
@@ -368,7 +371,8 @@ def graph_return_terms(graph: RolloutGraph, config: CreditConfig) -> tuple[torch
     """Eq. 1: d(s, g) for every node slot, (V_cap,) int64 (one reverse BFS from g), and the GraphGPO
     return r^G = c * gamma_G^d(s_{t+1}, g), (N,) float64, as c * gamma_G * gamma_G ... (the
     reference's repeated products); 0 where g is unreachable (``graph_unreachable``,
-    ``graph_distance_offset``: :func:`return_distance`)."""
+    ``graph_distance_offset``: :func:`return_distance`). :func:`graph_terms` subtracts the invalid-action
+    penalty from it with ``invalid_penalty_on_graph_return``."""
     arrays, ops = graph.arrays, graph.rows.ops
     dist = hop_distance(arrays.src, arrays.dst, arrays.is_sink, graph.edge_offsets, **ops)
     if config.graph_unreachable == "zero" and config.graph_distance_offset == 0:
@@ -381,13 +385,14 @@ def graph_return_terms(graph: RolloutGraph, config: CreditConfig) -> tuple[torch
 def return_distance(graph: RolloutGraph, dist: torch.Tensor, config: CreditConfig) -> torch.Tensor:
     """The hops eq. 1 decays over, per node slot (V_cap,) int64 (reference.return_distance): d(s, g) +
     ``graph_distance_offset``; where g is unreachable INF, or with ``graph_unreachable="max_plus_one"`` the
-    largest finite d(., g) of the node's group + 1 (+ the offset), INF in a group without a success."""
+    largest finite d(., g) of the node's group + 1 (+ the offset), g's 0 included: 0 + 1 in a group without
+    a success."""
     arrays, ops = graph.arrays, graph.rows.ops
     finite = dist < INF
     if config.graph_unreachable == "max_plus_one":
         group_max = segment_max(dist.to(F64), arrays.node_gid, graph.rows.group_cap, valid=finite & arrays.node_valid,
                                 fill=-1.0, **ops).to(torch.int64).index_select(0, arrays.node_gid)
-        dist = torch.where(finite, dist, torch.where(group_max >= 0, group_max + 1, INF))
+        dist = torch.where(finite, dist, group_max.clamp(min=0) + 1)  # no success: g at 0, every node at 1
         finite = dist < INF
     return torch.where(finite, dist + config.graph_distance_offset, INF)
 

@@ -274,6 +274,9 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
             ds = [d[m] for d in diagnostics]
             entry["diagnostics"] = {key: _nanmean([d.get(key, float("nan")) for d in ds]) for key in DIAGNOSTIC_KEYS
                                     if any(key in d for d in ds)}
+            # each batch's own (one per seed and source: the spread over seeds gives their intervals)
+            entry["diagnostics_per_batch"] = {key: [float(d.get(key, float("nan"))) for d in ds]
+                                              for key in entry["diagnostics"]}
         out["methods"][m] = entry
     good = np.concatenate([b.good for b in batches])
     out["labels"] = {"rows": int(good.size), "good_share": float(good.mean()) if good.size else float("nan"),

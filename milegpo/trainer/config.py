@@ -164,9 +164,11 @@ class MileGPOConfig(GRPOConfig):
         credit_method (`str`, defaults to `"milegpo"`): a name of `milegpo.credit.METHODS`: `grpo`, `gigpo`,
             `graphgpo`, `milegpo`, or one added by `milegpo.credit.register`.
         credit_variant (`str`, defaults to `"full"`): MileGPO ablation `md`, `rcs` or `full`.
-        credit_preset (`str`, defaults to `"alfworld"`): `alfworld` or `webshop` (paper table 5), or
-            `graphgpo_reference` / `gigpo_reference` (the same values: the public GraphGPO recipe's credit,
-            `milegpo.credit.presets.GRAPHGPO_REFERENCE`).
+        credit_preset (`str`, defaults to `"alfworld"`): a name of `milegpo.credit.presets.PRESETS`: `alfworld` /
+            `webshop` (= `alfworld_paper` / `webshop_paper`: paper table 5 under the paper's reading),
+            `alfworld_spec` / `webshop_spec` (the spec's reading), `gigpo_reference`, `graphgpo_reference` and
+            their `_webshop` variants (what verl-agent's code computes with its ALFWorld / WebShop scripts),
+            `graphgpo_reproduction` (the recipe as issue 33 described it).
         credit_overrides (`dict` or `str`, *optional*): CreditConfig fields to change, e.g.
             `'{"eta": 0.5}'` on the command line.
         credit_backend (`str`, defaults to `"auto"`): `auto`, `torch`, `triton` or `reference`.
@@ -247,10 +249,12 @@ class MileGPOConfig(GRPOConfig):
     credit_method: str = field(default="milegpo", metadata={"help": f"Advantage estimator: {', '.join(METHODS)} "
                                                                      "(milegpo.credit.METHODS)."})
     credit_variant: str = field(default="full", metadata={"help": "MileGPO ablation: md, rcs, full."})
-    credit_preset: str = field(default="alfworld", metadata={"help": "Credit preset (paper table 5): alfworld, "
-                                                                      "webshop; or the public GraphGPO recipe's "
-                                                                      "credit: graphgpo_reference (= "
-                                                                      "gigpo_reference)."})
+    credit_preset: str = field(default="alfworld", metadata={"help": "Credit preset (milegpo.credit.presets): "
+                                                                      "alfworld, webshop (the paper's reading of "
+                                                                      "table 5; = alfworld_paper, webshop_paper), "
+                                                                      "alfworld_spec, webshop_spec, gigpo_reference"
+                                                                      "[_webshop], graphgpo_reference[_webshop] "
+                                                                      "(verl-agent's code), graphgpo_reproduction."})
     credit_overrides: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "CreditConfig fields to change, as a dict or JSON string, e.g. "
                                         "'{\"eta\": 0.5}'."})

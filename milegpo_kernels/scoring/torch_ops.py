@@ -38,6 +38,13 @@ class ScoreParams(NamedTuple):
     kappa_bc: int
     rho: float
     threshold_tol: float
+    #: the readings of spec section 12 (CreditConfig's fields of the same names): deg(v) counts self-loops
+    #: (eq. 5); g is in C(v)'s max-normaliser; a self-loop is an incoming edge in eqs. 14 and 16; g's psi~ is in
+    #: psi-bar's normaliser (eq. 16). True: the paper's reading; False: the spec's.
+    centrality_self_loops: bool = True
+    centrality_norm_with_sink: bool = True
+    incoming_self_loops: bool = True
+    progress_norm_with_sink: bool = True
 
     of = classmethod(params_of)
 
@@ -108,8 +115,11 @@ def graph_scores_torch(src, dst, edge_valid, node_group, node_valid, is_sink, di
     lift = lift_raw.clamp(min=0.0)
     coverage = n_pos.to(F64) / k_pos_f.clamp(min=1.0).index_select(0, node_gid)
     non_self = edge_valid & (src != dst)
-    deg = segment_count(torch.cat([src, dst]), vcap, valid=non_self.repeat(2)).to(F64)
-    max_deg = segment_max(deg, node_gid, gcap, valid=live & (n_pos >= 1), **ops).index_select(0, node_gid)
+    degree_edges = edge_valid if p.centrality_self_loops else non_self  # a self-loop: in + out, or neither
+    incoming = edge_valid if p.incoming_self_loops else non_self  # the incoming edges of eqs. 14 and 16
+    deg = segment_count(torch.cat([src, dst]), vcap, valid=degree_edges.repeat(2)).to(F64)
+    norm_set = (node_valid if p.centrality_norm_with_sink else live) & (n_pos >= 1)  # the success-visited nodes
+    max_deg = segment_max(deg, node_gid, gcap, valid=norm_set, **ops).index_select(0, node_gid)
     centrality = torch.where(max_deg > 0, deg / torch.where(max_deg > 0, max_deg, 1.0), zero_v)
     s0_pos = torch.where(cand_pos, p.w_s * lift + p.w_m * coverage + p.w_c * centrality, zero_v)
 
@@ -134,14 +144,15 @@ def graph_scores_torch(src, dst, edge_valid, node_group, node_valid, is_sink, di
     edge_gid = node_gid.index_select(0, src)
     c_max = segment_max(c_tilde.abs(), edge_gid, gcap, valid=edge_valid, **ops).index_select(0, edge_gid)
     c_edge = torch.where(c_max > 0, c_tilde / torch.where(c_max > 0, c_max, 1.0), zero_e)  # eq. 13
-    b = segment_max(c_edge, dst, vcap, valid=non_self & (c_edge > tol), **ops)  # eq. 14
+    b = segment_max(c_edge, dst, vcap, valid=incoming & (c_edge > tol), **ops)  # eq. 14
     b = torch.where(is_sink, zero_v, b)  # g is never a candidate: no evidence is reported for it
     d_src, d_dst = dist.index_select(0, src), dist.index_select(0, dst)
     dd = torch.where((d_src < INF) & (d_dst < INF), (d_src - d_dst).to(F64), zero_e)
     lneg_edge = torch.where(n_branch > 1, (ep_neg - mu_neg).clamp(min=0.0), lift_neg.index_select(0, dst))
     psi = p.a_d * dd + p.a_s * lift_raw.index_select(0, dst) - p.a_f * lneg_edge  # eq. 15
-    psi_tilde = segment_max(psi, dst, vcap, valid=non_self & (e_pos >= 1) & (psi > tol), **ops)
-    psi_bar = max_normalize(psi_tilde, node_gid, gcap, valid=live, **ops)  # eq. 16
+    psi_tilde = segment_max(psi, dst, vcap, valid=incoming & (e_pos >= 1) & (psi > tol), **ops)
+    psi_nodes = node_valid if p.progress_norm_with_sink else live  # V_q, or the nodes other than g
+    psi_bar = max_normalize(psi_tilde, node_gid, gcap, valid=psi_nodes, **ops)  # eq. 16
     evidence = p.w_bc * b + p.w_pg * psi_bar  # eq. 17
     retained = cand_pos & ((psi_bar > tol) | (coverage >= p.theta_m - tol) | ((p.kappa_bc == 1) & (b > tol)))
     s_pcc = torch.where(cand_pos, torch.where(retained, s0_pos * (1.0 + p.w_pcc * evidence), p.rho * s0_pos),

@@ -1,6 +1,7 @@
-"""Reference parity (issue 33): the public GraphGPO recipe's credit, written in this file from the issue's
-text alone (not from milegpo.credit.reference), against ``presets.GRAPHGPO_REFERENCE`` and
-``presets.GIGPO_REFERENCE`` on every backend, on random and adversarial batches; hand-computed values for
+"""Reference parity (issue 33): the GraphGPO recipe's credit as a reproduction's docstrings describe it, written
+in this file from the issue's text alone (not from milegpo.credit.reference), against
+``presets.GRAPHGPO_REPRODUCTION`` (what ``GRAPHGPO_REFERENCE`` / ``GIGPO_REFERENCE`` meant before issue 40 gave
+them verl-agent's code: tests/credit/test_verl_agent_presets.py) on every backend, on random and adversarial batches; hand-computed values for
 the max + 1 rule, the per-trajectory penalty counts and one-trajectory groups; every new CreditConfig
 field on its own, every backend against the reference."""
 
@@ -178,7 +179,7 @@ def test_the_batches_hold_every_adversarial_structure():
 
 # ------------------------------------------------------------------ the presets reproduce the recipe
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("preset", ["graphgpo_reference", "gigpo_reference"])
+@pytest.mark.parametrize("preset", ["graphgpo_reproduction"])
 def test_the_presets_give_the_recipes_credit(backend, preset):
     config = presets.get_preset(preset)
     worst = 0.0
@@ -195,8 +196,8 @@ def test_the_presets_give_the_recipes_credit(backend, preset):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_recipes_options(backend):
     # the original helper (returns repeated per row) and the paper's eq. 4 (d + 1), one at a time
-    per_row = presets.GRAPHGPO_REFERENCE.replace(episode_norm_over="rows")
-    plus_one = presets.GRAPHGPO_REFERENCE.replace(graph_distance_offset=1)
+    per_row = presets.GRAPHGPO_REPRODUCTION.replace(episode_norm_over="rows")
+    plus_one = presets.GRAPHGPO_REPRODUCTION.replace(graph_distance_offset=1)
     for rows in batches_for(backend):
         batch = StepBatch.from_rows(rows)
         for method in RECIPE_METHODS:
@@ -219,11 +220,11 @@ def test_the_old_defaults_do_not_give_the_recipe():
 
 
 def test_the_two_presets_are_one_convention():
-    assert presets.GRAPHGPO_REFERENCE == presets.GIGPO_REFERENCE
-    assert presets.PRESETS["graphgpo_reference"] is presets.GRAPHGPO_REFERENCE
-    assert presets.PRESETS["gigpo_reference"] is presets.GIGPO_REFERENCE
+    # the reproduction's convention has its own name; verl-agent's presets are another (issue 40)
+    assert presets.PRESETS["graphgpo_reproduction"] is presets.GRAPHGPO_REPRODUCTION
+    assert presets.GRAPHGPO_REPRODUCTION not in (presets.GRAPHGPO_REFERENCE, presets.GIGPO_REFERENCE)
     # what the recipe keeps of the spec
-    ref = presets.GRAPHGPO_REFERENCE
+    ref = presets.GRAPHGPO_REPRODUCTION
     assert (ref.c, ref.gamma_g, ref.gamma, ref.norm, ref.norm_eps, ref.invalid_penalty, ref.w_step, ref.w_ep,
             ref.step_weight) == (10.0, 0.1, 0.95, "mean_std", 1e-6, 0.1, 1.0, 1.0, 1.0)
 
@@ -251,7 +252,7 @@ def test_max_plus_one_rule_by_hand(backend):
     # finite distance is 2, so 3 and 4 are at 3 and r^G = 10 * 0.1^3 = 0.01 (the spec: 0)
     rows = rows_of((0, True, [(1, 2, False), (2, SINK, False)]), (1, False, [(1, 3, False), (3, 4, False)]))
     batch = StepBatch.from_rows(rows)
-    got = estimate(batch, "graphgpo", presets.GRAPHGPO_REFERENCE, backend=backend)
+    got = estimate(batch, "graphgpo", presets.GRAPHGPO_REPRODUCTION, backend=backend)
     assert got.rows["r_graph"].tolist() == pytest.approx([1.0, 10.0, 0.01, 0.01], rel=1e-12)
     a_graph = [sample_norm(1.0, [1.0, 0.01]), 0.0, sample_norm(0.01, [1.0, 0.01]), 0.0]
     assert a_graph[0] == pytest.approx(0.7071057, abs=1e-6)
@@ -262,11 +263,11 @@ def test_max_plus_one_rule_by_hand(backend):
     spec = estimate(batch, "graphgpo", presets.ALFWORLD.replace(gamma_g=0.1), backend=backend)
     assert spec.rows["r_graph"].tolist() == pytest.approx([1.0, 10.0, 0.0, 0.0], rel=1e-12)
     # with the paper's eq. 4 every hop count grows by one
-    eq4 = estimate(batch, "graphgpo", presets.GRAPHGPO_REFERENCE.replace(graph_distance_offset=1), backend=backend)
+    eq4 = estimate(batch, "graphgpo", presets.GRAPHGPO_REPRODUCTION.replace(graph_distance_offset=1), backend=backend)
     assert eq4.rows["r_graph"].tolist() == pytest.approx([0.1, 1.0, 0.001, 0.001], rel=1e-12)
     # an all-fail group stays at 0
     fail = StepBatch.from_rows(rows_of((0, False, [(1, 3, False)]), (1, False, [(1, 4, True)])))
-    assert estimate(fail, "graphgpo", presets.GRAPHGPO_REFERENCE, backend=backend).rows["a_graph"].tolist() == [0, 0]
+    assert estimate(fail, "graphgpo", presets.GRAPHGPO_REPRODUCTION, backend=backend).rows["a_graph"].tolist() == [0, 0]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -277,20 +278,20 @@ def test_per_trajectory_penalty_counts_by_hand(backend):
                    (2, False, [(1, 4, False), (4, 4, True), (4, 5, False)]))
     batch = StepBatch.from_rows(rows)
     returns = [9.8, 0.0, -0.1]
-    got = estimate(batch, "grpo", presets.GRAPHGPO_REFERENCE, backend=backend)
+    got = estimate(batch, "grpo", presets.GRAPHGPO_REPRODUCTION, backend=backend)
     assert got.rows["episode_score"].tolist() == pytest.approx([9.8] * 4 + [0.0] * 2 + [-0.1] * 3, rel=1e-12)
     per_traj = [sample_norm(x, returns) for x in returns]
     assert got.advantages.tolist() == pytest.approx([per_traj[0]] * 4 + [per_traj[1]] * 2 + [per_traj[2]] * 3,
                                                     rel=1e-12)
     # the original helper: the same scores repeated once per row (A counts 4 times, B 2, C 3)
     repeated = [9.8] * 4 + [0.0] * 2 + [-0.1] * 3
-    helper = estimate(batch, "grpo", presets.GRAPHGPO_REFERENCE.replace(episode_norm_over="rows"), backend=backend)
+    helper = estimate(batch, "grpo", presets.GRAPHGPO_REPRODUCTION.replace(episode_norm_over="rows"), backend=backend)
     assert helper.advantages.tolist() == pytest.approx([sample_norm(x, repeated) for x in repeated], rel=1e-12)
     # the spec: the penalty on the invalid row alone (10 - 0.1 = 9.9 there, 10 on A's valid rows)
     spec = estimate(batch, "grpo", presets.ALFWORLD, backend=backend)
     assert spec.rows["episode_score"].tolist() == pytest.approx([9.9, 10, 9.9, 10, 0, 0, 0, -0.1, 0], rel=1e-12)
     # GiGPO's step reward: -0.1 on an invalid row, discounted into the earlier rows
-    gigpo = estimate(batch, "gigpo", presets.GIGPO_REFERENCE, backend=backend)
+    gigpo = estimate(batch, "gigpo", presets.GRAPHGPO_REPRODUCTION, backend=backend)
     r_a = [10.0 * 0.95 ** 3 - 0.1 - 0.1 * 0.95 ** 2, 10.0 * 0.95 ** 2 - 0.1 * 0.95, 10.0 * 0.95 - 0.1, 10.0]
     r_c = [-0.1 * 0.95, -0.1, 0.0]
     assert gigpo.rows["step_return"].tolist() == pytest.approx(r_a + [0.0, 0.0] + r_c, rel=1e-12, abs=1e-15)
@@ -304,7 +305,7 @@ def test_one_trajectory_groups_by_hand(backend):
     assert estimate(won, "grpo", presets.ALFWORLD, backend=backend).advantages.tolist() == pytest.approx(
         [10 / (1 + 1e-6)], rel=1e-12)
     for method in RECIPE_METHODS + ("milegpo",):
-        assert estimate(won, method, presets.GRAPHGPO_REFERENCE, backend=backend).advantages.tolist() == [0.0]
+        assert estimate(won, method, presets.GRAPHGPO_REPRODUCTION, backend=backend).advantages.tolist() == [0.0]
     # three rows, one invalid, two at state 1: episode 0 (the spec standardises Z = 9.9, 10, 10); r^G at
     # state 1: 10 * 0.1^d(1) = 0.1 (row 0, the self-loop 1 -> 1, d(1) = 2) and 10 * 0.1^d(2) = 1 (row 1)
     rows = rows_of((0, True, [(1, 1, True), (1, 2, False), (2, SINK, False)]))
@@ -313,13 +314,13 @@ def test_one_trajectory_groups_by_hand(backend):
     z = [9.9, 10.0, 10.0]
     assert spec.tolist() == pytest.approx([sample_norm(x, z) for x in z], rel=1e-12)
     for method in RECIPE_METHODS:
-        got = estimate(batch, method, presets.GRAPHGPO_REFERENCE, backend=backend).advantages.tolist()
+        got = estimate(batch, method, presets.GRAPHGPO_REPRODUCTION, backend=backend).advantages.tolist()
         assert got == pytest.approx(recipe_credit(rows, method), abs=1e-12)
-    graph = estimate(batch, "graphgpo", presets.GRAPHGPO_REFERENCE, backend=backend)
+    graph = estimate(batch, "graphgpo", presets.GRAPHGPO_REPRODUCTION, backend=backend)
     assert graph.rows["r_graph"].tolist() == pytest.approx([0.1, 1.0, 10.0], rel=1e-12)
     assert graph.advantages.tolist() == pytest.approx([sample_norm(0.1, [0.1, 1.0]), sample_norm(1.0, [0.1, 1.0]),
                                                        0.0], rel=1e-12)
-    gigpo = estimate(batch, "gigpo", presets.GRAPHGPO_REFERENCE, backend=backend)
+    gigpo = estimate(batch, "gigpo", presets.GRAPHGPO_REPRODUCTION, backend=backend)
     r = [-0.1 + 0.95 * 9.5, 9.5]  # the two rows at state 1: R_0 = -0.1 + 0.95 R_1, R_1 = 0.95 * 10
     assert gigpo.advantages.tolist() == pytest.approx([sample_norm(r[0], r), sample_norm(r[1], r), 0.0], rel=1e-12)
 
@@ -338,14 +339,14 @@ def one_switch_configs() -> dict[str, CreditConfig]:
         "max-plus-one-offset": base.replace(graph_unreachable="max_plus_one", graph_distance_offset=1),
         "webshop-per-trajectory": presets.WEBSHOP.replace(episode_penalty="trajectory",
                                                            episode_norm_over="trajectories"),
-        "graphgpo_reference": presets.GRAPHGPO_REFERENCE,
+        "graphgpo_reproduction": presets.GRAPHGPO_REPRODUCTION,
     }
 
 
 CASES = [("grpo", "full"), ("gigpo", "full"), ("graphgpo", "full"), ("milegpo", "full")]
 #: the code paths of the new fields, for Triton's interpreter: the rows path with the trajectory's penalty, the
 #: per-trajectory path, the mean norm, the graph return's two rules, the step reward
-TRITON_CONFIGS = ("trajectory-penalty", "webshop-per-trajectory", "max-plus-one-offset", "graphgpo_reference")
+TRITON_CONFIGS = ("trajectory-penalty", "webshop-per-trajectory", "max-plus-one-offset", "graphgpo_reproduction")
 
 
 @pytest.mark.parametrize("backend, static_shapes", [("torch", False), ("torch", True)]
@@ -416,7 +417,7 @@ def test_gpu_layout_pipeline_reads_nothing_on_the_host_under_the_preset(method):
     from milegpo_kernels.testing import no_host_reads
 
     batch = StepBatch.from_rows(BATCHES[0])
-    config = presets.GRAPHGPO_REFERENCE
+    config = presets.GRAPHGPO_REPRODUCTION
     with host_checks(False), no_host_reads(method):  # raises naming the host reads
         tables = credit_tables(batch, method, config, "full", "triton", static_shapes=True)
         adv = tables.result(batch, method, config, "full", "triton").advantages

@@ -128,6 +128,10 @@ def test_every_method_on_labelled_household_batches():
             assert 0.0 <= entry[k] <= 1.0 or np.isnan(entry[k])
         if m.startswith("milegpo"):
             assert "tie_correction_rate" in entry["diagnostics"]
+        # the paper's mechanism figures, per batch too (their spread over seeds)
+        assert set(entry["diagnostics_per_batch"]) == set(entry["diagnostics"])
+        assert entry["diagnostics_per_batch"]["shared_state_coverage"] == [entry["diagnostics"]["shared_state_coverage"]]
+    assert "tie_share" in rep["methods"]["graphgpo"]["diagnostics_per_batch"]
 
 
 def test_the_command_writes_the_json_and_the_plot(tmp_path):

@@ -25,9 +25,12 @@ pytestmark = pytest.mark.usefixtures("garbage_empty")
 FIELDS = ("src", "dst", "edge_valid", "node_group", "node_valid", "is_sink", "dist", "n_traj", "n_pos", "n_revisit",
           "e_traj", "e_pos", "k_count", "k_pos")
 BOOL_FIELDS = {"edge_valid", "node_valid", "is_sink"}
-DEFAULT = ScoreParams.of(presets.ALFWORLD)
+#: the spec's reading of eqs. 5, 14, 16 (the cases' hand expectations, e.g. psi-bar 0 at the sink, are its)
+DEFAULT = ScoreParams.of(presets.ALFWORLD_SPEC)
 PARAMS = {
     "default": DEFAULT,
+    # the paper's reading (spec section 12): self-loops in deg, in b and psi~; the sink in C's and psi-bar's max
+    "paper": ScoreParams.of(presets.ALFWORLD_PAPER),
     # the other branches of eq. 18 and of the retained set
     "kappa_rho": DEFAULT._replace(kappa_bc=1, rho=0.5, theta_m=0.5, w_pcc=0.7, min_node_support=2, min_trap_visits=1,
                              min_trap_score=0.05, w_c=0.6, a_d=0.3, a_f=2.0),
@@ -68,10 +71,11 @@ def reference_graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink
     edges = [j for j in range(e) if edge_valid[j]]
     deg = [0] * v
     for j in edges:
-        if src[j] != dst[j]:
+        if src[j] != dst[j] or p.centrality_self_loops:
             deg[src[j]] += 1
             deg[dst[j]] += 1
-    max_deg = _group_max(deg, gq, [live[i] and n_pos[i] >= 1 for i in range(v)], n_groups)
+    in_max = [(live[i] or (p.centrality_norm_with_sink and node_valid[i])) and n_pos[i] >= 1 for i in range(v)]
+    max_deg = _group_max(deg, gq, in_max, n_groups)
     is_m = [live[i] and n_pos[i] >= p.min_node_support for i in range(v)]
     s0 = [0.0] * v
     for i in range(v):
@@ -106,7 +110,7 @@ def reference_graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink
     c_max = _group_max([abs(c) for c in c_tilde], edge_group, edge_valid, n_groups)
     b, psi_t = [0.0] * v, [0.0] * v
     for j in edges:
-        if src[j] == dst[j]:
+        if src[j] == dst[j] and not p.incoming_self_loops:
             continue
         c = c_tilde[j] / c_max[edge_group[j]] if c_max[edge_group[j]] > 0 else 0.0  # eq. 13
         if c > tol:
@@ -117,7 +121,7 @@ def reference_graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink
         if e_pos[j] >= 1 and psi > tol:
             psi_t[dst[j]] = max(psi_t[dst[j]], psi)
     b = [0.0 if is_sink[i] else b[i] for i in range(v)]
-    psi_bar = _normalised(psi_t, gq, live, n_groups)  # eq. 16
+    psi_bar = _normalised(psi_t, gq, node_valid if p.progress_norm_with_sink else live, n_groups)  # eq. 16
     retained, s_pcc = [False] * v, [0.0] * v
     for i in range(v):
         if not is_m[i]:

@@ -45,7 +45,9 @@ def test_every_field_is_a_documented_flag():
     (["--credit_variant", "xyz"], r"MileGPOConfig.credit_variant='xyz': unknown MileGPO variant; one of md, rcs, "
                                   r"full$"),
     (["--credit_preset", "atari"], r"MileGPOConfig.credit_preset='atari': unknown credit preset; one of alfworld, "
-                                   r"gigpo_reference, graphgpo_reference, webshop$"),
+                                   r"alfworld_paper, alfworld_spec, gigpo_reference, gigpo_reference_webshop, "
+                                   r"graphgpo_reference, graphgpo_reference_webshop, graphgpo_reproduction, webshop, "
+                                   r"webshop_paper, webshop_spec$"),
     (["--credit_overrides", '{"nope": 1}'], r"MileGPOConfig.credit_overrides=\{'nope': 1\}: unknown CreditConfig "
                                             r"field\(s\) \['nope'\]"),
     (["--credit_overrides", '{"eta": 0.5'], r"MileGPOConfig.credit_overrides='\{\"eta\": 0.5': not valid JSON "
@@ -195,9 +197,18 @@ def test_credit_device():
 
 @pytest.mark.parametrize("name", ["graphgpo_reference", "gigpo_reference"])
 def test_reference_presets(name):
-    # the public GraphGPO recipe's credit (issue 33) by name; invalid_action_penalty stays the recipe's 0.1
+    # verl-agent's GraphGPO / GiGPO credit (issue 40) by name; invalid_action_penalty stays the recipe's 0.1
     from milegpo.credit import presets
 
-    assert parse("--credit_preset", name).credit_config() == presets.GRAPHGPO_REFERENCE
-    cfg = parse("--credit_preset", name, "--credit_overrides", '{"episode_norm_over": "rows"}').credit_config()
-    assert cfg == presets.GRAPHGPO_REFERENCE.replace(episode_norm_over="rows")
+    assert parse("--credit_preset", name).credit_config() == presets.get_preset(name)
+    cfg = parse("--credit_preset", name, "--credit_overrides", '{"gamma_g": 0.2}').credit_config()
+    assert cfg == presets.get_preset(name).replace(gamma_g=0.2)
+
+
+@pytest.mark.parametrize("name", ["alfworld_paper", "webshop_paper", "alfworld_spec", "webshop_spec",
+                                  "gigpo_reference_webshop", "graphgpo_reference_webshop", "graphgpo_reproduction"])
+def test_every_preset_by_name(name):
+    from milegpo.credit import presets
+
+    assert parse("--credit_preset", name).credit_config() == presets.PRESETS[name]
+    assert parse("--credit_preset", name.upper()).credit_config() == presets.PRESETS[name]
