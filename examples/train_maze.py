@@ -165,7 +165,7 @@ def warm_start(model, tokenizer, seeds: Sequence[int], epochs: int = 30, learnin
             optimizer.zero_grad()
             out.loss.backward()
             optimizer.step()
-            loss_sum, n = loss_sum + float(out.loss), n + 1
+            loss_sum, n = loss_sum + out.loss.item(), n + 1
         loss_sum /= max(n, 1)
     model.eval()
     return loss_sum
@@ -175,7 +175,7 @@ def make_config(output_dir: str, seed: int, method: str, steps: int, **overrides
     from milegpo.trainer import MileGPOConfig
 
     settings = dict(output_dir=output_dir, seed=seed, credit_method=method, max_steps=steps, groups_per_iteration=8,
-                    group_size=8, horizon=8, learning_rate=3e-4, beta=0.01, per_device_train_batch_size=128,
+                    group_size=8, horizon=8, learning_rate=3e-4, beta=0.0, per_device_train_batch_size=128,
                     max_completion_length=4, temperature=1.0, eval_temperature=0.4, eval_group_size=2,
                     logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False,
                     activation_checkpointing=False, disable_tqdm=True, tool_timeout=10.0)

@@ -302,7 +302,10 @@ class ToolRollout(Rollout):
     tool_calls: int = 0
     tool_failures: int = 0
     tool_timeouts: int = 0
+    #: state key -> the text it hashes (what the model observed there)
     state_texts: dict[int, str] = field(default_factory=dict)
+    #: per episode (the order of ``episodes``): its messages, the prompt then the assistant and tool messages
+    conversations: list[list[dict]] = field(default_factory=list)
 
 
 def _row_text(row: Mapping[str, Any]) -> str:
@@ -504,6 +507,7 @@ class ToolEpisodeRunner:
                         "live": True}
                 slot["key"] = self._key(out, self._state_text(env, messages))
                 slots.append(slot)
+                out.conversations.append(messages)
         out.reset_s += time.perf_counter() - t0
         out.env_s += time.perf_counter() - t0
         while True:
