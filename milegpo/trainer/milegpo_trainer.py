@@ -240,6 +240,7 @@ class MileGPOTrainer(GRPOTrainer):
             raise ValueError(f"train_dataset has {len(train_dataset)} rows, fewer than groups_per_iteration "
                              f"({args.groups_per_iteration}): a row is one task group")
         _, probe = inspect_environment(environment_factory)  # a clear error for a class that breaks the protocol
+        state_anchor = tool_state_anchor(args.state_anchor)
         if reward_funcs is not None and not isinstance(reward_funcs, list):
             reward_funcs = [reward_funcs]
         for func in reward_funcs or []:
@@ -267,7 +268,7 @@ class MileGPOTrainer(GRPOTrainer):
         self.runner = ToolEpisodeRunner(
             environment_factory, self.processing_class, horizon=args.horizon,
             success_threshold=args.success_threshold, tool_timeout=args.tool_timeout,
-            state_anchor=tool_state_anchor(args.state_anchor), chat_template=self.chat_template,
+            state_anchor=state_anchor, chat_template=self.chat_template,
             chat_template_kwargs=self.chat_template_kwargs,
             score=self._score_episode if self._user_reward_funcs else None, max_context=max_context,
             state_similarity=args.state_similarity_params(), probe=probe)

@@ -224,6 +224,10 @@ def test_trainer_refuses_bad_input_before_loading(tmp_path, tok):
     with pytest.raises(ValueError, match="train_tasks, pool belong to the built-in worlds"):
         MileGPOTrainer(None, args, processing_class=tok, train_tasks=[], pool=object(),
                        train_dataset=dataset(range(4)), environment_factory=MazeEnv)
+    anchored = make_config(str(tmp_path), 0, "milegpo", 1, groups_per_iteration=2, state_anchor="observation")
+    with pytest.raises(ValueError, match="state_anchor 'observation' keys a TextEnv's observations"):
+        MileGPOTrainer(None, anchored, processing_class=tok, train_dataset=dataset(range(4)),
+                       environment_factory=MazeEnv)
     from milegpo.trainer.config import ConfigError
 
     with pytest.raises(ConfigError, match="tool_timeout"):
@@ -248,6 +252,18 @@ def make_trainer(tmp_path, tok, method="milegpo", **overrides):
     model = make_model(tok, hidden=32, layers=1, seed=0)
     return Recording(model, args, processing_class=tok, train_dataset=dataset(range(4)),
                      eval_dataset={"heldout": dataset([100, 101])}, environment_factory=MazeEnv)
+
+
+def room_anchor(env, conversation):
+    """A state_anchor for MileGPOConfig(state_anchor="test_tool_env.room_anchor"): the agent's room."""
+    return f"room {env.position}"
+
+
+def test_config_state_anchor_reaches_the_runner(tmp_path, tok):
+    trainer = make_trainer(tmp_path, tok, state_anchor="test_tool_env.room_anchor")
+    rollout = trainer.play(list(dataset([3])), 2)
+    assert {r.state for r in rollout.rows} <= {state_key(f"room {(i, j)}") for i in range(3) for j in range(3)}
+    assert trainer.runner.state_anchor.__name__ == "room_anchor"
 
 
 def test_trainer_plays_the_protocol_with_the_tiny_model(tmp_path, tok):
