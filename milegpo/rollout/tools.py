@@ -160,9 +160,10 @@ def inspect_environment(factory: Callable[[], Any]) -> tuple[EnvironmentSpec, An
 
 
 def check_reward(value: Any, env) -> float:
-    """``get_reward()``'s value as a float: a finite real number (int or float, numpy's too; not a bool). None,
-    NaN, infinities, strings and anything else are an :class:`EnvironmentProtocolError` naming the class."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+    """``get_reward()``'s value as a float: a finite real number (int, float or bool, numpy's too, as GRPOTrainer
+    takes them). None, NaN, infinities, strings and anything else are an :class:`EnvironmentProtocolError`
+    naming the class."""
+    if not isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
         raise EnvironmentProtocolError(f"environment {type(env).__qualname__}: get_reward() returned "
                                        f"{_describe(value, 80)} ({type(value).__name__}); expected a finite float")
     if not math.isfinite(float(value)):
@@ -258,9 +259,12 @@ def parse_turn(processing_class, ids: list[int], prefix: list[int], tools: list)
             parsed = processing_class.parse_response(ids)
         if parsed is None:
             raise ValueError("parse_response returned None")
-        from trl.chat_template_utils import _validate_tool_calls  # what TRL checks after parsing
-
-        _validate_tool_calls(parsed.get("tool_calls"))
+        try:  # what TRL checks after parsing (a private helper of TRL 1.16)
+            from trl.chat_template_utils import _validate_tool_calls
+        except ImportError:
+            _validate_tool_calls = None
+        if _validate_tool_calls is not None:
+            _validate_tool_calls(parsed.get("tool_calls"))
     except (ValueError, TypeError) as e:
         return message, f"the tool call could not be parsed: {e}"
     return message, None
@@ -394,7 +398,7 @@ class ToolEpisodeRunner:
         return key
 
     def _suffix(self, tool_messages: list[dict]) -> list[int]:
-        cache_key = tuple((m["name"], m["content"]) for m in tool_messages)
+        cache_key = tuple((m["name"], repr(m["content"])) for m in tool_messages)
         if cache_key not in self._suffix_cache:
             if len(self._suffix_cache) > 4096:
                 self._suffix_cache.clear()

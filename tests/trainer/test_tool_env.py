@@ -361,3 +361,24 @@ def test_maze_example_learns_above_its_warm_start(tmp_path):
     result = run(seed=0, method="milegpo", steps=6, output_dir=str(tmp_path), eval_seeds=range(1000, 1032),
                  sft_epochs=20)
     assert result["after"] > result["before"] + 0.1, result
+
+
+def _vllm_python():
+    from test_vllm import vllm_python
+
+    return vllm_python()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_vllm_python() is None, reason="no vLLM: run scripts/install_vllm.sh")
+def test_vllm_colocate_environment_factory(tmp_path):
+    """The maze through vLLM colocate on CPU: two iterations, the rows carry vLLM's sampling log-probs."""
+    import subprocess
+
+    script = os.path.join(os.path.dirname(__file__), "vllm_tool_script.py")
+    proc = subprocess.run([_vllm_python(), script, str(tmp_path)], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "OMP_NUM_THREADS": "2"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    assert "ROW_LOGPROBS True" in out
+    assert out.count('"step"') == 2
