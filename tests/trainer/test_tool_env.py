@@ -297,6 +297,31 @@ def test_scripted_policy_through_the_trainer(tmp_path, tok):
     assert record["batch"].next_state[record["batch"].success].eq(SINK).sum() == 6  # each episode ends in the sink
 
 
+#: the maze without get_reward: its reward comes from a reward function, as in GRPOTrainer
+PlainMaze = type("PlainMaze", (), {k: v for k, v in vars(MazeEnv).items() if k not in ("get_reward", "__dict__",
+                                                                                      "__weakref__")})
+
+
+def escaped(prompts, completions, completion_ids, environments, seed, trainer_state, **kwargs):
+    """A reward function called as GRPOTrainer calls it: one episode, its row's columns, its environment."""
+    assert len(prompts) == len(completions) == len(seed) == 1 and trainer_state is not None
+    assert completions[0][-1]["role"] == "assistant"
+    return [1.0 if environments[0].escaped else 0.0]
+
+
+def test_reward_functions_score_an_environment_without_get_reward(tmp_path, tok):
+    from milegpo.trainer import MileGPOTrainer
+
+    args = make_config(str(tmp_path), 0, "grpo", 1, groups_per_iteration=2, group_size=2, horizon=12)
+    trainer = MileGPOTrainer(make_model(tok, hidden=32, layers=1), args, processing_class=tok,
+                             train_dataset=dataset(range(4)), environment_factory=PlainMaze, reward_funcs=[escaped])
+    rollout = trainer.runner.run(list(dataset([0, 1])), 2, expert_policy(tok))
+    assert [e.reward for e in rollout.episodes] == [1.0] * 4 and all(e.won for e in rollout.episodes)
+    with pytest.raises(ValueError, match="No reward source provided"):  # GRPOTrainer's own refusal
+        MileGPOTrainer(make_model(tok, hidden=32, layers=1), args, processing_class=tok,
+                       train_dataset=dataset(range(4)), environment_factory=PlainMaze)
+
+
 def test_turn_advantage_moves_only_its_tokens(tmp_path, tok):
     """Perturb one row's (turn's) advantage: the loss gradient w.r.t. the last hidden states (one per position, the
     LM head's input, TRL's fused head reads them) changes at that row's completion tokens only; no prompt position
