@@ -41,7 +41,8 @@ token-normalised loss divisor of the fused loss, and the metric names.
 Hooks overridden (all documented Trainer / GRPOTrainer hooks):
 ``_set_signature_columns_if_needed``, ``get_train_dataloader``, ``_get_train_sampler`` (each process
 gets whole task groups), ``_generate_and_score_completions`` (episodes + credit instead of
-single-turn generation + reward functions), ``training_step`` (play when due, then
+single-turn generation + reward functions; with ``environment_factory`` the tool-calling episodes of
+:mod:`milegpo.rollout.tools`), ``training_step`` (play when due, then
 ``Trainer.training_step`` per chunk), ``_prepare_inputs`` (a chunk is ready as built; anything else
 is refused), ``compute_loss`` (chunk weight for row-averaged loss types; the fused loss) and
 ``evaluate`` (ID / OOD success and their gap).
@@ -132,6 +133,14 @@ class MileGPOTrainer(GRPOTrainer):
             :class:`SequentialPool`); it must hold ``groups_per_process * group_size`` slots. A pool the
             trainer made is its own: :meth:`close` stops its workers (a pool passed in stays the caller's).
         callbacks, optimizers, peft_config: as GRPOTrainer.
+        environment_factory: an environment class in TRL's tool-calling protocol (GRPOTrainer's argument of that
+            name: ``reset(**row) -> str | None``, public methods = tools, optional ``get_reward() -> float``),
+            played by :class:`~milegpo.rollout.tools.ToolEpisodeRunner`: each assistant turn is one row, its
+            tokens get that turn's advantage. Then ``train_dataset`` (its rows are the task groups, ``reset``'s
+            arguments), ``eval_dataset`` (a Dataset or ``{split: Dataset}``) and ``reward_funcs`` (plain
+            functions, summed with ``get_reward`` as GRPOTrainer sums them) are GRPOTrainer's, and ``train_tasks``
+            / ``eval_tasks`` / ``pool`` are not taken. ``args.horizon`` is the turn budget,
+            ``args.success_threshold`` decides success, ``args.tool_timeout`` bounds a tool call.
 
     After each iteration ``self.last_iteration`` holds this process's part of it: ``batch`` (the StepBatch
     of its rows, group / trajectory ids those of the whole iteration), ``result`` (its CreditResult: the
