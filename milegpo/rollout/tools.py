@@ -464,7 +464,7 @@ class ToolEpisodeRunner:
                 error = f"tool {name} timed out after {self.tool_timeout:g} s; the episode is truncated"
                 messages.append({"role": "tool", "name": name, "content": str({"error": error})})
                 return messages, True, error
-            except Exception as e:  # noqa: BLE001 - a tool that raises is an invalid step (TRL: the error is the result)
+            except Exception as e:  # noqa: BLE001 - a tool that raises: an invalid step, its error the result (TRL)
                 out.tool_failures += 1
                 failed = True
                 result = {"error": str(e)}
@@ -614,5 +614,6 @@ def _call_text(call: Mapping[str, Any]) -> str:
 
 
 __all__ = ["ToolEpisodeRunner", "ToolRollout", "EnvironmentSpec", "EnvironmentProtocolError", "inspect_environment",
-           "environment_tools", "check_reward", "default_tool_state", "tool_state_anchor", "tool_suffix_ids", "parse_turn",
+           "environment_tools", "check_reward", "default_tool_state", "tool_state_anchor", "tool_suffix_ids",
+           "parse_turn",
            "call_with_timeout", "STATE_HOOK", "NOT_TOOLS", "TOOL_STATE_VERSION", "END_STATE_TEXT"]

@@ -1,9 +1,7 @@
 """TRL's environment_factory protocol with step credit: milegpo.rollout.tools and
 MileGPOTrainer(..., environment_factory=...), on the maze of examples/maze_env.py."""
 
-import math
 import os
-import random
 import sys
 import time
 from types import SimpleNamespace
@@ -224,6 +222,18 @@ def test_trainer_refuses_bad_input_before_loading(tmp_path, tok):
     with pytest.raises(ValueError, match="train_tasks, pool belong to the built-in worlds"):
         MileGPOTrainer(None, args, processing_class=tok, train_tasks=[], pool=object(),
                        train_dataset=dataset(range(4)), environment_factory=MazeEnv)
+    with pytest.raises(TypeError, match="a dict of environments"):
+        MileGPOTrainer(None, args, processing_class=tok, train_dataset=dataset(range(4)),
+                       environment_factory={"maze": MazeEnv})
+
+    class AsyncMaze(MazeEnv):
+        async def wait(self) -> str:
+            """Wait."""
+            return ""
+
+    with pytest.raises(EnvironmentProtocolError, match=r"async tools \['wait'\]"):
+        MileGPOTrainer(None, args, processing_class=tok, train_dataset=dataset(range(4)),
+                       environment_factory=AsyncMaze)
     anchored = make_config(str(tmp_path), 0, "milegpo", 1, groups_per_iteration=2, state_anchor="observation")
     with pytest.raises(ValueError, match="state_anchor 'observation' keys a TextEnv's observations"):
         MileGPOTrainer(None, anchored, processing_class=tok, train_dataset=dataset(range(4)),
