@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
@@ -198,6 +199,12 @@ class MileGPOConfig(GRPOConfig):
         num_eval_tasks (`int`, defaults to `48`): tasks per evaluation split.
         eval_group_size (`int`, defaults to `1`): episodes per evaluation task.
         eval_temperature (`float`, defaults to `0.4`): sampling temperature of evaluation episodes.
+    Environment_factory environments (`MileGPOTrainer(..., environment_factory=MyEnv)`, TRL's tool-calling
+    protocol; `milegpo.rollout.tools`; `horizon` is the most assistant turns of an episode there):
+        success_threshold (`float`, defaults to `0.5`): an episode whose reward (`get_reward()`, plus the
+            reward functions' weighted sum where given) is at least this is a success.
+        tool_timeout (`float`, *optional*, defaults to `60.0`): seconds a tool call may take; a call past it
+            truncates its episode (the step's observation says so). None: no limit.
     """
 
     # ---- environment and tasks
@@ -279,6 +286,14 @@ class MileGPOConfig(GRPOConfig):
     num_eval_tasks: int = field(default=48, metadata={"help": "Tasks per evaluation split (0: no evaluation)."})
     eval_group_size: int = field(default=1, metadata={"help": "Episodes per evaluation task."})
     eval_temperature: float = field(default=0.4, metadata={"help": "Sampling temperature of evaluation episodes."})
+
+    # ---- environment_factory environments (TRL's tool-calling protocol; milegpo.rollout.tools)
+    success_threshold: float = field(default=0.5, metadata={
+        "help": "With environment_factory: an episode whose reward (get_reward(), plus the reward functions' "
+                "weighted sum where given) is at least this is a success."})
+    tool_timeout: float | None = field(default=60.0, metadata={
+        "help": "With environment_factory: seconds a tool call may take; a call past it truncates its episode "
+                "(None: no limit)."})
 
     # ---- GRPOConfig defaults changed to the paper's recipe (spec section 10)
     learning_rate: float = field(default=1e-6, metadata={"help": "Learning rate (paper: 1e-6)."})
@@ -443,6 +458,12 @@ class MileGPOConfig(GRPOConfig):
             check_state_anchor(self.state_anchor)
         except ValueError as e:
             raise _refused("state_anchor", self.state_anchor, str(e)) from None
+        if isinstance(self.success_threshold, bool) or not isinstance(self.success_threshold, (int, float)) \
+                or not math.isfinite(self.success_threshold):
+            raise _refused("success_threshold", self.success_threshold, "a finite number")
+        if self.tool_timeout is not None and (isinstance(self.tool_timeout, bool) or not isinstance(
+                self.tool_timeout, (int, float)) or not math.isfinite(self.tool_timeout) or self.tool_timeout <= 0):
+            raise _refused("tool_timeout", self.tool_timeout, "a number of seconds > 0, or None (no limit)")
         if self.prompt_style not in PROMPT_STYLES:
             raise _refused("prompt_style", self.prompt_style, f"one of {', '.join(PROMPT_STYLES)}")
         at_least = {"groups_per_iteration": 1, "horizon": 1, "num_train_tasks": 1, "eval_group_size": 1,

@@ -41,7 +41,8 @@ token-normalised loss divisor of the fused loss, and the metric names.
 Hooks overridden (all documented Trainer / GRPOTrainer hooks):
 ``_set_signature_columns_if_needed``, ``get_train_dataloader``, ``_get_train_sampler`` (each process
 gets whole task groups), ``_generate_and_score_completions`` (episodes + credit instead of
-single-turn generation + reward functions), ``training_step`` (play when due, then
+single-turn generation + reward functions; with ``environment_factory`` the tool-calling episodes of
+:mod:`milegpo.rollout.tools`), ``training_step`` (play when due, then
 ``Trainer.training_step`` per chunk), ``_prepare_inputs`` (a chunk is ready as built; anything else
 is refused), ``compute_loss`` (chunk weight for row-averaged loss types; the fused loss) and
 ``evaluate`` (ID / OOD success and their gap).
@@ -64,7 +65,7 @@ from accelerate.utils import gather_object
 from datasets import Dataset
 from transformers.integrations.fsdp import is_fsdp_managed_module
 from trl import GRPOTrainer
-from trl.trainer.utils import RepeatSampler, pad
+from trl.trainer.utils import RepeatSampler, is_async_callable, pad
 
 from .config import MileGPOConfig
 from .saved_policy import reload_tokenizer, saved_task_settings
@@ -73,6 +74,7 @@ from ..credit import (CreditResult, SketchTable, StepBatch, diagnostic_parts, di
 from ..envs import Task
 from ..envs.pool import make_pool
 from ..rollout import EpisodeRunner, Rollout, episode_metrics, make_tasks
+from ..rollout.tools import ToolEpisodeRunner, ToolRollout, inspect_environment, tool_state_anchor
 from .tensorboard import use_tensorboard_scalars
 from .trl_mirror import TOKEN_NORMALISED_LOSSES
 
@@ -131,6 +133,14 @@ class MileGPOTrainer(GRPOTrainer):
             :class:`SequentialPool`); it must hold ``groups_per_process * group_size`` slots. A pool the
             trainer made is its own: :meth:`close` stops its workers (a pool passed in stays the caller's).
         callbacks, optimizers, peft_config: as GRPOTrainer.
+        environment_factory: an environment class in TRL's tool-calling protocol (GRPOTrainer's argument of that
+            name: ``reset(**row) -> str | None``, public methods = tools, optional ``get_reward() -> float``),
+            played by :class:`~milegpo.rollout.tools.ToolEpisodeRunner`: each assistant turn is one row, its
+            tokens get that turn's advantage. Then ``train_dataset`` (its rows are the task groups, ``reset``'s
+            arguments), ``eval_dataset`` (a Dataset or ``{split: Dataset}``) and ``reward_funcs`` (plain
+            functions, summed with ``get_reward`` as GRPOTrainer sums them) are GRPOTrainer's, and ``train_tasks``
+            / ``eval_tasks`` / ``pool`` are not taken. ``args.horizon`` is the turn budget,
+            ``args.success_threshold`` decides success, ``args.tool_timeout`` bounds a tool call.
 
     After each iteration ``self.last_iteration`` holds this process's part of it: ``batch`` (the StepBatch
     of its rows, group / trajectory ids those of the whole iteration), ``result`` (its CreditResult: the
@@ -147,12 +157,22 @@ class MileGPOTrainer(GRPOTrainer):
 
     def __init__(self, model, args: MileGPOConfig, processing_class=None, train_tasks: Sequence[Task] | None = None,
                  eval_tasks: dict[str, Sequence[Task]] | None = None, pool=None, callbacks=None,
-                 optimizers=(None, None), peft_config=None):
+                 optimizers=(None, None), peft_config=None, *, train_dataset=None, eval_dataset=None,
+                 environment_factory=None, reward_funcs=None):
         if not isinstance(args, MileGPOConfig):
             raise TypeError(f"MileGPOTrainer needs a MileGPOConfig, got {type(args).__name__}")
         unchecked = trl_mirror.trl_version_mismatch(trl.__version__)
         if unchecked:
             warnings.warn(unchecked, stacklevel=2)
+        self.environment_factory = environment_factory
+        if environment_factory is not None or train_dataset is not None or reward_funcs is not None:
+            self._init_environment_factory(model, args, processing_class, train_tasks, eval_tasks, pool, callbacks,
+                                           optimizers, peft_config, train_dataset, eval_dataset, environment_factory,
+                                           reward_funcs)
+            return
+        if eval_dataset is not None:
+            raise ValueError("MileGPOTrainer: eval_dataset goes with environment_factory; the built-in worlds take "
+                             "eval_tasks")
         if isinstance(model, (str, os.PathLike)) and os.path.isdir(model):  # a saved policy: as `milegpo eval`
             args = args.with_task_settings(saved_task_settings(model))
             processing_class = reload_tokenizer(str(model)) if processing_class is None else processing_class
@@ -205,6 +225,90 @@ class MileGPOTrainer(GRPOTrainer):
                                     constrain_query=args.constrain_query)
         self.last_iteration: dict[str, Any] | None = None
 
+    def _init_environment_factory(self, model, args, processing_class, train_tasks, eval_tasks, pool, callbacks,
+                                  optimizers, peft_config, train_dataset, eval_dataset, environment_factory,
+                                  reward_funcs) -> None:
+        """``MileGPOTrainer(model, args, train_dataset=ds, environment_factory=MyEnv)``: TRL's tool-calling protocol
+        (:mod:`milegpo.rollout.tools`) with step credit; GRPOTrainer's own setup of the environment (its tools'
+        schema, response parser, prefix-preserving chat template) and reward functions."""
+        if environment_factory is None:
+            raise ValueError("MileGPOTrainer: train_dataset / reward_funcs go with environment_factory (TRL's "
+                             "tool-calling protocol); the built-in worlds take train_tasks")
+        if isinstance(environment_factory, dict):
+            raise TypeError("MileGPOTrainer takes one environment class as environment_factory; a dict of "
+                            "environments (TRL's multi-environment routing) is not supported")
+        given = [name for name, value in (("train_tasks", train_tasks), ("eval_tasks", eval_tasks), ("pool", pool))
+                 if value is not None]
+        if given:
+            raise ValueError(f"MileGPOTrainer: {', '.join(given)} belong to the built-in worlds; with "
+                             f"environment_factory the dataset rows are the tasks (train_dataset / eval_dataset)")
+        if train_dataset is None:
+            raise ValueError("MileGPOTrainer: environment_factory needs a train_dataset (its rows are reset(**row)'s "
+                             "arguments; a row per task group)")
+        if len(train_dataset) < args.groups_per_iteration:
+            raise ValueError(f"train_dataset has {len(train_dataset)} rows, fewer than groups_per_iteration "
+                             f"({args.groups_per_iteration}): a row is one task group")
+        _, probe = inspect_environment(environment_factory)  # a clear error for a class that breaks the protocol
+        state_anchor = tool_state_anchor(args.state_anchor)
+        if reward_funcs is not None and not isinstance(reward_funcs, list):
+            reward_funcs = [reward_funcs]
+        for func in reward_funcs or []:
+            if isinstance(func, (str, torch.nn.Module)) or is_async_callable(func) or not callable(func):
+                raise TypeError(f"MileGPOTrainer with environment_factory: reward_funcs must be plain (sync) "
+                                f"functions, got {func!r:.80}")
+        self._user_reward_funcs = list(reward_funcs or [])
+        if isinstance(eval_dataset, Dataset):
+            eval_dataset = {"eval": eval_dataset}
+        self.train_tasks, self.eval_tasks = [], {}
+        super().__init__(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
+                         eval_dataset=eval_dataset, processing_class=processing_class, callbacks=callbacks,
+                         optimizers=optimizers, peft_config=peft_config, environment_factory=environment_factory)
+        engines.check_engine(self)
+        use_tensorboard_scalars(self.callback_handler)
+        self.credit_cfg = args.credit_config()
+        self.vllm_weight_sync = None
+        if self.use_vllm:
+            from .vllm_sync import install_weight_sync
+
+            self.vllm_weight_sync = install_weight_sync(self.vllm_generation)
+        self._owns_pool = False
+        max_positions = getattr(self.model.config, "max_position_embeddings", None)
+        max_context = max_positions - (self.max_completion_length or 0) if max_positions else None
+        self.runner = ToolEpisodeRunner(
+            environment_factory, self.processing_class, horizon=args.horizon,
+            success_threshold=args.success_threshold, tool_timeout=args.tool_timeout,
+            state_anchor=state_anchor, chat_template=self.chat_template,
+            chat_template_kwargs=self.chat_template_kwargs,
+            score=self._score_episode if self._user_reward_funcs else None, max_context=max_context,
+            state_similarity=args.state_similarity_params(), probe=probe)
+        self.last_iteration = None
+
+    def _score_episode(self, env, row, prompt, completion, completion_ids) -> float:
+        """The reward functions' weighted sum for one finished episode, called as GRPOTrainer calls them (the row's
+        columns as one-element lists, ``environments=[env]``, ``trainer_state``); a None is NaN and left out of the
+        sum (GRPOTrainer's nansum); anything but a real number is an error naming the function."""
+        kwargs = {k: [v] for k, v in row.items() if k not in ("prompt", "completion", "completion_ids")}
+        kwargs.update(trainer_state=self.state, log_extra=self._log_completion_extra, log_metric=self._log_metric,
+                      environments=[env])
+        total, seen = 0.0, False
+        for i, func in enumerate(self._user_reward_funcs):
+            values = func(prompts=[prompt], completions=[completion], completion_ids=[completion_ids], **kwargs)
+            name = self.reward_func_names[i]
+            if not isinstance(values, (list, tuple)) or len(values) != 1:
+                raise ValueError(f"reward function {name!r} returned {values!r:.80}; expected a list of one reward "
+                                 f"(one per completion)")
+            value = values[0]
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise TypeError(f"reward function {name!r} returned {value!r:.80} ({type(value).__name__}); expected "
+                                f"a float or None")
+            if math.isnan(float(value)):
+                continue
+            total += float(self.reward_weights[i]) * float(value)
+            seen = True
+        return total if seen else float("nan")
+
     def close(self) -> None:
         """Stop the environment workers of the pool this trainer made (a pool passed in is left open); the
         trainer cannot play episodes afterwards. Call it when done (the job does); a pool left open holds its
@@ -214,6 +318,8 @@ class MileGPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ data plumbing
     def _set_signature_columns_if_needed(self):
+        if self.environment_factory is not None:  # the rows are reset's arguments: GRPOTrainer's columns
+            return super()._set_signature_columns_if_needed()
         if self._signature_columns is None:
             self._signature_columns = ["task_index", "task_id"]
 
@@ -293,10 +399,20 @@ class MileGPOTrainer(GRPOTrainer):
             for obj, name, value in saved:
                 setattr(obj, name, value)
 
-    def play(self, tasks: Sequence[Task], group_size: int, temperature: float | None = None) -> Rollout:
-        """Play ``group_size`` episodes of each task with the current policy (every process calls it)."""
+    def play(self, tasks: Sequence, group_size: int, temperature: float | None = None) -> Rollout:
+        """Play ``group_size`` episodes of each task with the current policy (every process calls it). With
+        ``environment_factory`` the tasks are dataset rows (dicts) and the episodes are tool-calling ones
+        (:class:`~milegpo.rollout.tools.ToolEpisodeRunner`)."""
         with self._temperature(temperature):
+            if self.environment_factory is not None:
+                return self.runner.run(tasks, group_size, self._generate_ids, self._sync_any)
             return self.runner.run(tasks, group_size, self._generate_batch, self._sync_any)
+
+    def _generate_ids(self, prompt_ids: list[list[int]]):
+        """One batched generation call from token ids through TRL's backend (vLLM or transformers), as
+        GRPOTrainer's tool loop calls it: (completion_ids, logprobs)."""
+        completion_ids, logprobs = self._generate_single_turn([list(p) for p in prompt_ids], None, {}, 1)
+        return [list(map(int, c)) for c in completion_ids], logprobs
 
     # ------------------------------------------------------------------ credit
     def _local_credit(self, rollout: Rollout) -> tuple[StepBatch, CreditResult]:
@@ -349,7 +465,10 @@ class MileGPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         device = self.accelerator.device
         t0 = time.perf_counter()
-        tasks = [self.train_tasks[int(x["task_index"])] for x in inputs]
+        if self.environment_factory is not None:
+            tasks = list(inputs)  # the dataset rows: reset(**row)
+        else:
+            tasks = [self.train_tasks[int(x["task_index"])] for x in inputs]
         rollout = self.play(tasks, self.args.group_size)
         t1 = time.perf_counter()
         batch, result = self._local_credit(rollout)
@@ -497,6 +616,15 @@ class MileGPOTrainer(GRPOTrainer):
         m["time/generate_s"].append(float(mx[5]))
         m["time/env_s"].append(float(mx[6]))
         m["states/distinct_per_group"].append(float(tot[8] / max(float(tot[9]), 1.0)))
+        if isinstance(rollout, ToolRollout):  # GRPOTrainer's tool metrics, per episode / per call
+            counts = torch.tensor([float(rollout.tool_calls), float(rollout.tool_failures),
+                                   float(rollout.tool_timeouts), float(len(rollout.episodes))], dtype=torch.float64,
+                                  device=self.accelerator.device)
+            if self.accelerator.num_processes > 1:
+                counts = self.accelerator.gather(counts.unsqueeze(0)).sum(0)
+            m["tools/call_frequency"].append(float(counts[0] / max(float(counts[3]), 1.0)))
+            m["tools/failure_frequency"].append(float(counts[1] / counts[0]) if counts[0] > 0 else 0.0)
+            m["tools/timeouts"].append(float(counts[2]))
         if mode == "train":
             self.state.num_input_tokens_seen += int(tot[7])
         m[trl_mirror.NUM_TOKENS] = [self.state.num_input_tokens_seen]
@@ -644,14 +772,22 @@ class MileGPOTrainer(GRPOTrainer):
         ``milegpo train`` evaluates it after training or ``milegpo eval`` loads it from disk.
 
         eval_dataset: None (the trainer's ``eval_tasks``), ``{split: [Task]}`` or ``[Task]``."""
-        if eval_dataset is None:
+        if self.environment_factory is not None:  # dataset rows: the eval_dataset given at init, or these
+            if eval_dataset is None:
+                eval_dataset = self.eval_dataset or {}
+            splits = ({k: list(v) for k, v in eval_dataset.items()} if isinstance(eval_dataset, dict)
+                      else {"eval": list(eval_dataset)})
+            for name, rows in splits.items():
+                if not all(isinstance(r, dict) for r in rows):
+                    raise TypeError(f"evaluate: split {name!r} must be dataset rows (dicts) for environment_factory")
+        elif eval_dataset is None:
             splits = self.eval_tasks
         elif isinstance(eval_dataset, dict):
             splits = {k: list(v) for k, v in eval_dataset.items()}
         else:
             splits = {"custom": list(eval_dataset)}
         for name, tasks in splits.items():
-            if not all(isinstance(t, Task) for t in tasks):
+            if self.environment_factory is None and not all(isinstance(t, Task) for t in tasks):
                 raise TypeError(f"evaluate: split {name!r} must be a list of milegpo.envs.Task")
         was_training = self.model.training
         self.model.eval()
