@@ -78,7 +78,7 @@ import numpy as np
 
 from ..credit import SINK
 from ..envs import Task
-from ..envs.anchors import serialise
+from ..envs.anchors import AnchorError, serialise
 from ..state_keys import state_key
 from ..state_sketches import StateSimilarity
 from .loop import Episode, Rollout, StepRow
@@ -379,11 +379,17 @@ class ToolEpisodeRunner:
 
     def _state_text(self, env, conversation: list) -> str:
         if self.state_anchor is not None:
-            text, where = self.state_anchor(env, conversation), "the state_anchor callable"
+            fn, where = (lambda: self.state_anchor(env, conversation)), "the state_anchor callable"
         elif self.spec.has_state_hook:
-            text, where = getattr(env, STATE_HOOK)(conversation), f"{type(env).__qualname__}.{STATE_HOOK}"
+            fn, where = (lambda: getattr(env, STATE_HOOK)(conversation)), f"{type(env).__qualname__}.{STATE_HOOK}"
         else:
             return default_tool_state(conversation)
+        try:
+            text = fn()
+        except Exception as e:  # noqa: BLE001 - a user's anchor may raise anything; the run stops in one line
+            message = str(e).splitlines()[0] if str(e) else ""
+            raise AnchorError(f"{where} raised {type(e).__name__}{': ' + message if message else ''} at turn "
+                              f"{len(conversation)} of the conversation") from e
         if not isinstance(text, str):
             raise EnvironmentProtocolError(f"{where} returned {type(text).__name__} {_describe(text, 80)}; expected "
                                            f"the state's text (str)")

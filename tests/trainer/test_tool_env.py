@@ -276,6 +276,19 @@ def test_config_state_anchor_reaches_the_runner(tmp_path, tok):
     assert trainer.runner.state_anchor.__name__ == "room_anchor"
 
 
+def broken_anchor(env, conversation):
+    """A state_anchor that fails on every call."""
+    raise KeyError("no room")
+
+
+def test_a_raising_state_anchor_stops_the_run_in_one_line(tmp_path, tok):
+    from milegpo.envs.anchors import AnchorError
+
+    trainer = make_trainer(tmp_path, tok, state_anchor="test_tool_env.broken_anchor")
+    with pytest.raises(AnchorError, match=r"the state_anchor callable raised KeyError: 'no room' at turn \d+"):
+        trainer.play(list(dataset([3])), 2)
+
+
 def test_trainer_plays_the_protocol_with_the_tiny_model(tmp_path, tok):
     """One iteration with the (untrained) tiny model through TRL's generation: every turn one row of the StepBatch,
     the credit over those rows, GRPOTrainer's tool metrics and states/distinct_per_group logged."""
