@@ -193,9 +193,9 @@ def weighted_level_terms(level_adv: torch.Tensor, config: CreditConfig) -> torch
     the base group when ``hgpo_base_group``, then depths 1..K+1."""
     base = 1 if config.hgpo_base_group else 0
     depths = range(1 - base, level_adv.shape[0] + 1 - base)
-    lengths = torch.tensor([level_weight(m, config) for m in depths], dtype=F64, device=level_adv.device)
-    kept = level_adv != 0.0
-    weights = torch.where(kept, lengths.unsqueeze(1), torch.zeros_like(level_adv))
+    kept = (level_adv != 0.0).to(F64)
+    # L^alpha per item as Python scalars (a tensor built from a list would be a host-to-device copy on CUDA)
+    weights = torch.stack([kept[k] * level_weight(m, config) for k, m in enumerate(depths)])
     total = weights.sum(0) + config.hgpo_weight_eps
     return (weights / total * level_adv).sum(0)
 

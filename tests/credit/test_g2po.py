@@ -253,3 +253,19 @@ def test_config_checks():
         CreditConfig(g2po_episode="traj")
     with pytest.raises(TypeError, match="g2po_nc_penalty must be a bool"):
         CreditConfig(g2po_nc_penalty="yes")
+
+
+@pytest.mark.skipif("triton" not in BACKENDS, reason="needs a GPU or TRITON_INTERPRET=1")
+def test_gpu_layout_pipeline_reads_nothing_on_the_host():
+    # the Triton pipeline at the GPU's static layout makes none of the ops that would sync or copy from the host
+    from milegpo.credit.vectorized import credit_tables
+    from milegpo_kernels.inputs import host_checks
+    from milegpo_kernels.testing import no_host_reads
+
+    batch = batches(small=True)["adversarial"]
+    for config in CONFIGS.values():
+        with host_checks(False), no_host_reads("g2po"):  # raises naming the host reads
+            tables = credit_tables(batch, "g2po", config, "full", "triton", static_shapes=True)
+            adv = tables.result(batch, "g2po", config, "full", "triton").advantages
+        torch.testing.assert_close(adv, estimate(batch, "g2po", config, backend="reference").advantages,
+                                   rtol=TOL, atol=TOL)

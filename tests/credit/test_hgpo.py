@@ -299,3 +299,19 @@ def test_config_checks():
     with pytest.raises(TypeError, match="hgpo_base_group must be a bool"):
         CreditConfig(hgpo_base_group=1)
     assert not math.isnan(estimate(example_batch([[A, SINK]], {}), "hgpo", backend="torch").advantages[0])
+
+
+@pytest.mark.skipif("triton" not in BACKENDS, reason="needs a GPU or TRITON_INTERPRET=1")
+def test_gpu_layout_pipeline_reads_nothing_on_the_host():
+    # the Triton pipeline at the GPU's static layout makes none of the ops that would sync or copy from the host
+    from milegpo.credit.vectorized import credit_tables
+    from milegpo_kernels.inputs import host_checks
+    from milegpo_kernels.testing import no_host_reads
+
+    batch = batches(small=True)["adversarial"]
+    for config in CONFIGS.values():
+        with host_checks(False), no_host_reads("hgpo"):  # raises naming the host reads
+            tables = credit_tables(batch, "hgpo", config, "full", "triton", static_shapes=True)
+            adv = tables.result(batch, "hgpo", config, "full", "triton").advantages
+        torch.testing.assert_close(adv, estimate(batch, "hgpo", config, backend="reference").advantages,
+                                   rtol=TOL, atol=TOL)
