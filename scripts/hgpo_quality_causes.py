@@ -26,7 +26,8 @@ def main(env: str = "household") -> None:
 
     def cell(rep, name):
         m = rep["methods"][name]
-        return " / ".join(f"{m[k]:.3f} [{m['ci'][k][0]:.3f}, {m['ci'][k][1]:.3f}]" for k in ("same_state_auc", "group_auc"))
+        return " / ".join(f"{m[k]:.3f} [{m['ci'][k][0]:.3f}, {m['ci'][k][1]:.3f}]"
+                          for k in ("same_state_auc", "group_auc"))
 
     print(f"| {env}: HGPO under | same-state AUC / group AUC |\n| --- | --- |")
     gigpo = credit_quality(batches, config, "torch", methods=["gigpo"])

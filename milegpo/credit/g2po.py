@@ -30,12 +30,18 @@ no host read on CUDA.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from milegpo_kernels import dense_ids, discounted_returns, episode_scores, segment_normalize, segment_sum
 
 from .config import CreditConfig
 from .reference import ReferenceTerms, decayed, normalize_segment, normalize_segments
+
+if TYPE_CHECKING:  # the pipeline's types (vectorized imports the registry, which imports this module)
+    from .result import Tables
+    from .vectorized import GroupOrderedRows
 
 F64 = torch.float64
 
@@ -162,7 +168,7 @@ def g2po_reference(terms: ReferenceTerms) -> list:
 
 
 # --------------------------------------------------------------------------------------- the pipeline
-def visit_value_terms(rows, config: CreditConfig) -> torch.Tensor:
+def visit_value_terms(rows: GroupOrderedRows, config: CreditConfig) -> torch.Tensor:
     """(G1) v of every row in (group, traj, t) order, (N,) float64: the summed reward R on each
     trajectory's last row, discounted back by one scan (gamma^(T-1-t) R), times gamma."""
     ops = rows.ops
@@ -171,7 +177,7 @@ def visit_value_terms(rows, config: CreditConfig) -> torch.Tensor:
     return discounted_returns(last_only, rows.traj_end, config.g2po_gamma, **ops) * config.g2po_gamma
 
 
-def node_value_terms(rows, visit: torch.Tensor, config: CreditConfig) -> tuple:
+def node_value_terms(rows: GroupOrderedRows, visit: torch.Tensor, config: CreditConfig) -> tuple:
     """(G2, G3) V(q, s_t) and V' of every row, each (N,) float64, and the rows' node ids (N,) int64 with
     their capacity. Nodes are the dense ids of (group, state) over the rows' states and next_states (the
     latter only read by ``g2po_failure_next="node"``); a node's value is the mean of its rows' v."""
@@ -193,7 +199,8 @@ def node_value_terms(rows, visit: torch.Tensor, config: CreditConfig) -> tuple:
     return at_state, reached, node, cap
 
 
-def g2po_tables(rows, row_values: dict[str, torch.Tensor], config: CreditConfig, variant: str):
+def g2po_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
+                variant: str) -> Tables:
     """G2PO on the (group, traj, t)-ordered rows: (G1) :func:`visit_value_terms`, (G2, G3)
     :func:`node_value_terms`, (G4, G5) two segment normalisations, (G6) GRPO's term or the trajectories',
     (G7) the sum."""

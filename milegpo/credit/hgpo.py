@@ -26,6 +26,8 @@ over at most K + 2 items per row. No host read on CUDA.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import torch
@@ -34,6 +36,10 @@ from milegpo_kernels import dense_ids, discounted_returns, segment_normalize, se
 
 from .config import CreditConfig
 from .reference import ReferenceTerms, all_equal, normalize_segment
+
+if TYPE_CHECKING:  # the pipeline's types (vectorized imports the registry, which imports this module)
+    from .result import Tables
+    from .vectorized import GroupOrderedRows
 
 F64 = torch.float64
 
@@ -136,7 +142,7 @@ def hgpo_reference(terms: ReferenceTerms) -> list:
 
 
 # --------------------------------------------------------------------------------------- the pipeline
-def hgpo_step_return_terms(rows, config: CreditConfig) -> torch.Tensor:
+def hgpo_step_return_terms(rows: GroupOrderedRows, config: CreditConfig) -> torch.Tensor:
     """(H1) R_t of every row in (group, traj, t) order, (N,) float64: one backward discounted scan."""
     reward = rows.reward
     if config.hgpo_penalty == "reward":
@@ -147,7 +153,7 @@ def hgpo_step_return_terms(rows, config: CreditConfig) -> torch.Tensor:
     return returns
 
 
-def context_ids(rows, depth_count: int) -> tuple[torch.Tensor, int]:
+def context_ids(rows: GroupOrderedRows, depth_count: int) -> tuple[torch.Tensor, int]:
     """(H2, H3) the group of every row at each depth m = 1..``depth_count``: (depth_count, N) int64 ids,
     each depth's in [0, cap), and cap. Depth 1 numbers (group, s_t); depth m numbers (the depth-(m-1) id
     of the row before, s_t), exact tuples, no hash to collide; a row with t < m - 1 (its history is
@@ -169,7 +175,7 @@ def context_ids(rows, depth_count: int) -> tuple[torch.Tensor, int]:
     return torch.stack(levels), cap
 
 
-def level_advantage_terms(returns: torch.Tensor, levels: torch.Tensor, cap: int, rows,
+def level_advantage_terms(returns: torch.Tensor, levels: torch.Tensor, cap: int, rows: GroupOrderedRows,
                           config: CreditConfig) -> torch.Tensor:
     """(H4) A_m of every row at every depth, (depth_count, N) float64: one stacked segment normalisation
     over (depth, id); the population std as sqrt(segment mean of (R - mean)^2) (``hgpo_std="population"``
@@ -200,7 +206,8 @@ def weighted_level_terms(level_adv: torch.Tensor, config: CreditConfig) -> torch
     return (weights / total * level_adv).sum(0)
 
 
-def hgpo_tables(rows, row_values: dict[str, torch.Tensor], config: CreditConfig, variant: str):
+def hgpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
+                variant: str) -> Tables:
     """HGPO on the (group, traj, t)-ordered rows: (H1) :func:`hgpo_step_return_terms`, (H2, H3)
     :func:`context_ids`, (H4) :func:`level_advantage_terms`, (H5, H6) :func:`weighted_level_terms`."""
     from .vectorized import method_tables
