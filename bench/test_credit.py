@@ -105,3 +105,56 @@ def test_credit_milegpo_full(benchmark, medians, median_of, record_ratio, rows, 
             record_ratio(benchmark, name, medians[f"{other}/{rows}"] / me)
     if rows == 64000 and f"{impl}/6400" in medians:
         record_ratio(benchmark, "growth_vs_6400", me / medians[f"{impl}/6400"])
+
+
+# ---- the field's methods (issue 42): HGPO and G2PO, each under its ALFWorld script's values (presets.ALFWORLD)
+FIELD_METHODS = ("hgpo", "g2po")
+FIELD_BACKENDS = ["reference", "torch", "torch_cuda", "triton"]
+_FIELD_REFERENCE: dict[tuple[str, int], torch.Tensor] = {}
+
+
+def field_reference(method: str, rows: int) -> torch.Tensor:
+    if (method, rows) not in _FIELD_REFERENCE:
+        _FIELD_REFERENCE[method, rows] = estimate(batch_of(rows), method, presets.ALFWORLD,
+                                                  backend="reference").advantages
+    return _FIELD_REFERENCE[method, rows]
+
+
+@pytest.mark.parametrize("rows", sorted(SIZES))
+@pytest.mark.parametrize("impl", FIELD_BACKENDS)
+@pytest.mark.parametrize("method", FIELD_METHODS)
+def test_credit_field_methods(benchmark, medians, median_of, record_ratio, method, rows, impl):
+    """HGPO / G2PO end to end on the same batches as MileGPO: the plain-Python reference against the torch
+    pipeline (CPU, one thread; CUDA) and the Triton one, in one run; ``speedup_vs_reference`` as above."""
+    if impl in CUDA_IMPLS and not HAS_CUDA:
+        pytest.skip("needs CUDA")
+    benchmark.group = f"credit {method}, {rows} rows"
+    device = "cuda" if impl in CUDA_IMPLS else "cpu"
+    backend = "torch" if impl == "torch_cuda" else impl
+    b = batch_of(rows).to(device)
+
+    def run():
+        out = estimate(b, method, presets.ALFWORLD, backend=backend).advantages
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    with intra_op_threads(1 if impl == "torch" else torch.get_num_threads()):
+        if impl != "reference":  # correctness gate (also compiles the kernels)
+            torch.testing.assert_close(run().cpu(), field_reference(method, rows), atol=1e-9, rtol=1e-9)
+        benchmark.pedantic(run, rounds=3 if impl == "reference" else 10, iterations=1, warmup_rounds=1)
+        used_threads = torch.get_num_threads()
+    benchmark.extra_info.update(op=f"credit_{method}", impl={"reference": "python"}.get(impl, impl), rows=rows,
+                                torch_threads=used_threads)
+    me = median_of(benchmark)
+    if me is None:  # --benchmark-disable
+        return
+    medians[f"{method}/{impl}/{rows}"] = me
+    for other in ("reference", "torch", "torch_cuda"):
+        if other != impl and f"{method}/{other}/{rows}" in medians and (
+                FIELD_BACKENDS.index(other) < FIELD_BACKENDS.index(impl)):
+            name = {"reference": "speedup_vs_reference", "torch": "speedup_vs_torch_cpu",
+                    "torch_cuda": "speedup_vs_torch_cuda"}[other]
+            record_ratio(benchmark, name, medians[f"{method}/{other}/{rows}"] / me)
+    if rows == 64000 and f"{method}/{impl}/6400" in medians:
+        record_ratio(benchmark, "growth_vs_6400", me / medians[f"{method}/{impl}/6400"])

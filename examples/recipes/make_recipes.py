@@ -27,6 +27,9 @@ METHODS: dict[str, tuple[str, str | None]] = {
     "milegpo_md": ("milegpo", "md"),
     "milegpo_rcs": ("milegpo", "rcs"),
     "milegpo_full": ("milegpo", "full"),
+    # the field's methods (issue 42): the preset carries their official scripts' values (hgpo_* / g2po_* fields)
+    "hgpo": ("hgpo", None),
+    "g2po": ("g2po", None),
 }
 #: the vLLM server-mode recipe (``trl vllm-serve`` on GPUs of its own): this method, per benchmark
 SERVER_METHOD = "milegpo_full"
@@ -182,7 +185,8 @@ def recipe(benchmark: str, name: str, server: bool = False) -> str:
     spec = BENCHMARKS[benchmark]
     method, variant = METHODS[name]
     file = f"{name}_server" if server else name
-    label = {"grpo": "GRPO", "gigpo": "GiGPO", "graphgpo": "GraphGPO"}.get(name, f"MileGPO ({variant})")
+    label = {"grpo": "GRPO", "gigpo": "GiGPO", "graphgpo": "GraphGPO", "hgpo": "HGPO", "g2po": "G2PO"}.get(
+        name, f"MileGPO ({variant})")
     fill = dict(benchmark=benchmark, name=file, script=spec["script"])
     header = HEADER.format(title=spec["title"], label=label + (", vLLM server mode" if server else ""),
                            run_lines=(SERVER_LINES if server else RUN_LINES).format(**fill),

@@ -29,6 +29,14 @@ CHOICES = {
     "episode_single_value": ("unit", "zero"),
     "graph_unreachable": ("zero", "max_plus_one"),
 }
+#: HGPO's and G2PO's switches and choices (their fields close :class:`CreditConfig`; issue 42)
+BOOL_FIELDS += ("hgpo_base_group", "g2po_nc_penalty")
+CHOICES.update({
+    "hgpo_std": ("population", "sample"),
+    "hgpo_penalty": ("step_return", "reward", "none"),
+    "g2po_episode": ("row", "trajectory"),
+    "g2po_failure_next": ("zero", "node"),
+})
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,40 @@ class CreditConfig:
     #: so that a value that is mathematically on the threshold is not moved across
     #: it by a rounding residue (e.g. a sibling mean of three equal 1/3s).
     threshold_tol: float = 1e-12
+    # HGPO (docs/algorithm.md "HGPO"; defaults: the official ALFWorld / WebShop scripts, verl-agent recipe/hgpo)
+    #: K, the depths of history: steps are grouped by their last m states, m = 1..K + 1 (0: GiGPO's step groups)
+    hgpo_history: int = 2
+    #: alpha, the exponent of a level's weight L^alpha (0: the levels weigh the same)
+    hgpo_alpha: float = 1.0
+    #: the std of a level's mean_std normalisation: ``"population"`` (the code: divide by n) or ``"sample"``
+    hgpo_std: str = "population"
+    #: L = m + ``hgpo_weight_shift`` for the group of the last m states: 1 (the code: 2 : 3 : 4 for K = 2) or 0
+    #: (the paper's k + 1: 1 : 2 : 3)
+    hgpo_weight_shift: int = 1
+    #: the code's ``base_group``: GRPO's Norm_q(Z) enters the weighted mean as one more level (L = 1); off in the scripts
+    hgpo_base_group: bool = False
+    #: where ``invalid_penalty`` enters HGPO's step return: ``"step_return"`` (the code: off the invalid row's own
+    #: discounted return), ``"reward"`` (off its reward, before discounting) or ``"none"``
+    hgpo_penalty: str = "step_return"
+    #: the eps of the level weights' denominator, sum of the kept L^alpha + eps
+    hgpo_weight_eps: float = 1e-6
+    # G2PO (docs/algorithm.md "G2PO"; defaults: the official scripts, Nala-YN/G2PO g2po/core_g2po.py)
+    #: w in A = A_EP + w * (A_NC + A_EC) (0: GRPO)
+    g2po_w: float = 1.0
+    #: the discount of a visit's value v = gamma^(T - t) * R (the code's literal 0.95, not ``gamma``)
+    g2po_gamma: float = 0.95
+    #: V' of a won trajectory's last row (the code's SUCCESS_REWARD, undiscounted)
+    g2po_success_value: float = 10.0
+    #: V' of a lost trajectory's last row
+    g2po_failure_value: float = 0.0
+    #: A_EP: ``"row"`` (the code: GRPO's Norm_q(Z), ``episode_*`` fields) or ``"trajectory"`` (the paper: the
+    #: trajectories' summed rewards, once each, no penalty; one trajectory: 0)
+    g2po_episode: str = "row"
+    #: take ``invalid_penalty`` off an invalid row's x = V' in A_NC (the code); off: the paper
+    g2po_nc_penalty: bool = True
+    #: V' of a lost trajectory's last row: ``"zero"`` (the code: ``g2po_failure_value``) or ``"node"`` (V of the
+    #: node of its last next_state, ``g2po_failure_value`` where no row of the group is in that state)
+    g2po_failure_next: str = "zero"
 
     def __post_init__(self) -> None:
         import sys
@@ -189,6 +231,7 @@ class CreditConfig:
         if self.invalid_penalty_in_step_reward and self.invalid_penalty_on_step_return:
             raise ValueError("CreditConfig.invalid_penalty_in_step_reward and invalid_penalty_on_step_return are both "
                              "on: the step return would take the invalid-action penalty twice; choose one")
+        _check_hgpo_g2po(self)
 
     def replace(self, **changes: Any) -> "CreditConfig":
         """A copy with some fields changed; an unknown field name is an error."""
@@ -204,6 +247,20 @@ class CreditConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _check_hgpo_g2po(config: CreditConfig) -> None:
+    """The ranges of the HGPO and G2PO fields (their types are checked with the others')."""
+    if int(config.hgpo_history) != config.hgpo_history or not 0 <= config.hgpo_history <= 64:
+        raise ValueError(f"CreditConfig.hgpo_history must be a whole number in [0, 64] (previous states), got "
+                         f"{config.hgpo_history}")
+    if config.hgpo_weight_shift not in (0, 1):
+        raise ValueError(f"CreditConfig.hgpo_weight_shift must be 0 or 1, got {config.hgpo_weight_shift}")
+    for name in ("hgpo_alpha", "hgpo_weight_eps", "g2po_w"):
+        if getattr(config, name) < 0:
+            raise ValueError(f"CreditConfig.{name} must be >= 0, got {getattr(config, name)}")
+    if not 0.0 <= config.g2po_gamma <= 1.0:
+        raise ValueError(f"CreditConfig.g2po_gamma must be in [0, 1], got {config.g2po_gamma}")
 
 
 #: The paper's estimator on ALFWorld: table 5's values and the paper's reading of the four points where its text

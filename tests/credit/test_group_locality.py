@@ -8,7 +8,10 @@ What in the pipeline could break this, and why it does not: group / trajectory i
 batch (dense run numbers: only their order inside a group matters, and a group's rows keep their order);
 the normalisations Norm_q and Norm_{q,s} are per group and per (group, state); the GraphGPO / MileGPO
 graph, distances, potentials and trajectory counts are per group (nodes are (group, key)); every
-max-normalisation (centrality, c(e), psi-bar, S0+, S-, S_pcc+) is over one group's nodes or edges."""
+max-normalisation (centrality, c(e), psi-bar, S0+, S-, S_pcc+) is over one group's nodes or edges. HGPO's
+history groups start from (group, state) and extend by the row before in the same trajectory, so every depth
+stays inside a task group; G2PO's node values are means over (group, state), its A_EC normalises over a group.
+CASES holds every registered method (hgpo and g2po included)."""
 
 from __future__ import annotations
 
@@ -108,6 +111,14 @@ def test_reference_backend_is_group_local(n_parts):
 def test_triton_backend_is_group_local():
     batch = make_batch(5, n_groups=3, k=3, horizon=5, n_states=4)
     assert_group_local(batch, "triton", 3, 5, cases=[("milegpo", "full")])  # the interpreter is slow: one case
+
+
+@pytest.mark.skipif(not (interpreter_on() or torch.cuda.is_available()), reason="needs a GPU or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("method", ["hgpo", "g2po"])
+def test_triton_backend_is_group_local_for_the_field_s_methods(method):
+    # HGPO's deeper history groups and G2PO's node values on the Triton ops (issue 42)
+    batch = make_batch(6, n_groups=3, k=3, horizon=6, n_states=3)
+    assert_group_local(batch, "triton", 3, 6, relabel="random", cases=[(method, "full")])
 
 
 def test_diagnostics_of_one_batch_come_from_its_parts():

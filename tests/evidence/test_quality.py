@@ -122,7 +122,7 @@ def test_every_method_on_labelled_household_batches():
     assert lb.source == "expert-epsilon" and 0.0 < lb.good.mean() < 1.0
     rep = credit_quality([lb], presets.ALFWORLD, backend="torch", n_resamples=100)
     assert set(rep["methods"]) == {"grpo", "gigpo", "gigpo-verl", "graphgpo", "milegpo-md", "milegpo-rcs",
-                                   "milegpo-full"}
+                                   "milegpo-full", "hgpo", "g2po"}  # the registry's (hgpo, g2po: issue 42)
     for m, entry in rep["methods"].items():
         for k in METRICS:
             assert 0.0 <= entry[k] <= 1.0 or np.isnan(entry[k])

@@ -41,7 +41,7 @@ def test_every_field_is_a_documented_flag():
 
 @pytest.mark.parametrize("flags, match", [
     (["--credit_method", "ppo"], r"MileGPOConfig.credit_method='ppo': unknown credit method; one of grpo, gigpo, "
-                                 r"graphgpo, milegpo$"),
+                                 r"graphgpo, milegpo, hgpo, g2po$"),
     (["--credit_variant", "xyz"], r"MileGPOConfig.credit_variant='xyz': unknown MileGPO variant; one of md, rcs, "
                                   r"full$"),
     (["--credit_preset", "atari"], r"MileGPOConfig.credit_preset='atari': unknown credit preset; one of alfworld, "

@@ -160,6 +160,24 @@ def test_torchrun_each_process_credits_only_its_own_groups(tmp_path, warm_checkp
     assert res[0]["nonzero_advantages"] > 0, "all advantages were zero: the comparison would be empty"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["hgpo", "g2po"])
+def test_torchrun_field_methods_credit_only_each_process_s_groups(tmp_path, warm_checkpoint, method):
+    """HGPO's history groups and G2PO's node values never cross a task group (issue 42): under 2 gloo processes
+    each process estimates its own rows once per iteration and trains on what one estimate of the whole batch
+    gives them, as for the paper's methods (test_torchrun_each_process_credits_only_its_own_groups)."""
+    res = torchrun(tmp_path, 2, warm_checkpoint, "credit", method)
+    assert all(r["global_step"] == 2 for r in res)
+    for it in range(2):
+        parts = [r["iterations"][it] for r in res]
+        for part in parts:
+            assert part["credit_rows"] == [part["local_rows"]] and part["advantages_match"]
+        assert sum(p["local_rows"] for p in parts) == parts[0]["whole_rows"]
+    for r in res:
+        assert r["logged_iterations"] == 2 and r["metric_mismatches"] == []
+    assert res[0]["nonzero_advantages"] > 0, "all advantages were zero: the comparison would be empty"
+
+
 @pytest.fixture(scope="module")
 def ddp_one_chunk(tmp_path_factory, warm_checkpoint):
     """The reference update: 2 DDP processes, one optimizer step of 2 micro-steps of one chunk each."""

@@ -82,7 +82,7 @@ def make_args(out, world, **kw):
     return MileGPOConfig(**{**base, **kw})
 
 
-def credit_run(out):
+def credit_run(out, method=None):
     from milegpo.credit import diagnostics, estimate
     from milegpo.trainer import MileGPOTrainer
     import milegpo.trainer.milegpo_trainer as trainer_module
@@ -134,7 +134,7 @@ def credit_run(out):
             return out
 
     tasks = [dataclasses.replace(t, horizon=HORIZONS[i // 2]) for i, t in enumerate(easy_tasks("train", 2 * world))]
-    args = make_args(out, world, use_cpu=True, ddp_backend="gloo")
+    args = make_args(out, world, use_cpu=True, ddp_backend="gloo", **({"credit_method": method} if method else {}))
     model, tok = load_policy()
     trainer = Recording(model, args, processing_class=tok, train_tasks=tasks, eval_tasks={})
     trainer.train()
@@ -196,7 +196,10 @@ def main():
     torch.set_num_threads(1)
     out = os.environ["MILEGPO_OUT"]
     mode = sys.argv[1] if len(sys.argv) > 1 else "credit"
-    result = credit_run(out) if mode == "credit" else engine_run(out, sys.argv[2], int(sys.argv[3]))
+    if mode == "credit":  # ``credit [METHOD]``: the credit mode under another credit method (default the config's)
+        result = credit_run(out, sys.argv[2] if len(sys.argv) > 2 else None)
+    else:
+        result = engine_run(out, sys.argv[2], int(sys.argv[3]))
     rank = int(os.environ["RANK"])
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(result, f)
