@@ -116,7 +116,7 @@ class Task:
 
     task_id: unique name (e.g. ``"household/train/17"``, or the game's path for ALFWorld);
     env: which world plays it (``"household"``, ``"textworld"``, ``"alfworld"``; see
-    :data:`milegpo.envs.ENV_KINDS`); seed: the generator seed (embedded world, TextWorld);
+    :func:`milegpo.envs.register`); seed: the generator seed (embedded world, TextWorld);
     game_file: the game on disk (ALFWorld ``game.tw-pddl``, TextWorld ``.z8``/``.ulx``);
     task_type: e.g. ``"pick_heat_then_place_in_recep"`` or ``"tw-cooking"``; split:
     ``"train"``, ``"id"`` (ALFWorld valid_seen) or ``"ood"`` (valid_unseen); horizon: the
@@ -173,7 +173,7 @@ class TextEnv(ABC):
     :class:`EnvError`; an action that is not a ``str`` (``None``, a list) a ``TypeError``, in every world.
     """
 
-    #: name used in :data:`milegpo.envs.ENV_KINDS`
+    #: the kind this class plays (:func:`milegpo.envs.register`; an instance made by the registry carries its kind)
     kind: str = ""
     #: a step of this world costs more than a round trip to a pool worker (pickling and two pipe hops,
     #: ~0.1-0.3 ms), so that ``num_env_workers="auto"`` plays it in an EnvPool's workers; a world whose

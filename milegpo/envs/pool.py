@@ -49,6 +49,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .anchors import AnchorSpec, check_state_anchor
 from .base import EnvError, Task, TextEnv
+from .registry import EnvSpec, get_spec
 
 
 class StepOut(NamedTuple):
@@ -68,15 +69,18 @@ class _Slots:
     def __init__(self) -> None:
         self.envs: dict[int, TextEnv] = {}
 
-    def reset(self, slot: int, task_and_anchor: tuple[Task, AnchorSpec | None]):
-        from . import make_env
+    def reset(self, slot: int, task_anchor_spec: tuple[Task, AnchorSpec | None, "EnvSpec | None"]):
+        from .registry import get_spec, register_spec
 
-        task, state_anchor = task_and_anchor
+        task, state_anchor, spec = task_anchor_spec
         env = self.envs.get(slot)
         if env is None or env.kind != task.env:
             if env is not None:
                 env.close()
-            env = self.envs[slot] = make_env(task.env)
+            # the parent's spec of the kind (a worker process knows only the built-in kinds until told)
+            if spec is not None:
+                register_spec(spec, replace_existing=True)
+            env = self.envs[slot] = get_spec(task.env).make()
         env.set_state_anchor(state_anchor)  # where the observation arrives: the worker keys its own states
         return env.reset(task)
 
@@ -171,6 +175,12 @@ class _PoolBase:
     def _check_anchor(self, state_anchor: AnchorSpec | None) -> None:
         check_state_anchor(state_anchor)
 
+    def _spec_for(self, kind: str) -> EnvSpec | None:
+        """What travels with a reset of kind ``kind`` to where its environment is made: nothing in-process (the
+        registry is here); an :class:`EnvPool` sends the :class:`EnvSpec` itself."""
+        get_spec(kind)  # an unknown kind fails here, in the caller's process, with the known ones listed
+        return None
+
     def reset(self, tasks: Sequence[Task], state_anchor: AnchorSpec | None = None) -> list[tuple[str, list[str], dict]]:
         """Start one episode of ``tasks[i]`` in slot i; returns (obs, admissible, info) per slot.
 
@@ -185,13 +195,14 @@ class _PoolBase:
             if not isinstance(t, Task):
                 raise TypeError(f"reset: tasks[{i}] is a {type(t).__name__}, expected milegpo.envs.Task")
         self._check_anchor(state_anchor)
-        batch = [(s, (t, state_anchor)) for s, t in enumerate(tasks)]
+        specs = {kind: self._spec_for(kind) for kind in sorted({t.env for t in tasks})}
+        batch = [(s, (t, state_anchor, specs[t.env])) for s, t in enumerate(tasks)]
         res = self._run("reset", batch, self.reset_timeout)
         retry = [(s, arg) for s, arg in batch if res[s][0] == "lost"]
         if retry:
             res.update(self._run("reset", retry, self.reset_timeout))
         out = []
-        for s, (t, _) in batch:
+        for s, (t, _, _) in batch:
             status, val = res[s]
             if status != "ok":
                 raise EnvError(f"reset of slot {s} (task {t.task_id!r}) failed: {val}")
@@ -384,6 +395,22 @@ class EnvPool(_PoolBase):
                 raise ValueError(f"state_anchor {state_anchor!r} cannot be sent to the pool's worker processes "
                                  f"({e}): pass a module-level function or its dotted path") from None
 
+    def _spec_for(self, kind: str) -> EnvSpec:
+        """The :class:`EnvSpec` of ``kind``, sent to the workers with each reset (they register it: a kind
+        registered only in this process, or found here by an entry point, is found there too). One that cannot
+        be pickled (a class defined in ``__main__`` of an interactive session, or inside a function) is a
+        ValueError naming the kind."""
+        import pickle
+
+        spec = get_spec(kind)
+        try:
+            pickle.loads(pickle.dumps(spec))
+        except Exception as e:  # noqa: BLE001 - pickle raises several kinds
+            raise ValueError(f"environment kind {kind!r} ({spec.origin}) cannot be sent to the pool's worker "
+                             f"processes ({type(e).__name__}: {e}): define its class and task function at module "
+                             "level of an importable module, or register it by dotted path") from None
+        return spec
+
     def worker_of(self, slot: int) -> int:
         return slot % self.num_workers
 
@@ -529,15 +556,13 @@ def env_workers(num_workers: int | str | None, n_slots: int, kinds: Iterable[str
     declares :attr:`~milegpo.envs.TextEnv.step_in_workers` (their steps are cheaper than a round trip
     to a worker), else :func:`auto_env_workers`.
     """
-    from . import env_class
-
     num_workers = env_workers_setting(num_workers)
     if num_workers != "auto":
         return min(num_workers, n_slots)
     kinds = sorted(set(kinds))
     if not kinds:
         raise ValueError("env_workers: 'auto' needs the environment kinds of the run, got none")
-    return auto_env_workers(n_slots) if any(env_class(k).step_in_workers for k in kinds) else 0
+    return auto_env_workers(n_slots) if any(get_spec(k).env_class().step_in_workers for k in kinds) else 0
 
 
 def make_pool(n: int, num_workers: int | str = "auto", kinds: Iterable[str] = ("household",),
