@@ -1,7 +1,7 @@
 """Environments: one text-game protocol, the embedded household world, TextWorld, ALFWorld, and pools.
 
 - :class:`TextEnv` (``reset(task) -> (obs, admissible, info)``, ``step(action) -> (obs, reward,
-  done, won, info)``), :class:`Task`, :func:`state_key` (signed 64-bit blake2b key of the
+  terminated, truncated, info)``, gymnasium's order; ``info["won"]``), :class:`Task`, :func:`state_key` (signed 64-bit blake2b key of the
   canonical observation text, never :data:`SINK`); see :mod:`milegpo.envs.base`.
 - :class:`HouseholdEnv` / :func:`household_tasks`: the pure-Python default world.
 - :class:`TextWorldEnv` / :func:`textworld_tasks`: generated TextWorld games (needs ``textworld``).

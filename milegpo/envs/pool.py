@@ -28,7 +28,7 @@ when every environment kind of the run steps faster in-process than a round trip
 
 Failures never vanish and never hang the caller. In :class:`EnvPool`, a worker that
 dies (crash, ``os.kill``) or does not answer in time (``step_timeout`` seconds per
-environment step it serves) is killed and restarted; every live episode it held ends in a truncated StepOut (done,
+environment step it serves) is killed and restarted; every live episode it held ends in a truncated StepOut (truncated,
 not won, ``info["truncated"] = True``, ``info["error"]`` says why, observation and
 state key unchanged). An exception inside an environment's step ends that episode
 the same way. A reset that fails on a crash or timeout is retried once on a fresh
@@ -53,13 +53,23 @@ from .registry import EnvSpec, get_spec
 
 
 class StepOut(NamedTuple):
-    """One environment step: ``obs, reward, done, won, info = out``."""
+    """One environment step, in gymnasium's order (:meth:`milegpo.envs.TextEnv.step`):
+    ``obs, reward, terminated, truncated, info = out``; ``out.done`` (either) and ``out.won`` (``info["won"]``)."""
 
     obs: str
     reward: float
-    done: bool
-    won: bool
+    terminated: bool
+    truncated: bool
     info: dict
+
+    @property
+    def done(self) -> bool:
+        """The episode ended: terminated (won or lost) or truncated."""
+        return bool(self.terminated or self.truncated)
+
+    @property
+    def won(self) -> bool:
+        return bool(self.info.get("won", False))
 
 
 # --------------------------------------------------------------------------- env holder (worker side)
@@ -288,7 +298,7 @@ class _PoolBase:
         # the state the episode was in: its anchor as the environment last keyed it (no second computation here)
         info = {**self.last_state[s], "admissible_actions": [], "step": self.steps[s], "invalid": False,
                 "truncated": True, "won": False, "error": why}
-        return StepOut(obs, 0.0, True, False, info)
+        return StepOut(obs, 0.0, False, True, info)
 
     def close(self) -> None:
         pass
