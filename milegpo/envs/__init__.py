@@ -30,7 +30,7 @@ from .base import (DEFAULT_HORIZON, NOTHING_HAPPENS, SINK, UNWINNABLE, EnvError,
 from .household import HouseholdEnv, household_tasks
 
 from .registry import (ENTRY_POINT_GROUP, GYM_PREFIX, EnvSpec, get_spec, known_kinds, register, register_spec,
-                       registered_specs, seeded_tasks, unregister)
+                       registered_specs, reload_entry_points, seeded_tasks, unregister)
 
 # the four built-in worlds register through the same door as a user's (dotted paths: their engines stay unimported)
 register("household", "milegpo.envs.household:HouseholdEnv", tasks="milegpo.envs.household:household_tasks",
@@ -104,4 +104,4 @@ __all__ = ["SINK", "UNWINNABLE", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "
            "state_key", "match_action",
            "stable_seed", "success_by_task_type", "HouseholdEnv", "household_tasks", "env_class", "make_env",
            "TaskSpace", "task_space", "task_function", "BUILT_IN_KINDS", "EnvSpec", "register", "register_spec", "unregister",
-           "get_spec", "known_kinds", "registered_specs", "seeded_tasks", "ENTRY_POINT_GROUP", "GYM_PREFIX", *_LAZY]
+           "get_spec", "known_kinds", "registered_specs", "reload_entry_points", "seeded_tasks", "ENTRY_POINT_GROUP", "GYM_PREFIX", *_LAZY]

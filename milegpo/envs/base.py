@@ -236,9 +236,10 @@ class TextEnv(ABC):
         True`` ends it truncated (the world's own time limit, a lost connection), as the horizon does.
         """
 
-    def _invalid(self, action: str) -> bool:
+    def _invalid(self, action: str) -> bool | None:
         """Whether ``action`` (as :meth:`read_action` read it) is not admissible in the current state: not one of
-        :attr:`admissible` (:func:`match_action`). A world that takes free text overrides it."""
+        :attr:`admissible` (:func:`match_action`). None: the world tells after the step (``info["invalid"]`` of
+        :meth:`_step`; a world that takes free text)."""
         return match_action(action, self.admissible) is None
 
     def expert_action(self) -> str | None:
@@ -309,6 +310,8 @@ class TextEnv(ABC):
         action = self.read_action(action.strip())
         invalid = self._invalid(action)
         obs, reward, won, admissible, info = self._step(action)
+        if invalid is None:
+            invalid = bool(info.get("invalid", False))
         self.steps += 1
         lost = bool(info.get("lost", False)) and not won
         truncated = (not won) and (not lost) and (self.steps >= self.task.horizon or bool(info.get("truncated")))

@@ -364,6 +364,14 @@ def get_spec(kind: str) -> EnvSpec:
         return _install(spec, False)
 
 
+def reload_entry_points() -> None:
+    """Read the installed packages' entry points again on the next lookup (after a package was installed in this
+    process's lifetime); kinds already found stay registered."""
+    with _REGISTRY.lock:
+        _REGISTRY.entry_points_loaded = False
+        _REGISTRY.entry_points = {}
+
+
 def known_kinds() -> list[str]:
     """The kinds registered here and those installed packages declare as entry points (not loaded), sorted."""
     _REGISTRY._load_entry_point_names()
@@ -375,6 +383,6 @@ def registered_specs() -> dict[str, EnvSpec]:
     return dict(_REGISTRY.specs)
 
 
-__all__ = ["EnvSpec", "UnknownKind", "register", "register_spec", "unregister", "get_spec", "known_kinds", "registered_specs",
+__all__ = ["EnvSpec", "UnknownKind", "register", "register_spec", "unregister", "get_spec", "known_kinds", "registered_specs", "reload_entry_points",
            "seeded_tasks", "resolve_path", "check_env_class", "is_gym_class", "ENTRY_POINT_GROUP", "GYM_PREFIX",
            "DEFAULT_SPLITS", "DEFAULT_EVAL_SPLITS"]
