@@ -90,7 +90,7 @@ _LAZY = {
     "WebShopEnv": "milegpo.envs.webshop", "webshop_tasks": "milegpo.envs.webshop",
     "EnvPool": "milegpo.envs.pool", "SequentialPool": "milegpo.envs.pool", "StepOut": "milegpo.envs.pool",
     "PendingStep": "milegpo.envs.pool", "make_pool": "milegpo.envs.pool", "auto_env_workers": "milegpo.envs.pool",
-    "GymTextEnv": "milegpo.envs.gym",
+    "GymTextEnv": "milegpo.envs.gym", "OpenEnvTextEnv": "milegpo.envs.openenv",
 }
 
 
