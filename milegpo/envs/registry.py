@@ -373,9 +373,11 @@ def reload_entry_points() -> None:
 
 
 def known_kinds() -> list[str]:
-    """The kinds registered here and those installed packages declare as entry points (not loaded), sorted."""
+    """The kinds known by name, sorted: those registered here and those installed packages declare as entry points
+    (not loaded). Dotted paths and ``gym:<id>`` kinds resolved so far are not listed (they are found by their
+    spelling)."""
     _REGISTRY._load_entry_point_names()
-    return sorted(set(_REGISTRY.specs) | set(_REGISTRY.entry_points))
+    return sorted(k for k in set(_REGISTRY.specs) | set(_REGISTRY.entry_points) if not _is_dotted(k))
 
 
 def registered_specs() -> dict[str, EnvSpec]:
