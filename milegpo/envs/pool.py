@@ -49,7 +49,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .anchors import AnchorSpec, check_state_anchor
 from .base import EnvError, Task, TextEnv
-from .registry import EnvSpec, get_spec
+from .registry import EnvSpec, get_spec, register_spec
 
 
 class StepOut(NamedTuple):
@@ -80,8 +80,6 @@ class _Slots:
         self.envs: dict[int, TextEnv] = {}
 
     def reset(self, slot: int, task_anchor_spec: tuple[Task, AnchorSpec | None, "EnvSpec | None"]):
-        from .registry import get_spec, register_spec
-
         task, state_anchor, spec = task_anchor_spec
         env = self.envs.get(slot)
         if env is None or env.kind != task.env:
