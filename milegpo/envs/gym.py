@@ -22,7 +22,8 @@ A gymnasium (1.x) ``Env`` whose observations and actions are text trains as it i
 - state anchor: the run's (default ``tracked+actions``: the observation plus the sorted admissible actions, and
   the environment's ``info["state_context"]`` when it puts a str there: what its observation does not show but
   tells states apart, e.g. the inventory). A ``state_anchor`` callable or dotted path (``MileGPOConfig``) keys
-  any other way.
+  any other way. An environment that defines ``steps_to_win()`` (its planner) has it asked where milegpo labels
+  steps (``TextEnv.steps_to_win``).
 
 What does not fit is a clear error where it arrives: a reset or step that returns another shape, an observation
 that is not a str, a reward that is not a finite number, admissible actions that are not a list of str. An
@@ -160,6 +161,13 @@ class GymTextEnv(TextEnv):
         info["truncated"] = bool(truncated) and not terminated
         info["invalid"] = bool(info.get("invalid", False))
         return obs, float(reward), won, admissible, info
+
+    def steps_to_win(self) -> int | None:
+        """The environment's own planner, when it defines ``steps_to_win()`` (on the env or, under gymnasium's
+        wrappers, its ``unwrapped``): what the credit-quality labels and the aliasing diagnostic ask; None else."""
+        env = getattr(self.env, "unwrapped", self.env)
+        planner = getattr(env, "steps_to_win", None)
+        return planner() if callable(planner) else None
 
     def close(self) -> None:
         if self.env is not None and callable(getattr(self.env, "close", None)):

@@ -121,6 +121,19 @@ def test_steps_map_to_gymnasiums_tuple():
     assert out[2] and not out[3] and out[4]["lost"] and not out[4]["won"] and out[1] == 0.0
 
 
+def test_the_envs_own_planner_is_asked_for_steps_to_win():
+    env = GymTextEnv(KeyDoor)
+    for task in make_tasks(f"{GAMES}:KeyDoor", "train", 8):  # a game with the key on the left (the expert's guess)
+        env.reset(task)
+        if env.env.key_room == "left":
+            break
+    counts = [env.steps_to_win()]
+    while not env.done:
+        env.step(key_door_expert(env.last_obs, "holding: key" in env.tracker.context()))
+        counts.append(env.steps_to_win())
+    assert env.won and counts == list(range(counts[0], -1, -1)) and counts[0] == 5
+
+
 @pytest.mark.parametrize("game, message", [
     ("NumericObs", r"NumericObs.reset returned a ndarray observation, expected str"),
 ])

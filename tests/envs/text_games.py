@@ -29,7 +29,7 @@ class KeyDoor(gymnasium.Env):
         self.list_actions = list_actions
         self.action_space = gymnasium.spaces.Text(max_length=64)
         self.observation_space = gymnasium.spaces.Text(max_length=512)
-        self.room, self.key_room, self.holding = "hall", "left", False
+        self.room, self.key_room, self.holding, self.escaped = "hall", "left", False, False
 
     def _actions(self) -> list[str]:
         if self.room == "hall":
@@ -60,8 +60,16 @@ class KeyDoor(gymnasium.Env):
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.key_room = "left" if random.Random(seed).random() < 0.5 else "right"
-        self.room, self.holding = "hall", False
+        self.room, self.holding, self.escaped = "hall", False, False
         return self._obs(), self._info(goal="open the locked door")
+
+    def steps_to_win(self) -> int:
+        """Fewest actions to a win from here (the planner a credit-quality label asks)."""
+        if self.escaped:
+            return 0
+        if self.holding:
+            return {"hall": 2, self.key_room: 3}.get(self.room, 1)
+        return {"hall": 5, self.key_room: 4}.get(self.room, 6)
 
     def step(self, action):
         if action not in self._actions():
@@ -75,6 +83,7 @@ class KeyDoor(gymnasium.Env):
             return "You take the key.", 0.0, False, False, self._info()
         elif action == "open door":
             if self.holding:
+                self.escaped = True
                 return "The door opens. You are free!", 1.0, True, False, self._info()
             return "The door is locked.", 0.0, False, False, self._info()
         elif action == "break door":
