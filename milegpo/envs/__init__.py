@@ -1,7 +1,7 @@
 """Environments: one text-game protocol, the embedded household world, TextWorld, ALFWorld, and pools.
 
 - :class:`TextEnv` (``reset(task) -> (obs, admissible, info)``, ``step(action) -> (obs, reward,
-  done, won, info)``), :class:`Task`, :func:`state_key` (signed 64-bit blake2b key of the
+  terminated, truncated, info)``, gymnasium's order; ``info["won"]``), :class:`Task`, :func:`state_key` (signed 64-bit blake2b key of the
   canonical observation text, never :data:`SINK`); see :mod:`milegpo.envs.base`.
 - :class:`HouseholdEnv` / :func:`household_tasks`: the pure-Python default world.
 - :class:`TextWorldEnv` / :func:`textworld_tasks`: generated TextWorld games (needs ``textworld``).
@@ -9,6 +9,10 @@
   real ALFWorld (needs ``alfworld``).
 - :class:`~milegpo.envs.webshop.WebShopEnv` / :func:`webshop_tasks`: WebShop's text interface over its own
   data files or the embedded offline catalog (needs ``bm25s``, ``rapidfuzz``).
+- :func:`register` / :class:`EnvSpec` / :func:`get_spec`: the registry of environment kinds (entry points of group
+  ``milegpo.envs``, dotted paths ``"package.module:Class"``, ``"gym:<id>"``); see :mod:`milegpo.envs.registry`.
+- :class:`~milegpo.envs.gym.GymTextEnv`: a gymnasium text environment played as a TextEnv;
+  :class:`~milegpo.envs.openenv.OpenEnvTextEnv`: an OpenEnv environment (a client, or a server URL).
 - :class:`EnvPool` (worker processes, crash/hang safe) and :class:`SequentialPool`
   (in-process), one API: ``reset(tasks)``, ``reset_group(task, n)``, ``step(actions)``,
   ``step_async(actions).result()``; :func:`make_pool` picks one for a run (``num_workers="auto"``).
@@ -25,27 +29,35 @@ from .base import (DEFAULT_HORIZON, NOTHING_HAPPENS, SINK, UNWINNABLE, EnvError,
                    match_action, stable_seed, state_key, success_by_task_type)
 from .household import HouseholdEnv, household_tasks
 
-#: env kind (``Task.env``) -> "module:Class"; imported lazily so that optional engines stay optional.
-ENV_KINDS = {
-    "household": "milegpo.envs.household:HouseholdEnv",
-    "textworld": "milegpo.envs.textworld_env:TextWorldEnv",
-    "alfworld": "milegpo.envs.alfworld:AlfworldEnv",
-    "webshop": "milegpo.envs.webshop:WebShopEnv",
-}
+from .registry import (ENTRY_POINT_GROUP, GYM_PREFIX, EnvSpec, get_spec, known_kinds, register, register_spec,
+                       registered_specs, reload_entry_points, seeded_tasks, unregister)
+
+# the four built-in worlds register through the same door as a user's (dotted paths: their engines stay unimported)
+register("household", "milegpo.envs.household:HouseholdEnv", tasks="milegpo.envs.household:household_tasks",
+         splits="milegpo.envs.household:SPLITS", eval_splits="milegpo.envs.household:EVAL_SPLITS",
+         task_types="milegpo.envs.household:TASK_TYPES", origin="milegpo")
+register("textworld", "milegpo.envs.textworld_env:TextWorldEnv", tasks="milegpo.envs.textworld_env:textworld_tasks",
+         splits="milegpo.envs.textworld_env:SPLITS", eval_splits="milegpo.envs.textworld_env:EVAL_SPLITS",
+         task_types="milegpo.envs.textworld_env:TASK_TYPES", origin="milegpo")
+register("alfworld", "milegpo.envs.alfworld:AlfworldEnv", tasks="milegpo.envs.alfworld:alfworld_tasks",
+         splits="milegpo.envs.alfworld:SPLITS", eval_splits="milegpo.envs.alfworld:EVAL_SPLITS",
+         task_types="milegpo.envs.alfworld:TASK_TYPES", origin="milegpo")
+register("webshop", "milegpo.envs.webshop:WebShopEnv", tasks="milegpo.envs.webshop:webshop_tasks",
+         splits="milegpo.envs.webshop:SPLITS", eval_splits="milegpo.envs.webshop:EVAL_SPLITS",
+         task_types="milegpo.envs.webshop:TASK_TYPES", origin="milegpo")
+
+#: the built-in kinds (the registry, :func:`known_kinds`, holds every kind)
+BUILT_IN_KINDS = ("household", "textworld", "alfworld", "webshop")
 
 
 def env_class(kind: str) -> type:
-    """The TextEnv class that plays ``Task.env == kind``."""
-    try:
-        module, name = ENV_KINDS[kind].split(":")
-    except KeyError:
-        raise EnvError(f"unknown environment kind {kind!r}; known: {sorted(ENV_KINDS)}") from None
-    return getattr(importlib.import_module(module), name)
+    """The class that plays ``Task.env == kind`` (:func:`get_spec`: registered, an entry point, a dotted path,
+    ``gym:<id>``); an unknown kind is an :class:`EnvError` listing the known ones."""
+    return get_spec(kind).env_class()
 
 
 class TaskSpace(NamedTuple):
-    """What the task function ``milegpo.envs.<kind>_tasks`` of an environment kind takes, as its own module
-    declares it (``SPLITS``, ``EVAL_SPLITS``, ``TASK_TYPES`` beside the function).
+    """What the task function of an environment kind takes, as its :class:`EnvSpec` declares it.
 
     splits: every split it takes; eval_splits: the splits a run evaluates on by default; task_types: the task
     types it takes, or ``None`` where the env's data decides (WebShop: its catalog's goal categories; the task
@@ -59,16 +71,17 @@ class TaskSpace(NamedTuple):
 def task_space(kind: str) -> TaskSpace:
     """The :class:`TaskSpace` of environment kind ``kind`` (its module is imported, not its engine); an unknown
     kind is an :class:`EnvError` that lists the known ones."""
-    if kind not in ENV_KINDS:
-        raise EnvError(f"unknown environment kind {kind!r}; known: {sorted(ENV_KINDS)}")
-    module = importlib.import_module(ENV_KINDS[kind].split(":")[0])
-    return TaskSpace(tuple(module.SPLITS), tuple(module.EVAL_SPLITS),
-                     None if module.TASK_TYPES is None else tuple(module.TASK_TYPES))
+    return TaskSpace(*get_spec(kind).space())
+
+
+def task_function(kind: str):
+    """``tasks(split, n, **options) -> list[Task]`` of kind ``kind`` (its :class:`EnvSpec`)."""
+    return get_spec(kind).task_function()
 
 
 def make_env(kind: str) -> TextEnv:
     """A fresh environment of ``kind`` (one instance plays any number of tasks of that kind)."""
-    return env_class(kind)()
+    return get_spec(kind).make()
 
 
 _LAZY = {
@@ -77,6 +90,7 @@ _LAZY = {
     "WebShopEnv": "milegpo.envs.webshop", "webshop_tasks": "milegpo.envs.webshop",
     "EnvPool": "milegpo.envs.pool", "SequentialPool": "milegpo.envs.pool", "StepOut": "milegpo.envs.pool",
     "PendingStep": "milegpo.envs.pool", "make_pool": "milegpo.envs.pool", "auto_env_workers": "milegpo.envs.pool",
+    "GymTextEnv": "milegpo.envs.gym", "OpenEnvTextEnv": "milegpo.envs.openenv",
 }
 
 
@@ -88,5 +102,6 @@ def __getattr__(name):
 
 __all__ = ["SINK", "UNWINNABLE", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
            "state_key", "match_action",
-           "stable_seed", "success_by_task_type", "HouseholdEnv", "household_tasks", "ENV_KINDS", "env_class", "make_env",
-           "TaskSpace", "task_space", *_LAZY]
+           "stable_seed", "success_by_task_type", "HouseholdEnv", "household_tasks", "env_class", "make_env",
+           "TaskSpace", "task_space", "task_function", "BUILT_IN_KINDS", "EnvSpec", "register", "register_spec", "unregister",
+           "get_spec", "known_kinds", "registered_specs", "reload_entry_points", "seeded_tasks", "ENTRY_POINT_GROUP", "GYM_PREFIX", *_LAZY]

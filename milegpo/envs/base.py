@@ -3,7 +3,7 @@
 Every environment of the project speaks one protocol (:class:`TextEnv`)::
 
     obs, admissible, info = env.reset(task)
-    obs, reward, done, won, info = env.step(action)      # info["admissible_actions"]
+    obs, reward, terminated, truncated, info = env.step(action)   # gymnasium's order; info["won"], info["admissible_actions"]
 
 A subclass implements two hooks, :meth:`TextEnv._reset` and :meth:`TextEnv._step`;
 the base class counts steps, truncates at the horizon, marks invalid actions and
@@ -116,7 +116,7 @@ class Task:
 
     task_id: unique name (e.g. ``"household/train/17"``, or the game's path for ALFWorld);
     env: which world plays it (``"household"``, ``"textworld"``, ``"alfworld"``; see
-    :data:`milegpo.envs.ENV_KINDS`); seed: the generator seed (embedded world, TextWorld);
+    :func:`milegpo.envs.register`); seed: the generator seed (embedded world, TextWorld);
     game_file: the game on disk (ALFWorld ``game.tw-pddl``, TextWorld ``.z8``/``.ulx``);
     task_type: e.g. ``"pick_heat_then_place_in_recep"`` or ``"tw-cooking"``; split:
     ``"train"``, ``"id"`` (ALFWorld valid_seen) or ``"ood"`` (valid_unseen); horizon: the
@@ -151,7 +151,10 @@ class TextEnv(ABC):
     """A text game played one action at a time.
 
     ``reset(task) -> (observation, admissible_actions, info)``;
-    ``step(action) -> (observation, reward, done, won, info)``.
+    ``step(action) -> (observation, reward, terminated, truncated, info)``, in gymnasium's order: ``terminated``
+    the game ended (won, or lost), ``truncated`` the episode was cut short without an ending (the horizon was
+    reached, or the world said so); the episode is done when either is true (:attr:`done`), and ``info["won"]``
+    (also :attr:`won`) says whether it was won.
 
     ``info`` always holds: ``state_key`` (int, :func:`state_key` of the state anchor's text),
     ``state_text`` (that text), ``state_context`` (the tracker's context line, "" where there is none; see
@@ -173,7 +176,7 @@ class TextEnv(ABC):
     :class:`EnvError`; an action that is not a ``str`` (``None``, a list) a ``TypeError``, in every world.
     """
 
-    #: name used in :data:`milegpo.envs.ENV_KINDS`
+    #: the kind this class plays (:func:`milegpo.envs.register`; an instance made by the registry carries its kind)
     kind: str = ""
     #: a step of this world costs more than a round trip to a pool worker (pickling and two pipe hops,
     #: ~0.1-0.3 ms), so that ``num_env_workers="auto"`` plays it in an EnvPool's workers; a world whose
@@ -228,8 +231,15 @@ class TextEnv(ABC):
     def _step(self, action: str) -> tuple[str, float, bool, list[str], dict]:
         """Play ``action``; return (observation, reward, won, admissible actions, info).
 
-        ``info["lost"] = True`` ends the episode without a win (a game that can be lost).
+        ``info["lost"] = True`` ends the episode without a win (a game that can be lost); ``info["truncated"] =
+        True`` ends it truncated (the world's own time limit, a lost connection), as the horizon does.
         """
+
+    def _invalid(self, action: str) -> bool | None:
+        """Whether ``action`` (as :meth:`read_action` read it) is not admissible in the current state: not one of
+        :attr:`admissible` (:func:`match_action`). None: the world tells after the step (``info["invalid"]`` of
+        :meth:`_step`; a world that takes free text)."""
+        return match_action(action, self.admissible) is None
 
     def expert_action(self) -> str | None:
         """The next action of the world's expert from the current state, or None if it has none."""
@@ -287,6 +297,7 @@ class TextEnv(ABC):
         return action
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        """Play ``action``; returns ``(observation, reward, terminated, truncated, info)`` (see the class)."""
         if not isinstance(action, str):
             raise TypeError(f"{type(self).__name__}.step: an action is a str (one of info['admissible_actions'] "
                             f"or any text), got {type(action).__name__} {action!r:.80}")
@@ -296,18 +307,20 @@ class TextEnv(ABC):
             raise EnvError(f"{type(self).__name__}.step: episode of task {self.task.task_id!r} is done "
                            f"(after {self.steps} steps); call reset")
         action = self.read_action(action.strip())
-        invalid = match_action(action, self.admissible) is None
+        invalid = self._invalid(action)
         obs, reward, won, admissible, info = self._step(action)
+        if invalid is None:
+            invalid = bool(info.get("invalid", False))
         self.steps += 1
         lost = bool(info.get("lost", False)) and not won
-        truncated = (not won) and (not lost) and self.steps >= self.task.horizon
+        truncated = (not won) and (not lost) and (self.steps >= self.task.horizon or bool(info.get("truncated")))
         self.done, self.won = bool(won or lost or truncated), bool(won)
         self.last_obs, self.admissible = obs, list(admissible)
         info = dict(info)
         self.tracker.update(action, obs, bool(invalid), info)
         info.update(self._anchor_info(obs, admissible), admissible_actions=list(admissible), step=self.steps,
                     invalid=bool(invalid and not won), truncated=truncated, won=bool(won), lost=lost)
-        return obs, float(reward), self.done, bool(won), info
+        return obs, float(reward), bool(won or lost), truncated, info
 
 
 def success_by_task_type(task_types, won) -> dict[str, float]:

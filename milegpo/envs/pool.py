@@ -28,7 +28,7 @@ when every environment kind of the run steps faster in-process than a round trip
 
 Failures never vanish and never hang the caller. In :class:`EnvPool`, a worker that
 dies (crash, ``os.kill``) or does not answer in time (``step_timeout`` seconds per
-environment step it serves) is killed and restarted; every live episode it held ends in a truncated StepOut (done,
+environment step it serves) is killed and restarted; every live episode it held ends in a truncated StepOut (truncated,
 not won, ``info["truncated"] = True``, ``info["error"]`` says why, observation and
 state key unchanged). An exception inside an environment's step ends that episode
 the same way. A reset that fails on a crash or timeout is retried once on a fresh
@@ -51,16 +51,27 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .anchors import AnchorError, AnchorSpec, check_state_anchor
 from .base import EnvError, Task, TextEnv
+from .registry import EnvSpec, get_spec, register_spec
 
 
 class StepOut(NamedTuple):
-    """One environment step: ``obs, reward, done, won, info = out``."""
+    """One environment step, in gymnasium's order (:meth:`milegpo.envs.TextEnv.step`):
+    ``obs, reward, terminated, truncated, info = out``; ``out.done`` (either) and ``out.won`` (``info["won"]``)."""
 
     obs: str
     reward: float
-    done: bool
-    won: bool
+    terminated: bool
+    truncated: bool
     info: dict
+
+    @property
+    def done(self) -> bool:
+        """The episode ended: terminated (won or lost) or truncated."""
+        return bool(self.terminated or self.truncated)
+
+    @property
+    def won(self) -> bool:
+        return bool(self.info.get("won", False))
 
 
 # --------------------------------------------------------------------------- env holder (worker side)
@@ -70,15 +81,16 @@ class _Slots:
     def __init__(self) -> None:
         self.envs: dict[int, TextEnv] = {}
 
-    def reset(self, slot: int, task_and_anchor: tuple[Task, AnchorSpec | None]):
-        from . import make_env
-
-        task, state_anchor = task_and_anchor
+    def reset(self, slot: int, task_anchor_spec: tuple[Task, AnchorSpec | None, "EnvSpec | None"]):
+        task, state_anchor, spec = task_anchor_spec
         env = self.envs.get(slot)
         if env is None or env.kind != task.env:
             if env is not None:
                 env.close()
-            env = self.envs[slot] = make_env(task.env)
+            # the parent's spec of the kind (a worker process knows only the built-in kinds until told)
+            if spec is not None:
+                register_spec(spec, replace_existing=True)
+            env = self.envs[slot] = get_spec(task.env).make()
         try:  # where the observation arrives: the worker keys its own states
             env.set_state_anchor(state_anchor)
         except (ValueError, TypeError) as e:  # a dotted path the parent imported and this worker cannot
@@ -178,6 +190,12 @@ class _PoolBase:
     def _check_anchor(self, state_anchor: AnchorSpec | None) -> None:
         check_state_anchor(state_anchor)
 
+    def _spec_for(self, kind: str) -> EnvSpec | None:
+        """What travels with a reset of kind ``kind`` to where its environment is made: nothing in-process (the
+        registry is here); an :class:`EnvPool` sends the :class:`EnvSpec` itself."""
+        get_spec(kind)  # an unknown kind fails here, in the caller's process, with the known ones listed
+        return None
+
     def reset(self, tasks: Sequence[Task], state_anchor: AnchorSpec | None = None) -> list[tuple[str, list[str], dict]]:
         """Start one episode of ``tasks[i]`` in slot i; returns (obs, admissible, info) per slot.
 
@@ -192,13 +210,14 @@ class _PoolBase:
             if not isinstance(t, Task):
                 raise TypeError(f"reset: tasks[{i}] is a {type(t).__name__}, expected milegpo.envs.Task")
         self._check_anchor(state_anchor)
-        batch = [(s, (t, state_anchor)) for s, t in enumerate(tasks)]
+        specs = {kind: self._spec_for(kind) for kind in sorted({t.env for t in tasks})}
+        batch = [(s, (t, state_anchor, specs[t.env])) for s, t in enumerate(tasks)]
         res = self._run("reset", batch, self.reset_timeout)
         retry = [(s, arg) for s, arg in batch if res[s][0] == "lost"]
         if retry:
             res.update(self._run("reset", retry, self.reset_timeout))
         out = []
-        for s, (t, _) in batch:
+        for s, (t, _, _) in batch:
             status, val = res[s]
             if status == "anchor":
                 raise AnchorError(val)
@@ -291,7 +310,7 @@ class _PoolBase:
         # the state the episode was in: its anchor as the environment last keyed it (no second computation here)
         info = {**self.last_state[s], "admissible_actions": [], "step": self.steps[s], "invalid": False,
                 "truncated": True, "won": False, "error": why}
-        return StepOut(obs, 0.0, True, False, info)
+        return StepOut(obs, 0.0, False, True, info)
 
     def close(self) -> None:
         pass
@@ -397,6 +416,22 @@ class EnvPool(_PoolBase):
             except Exception as e:  # noqa: BLE001 - pickle raises several kinds
                 raise ValueError(f"state_anchor {state_anchor!r} cannot be sent to the pool's worker processes "
                                  f"({e}): pass a module-level function or its dotted path") from None
+
+    def _spec_for(self, kind: str) -> EnvSpec:
+        """The :class:`EnvSpec` of ``kind``, sent to the workers with each reset (they register it: a kind
+        registered only in this process, or found here by an entry point, is found there too). One that cannot
+        be pickled (a class defined in ``__main__`` of an interactive session, or inside a function) is a
+        ValueError naming the kind."""
+        import pickle
+
+        spec = get_spec(kind)
+        try:
+            pickle.loads(pickle.dumps(spec))
+        except Exception as e:  # noqa: BLE001 - pickle raises several kinds
+            raise ValueError(f"environment kind {kind!r} ({spec.origin}) cannot be sent to the pool's worker "
+                             f"processes ({type(e).__name__}: {e}): define its class and task function at module "
+                             "level of an importable module, or register it by dotted path") from None
+        return spec
 
     def worker_of(self, slot: int) -> int:
         return slot % self.num_workers
@@ -543,15 +578,13 @@ def env_workers(num_workers: int | str | None, n_slots: int, kinds: Iterable[str
     declares :attr:`~milegpo.envs.TextEnv.step_in_workers` (their steps are cheaper than a round trip
     to a worker), else :func:`auto_env_workers`.
     """
-    from . import env_class
-
     num_workers = env_workers_setting(num_workers)
     if num_workers != "auto":
         return min(num_workers, n_slots)
     kinds = sorted(set(kinds))
     if not kinds:
         raise ValueError("env_workers: 'auto' needs the environment kinds of the run, got none")
-    return auto_env_workers(n_slots) if any(env_class(k).step_in_workers for k in kinds) else 0
+    return auto_env_workers(n_slots) if any(get_spec(k).env_class().step_in_workers for k in kinds) else 0
 
 
 def make_pool(n: int, num_workers: int | str = "auto", kinds: Iterable[str] = ("household",),

@@ -124,7 +124,8 @@ def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
         if label:
             ep.steps_before.append(_steps_to_win(env))
         action = choose(obs, admissible, len(ep))
-        obs, reward, _, won, info = env.step(action)
+        obs, reward, _, _, info = env.step(action)
+        won = bool(info["won"])
         ep.state.append(key)
         key = int(info["state_key"])
         ep.next_state.append(SINK if won else key)
@@ -229,8 +230,8 @@ def planner_action(env: TextEnv, admissible: Sequence[str]) -> str:
     best, best_value = admissible[0], None
     for action in admissible:
         trial = copy.deepcopy(env)
-        _, _, _, won, _ = trial.step(action)
-        value = 0 if won else _steps_to_win(trial)
+        trial.step(action)
+        value = 0 if trial.won else _steps_to_win(trial)
         if best_value is None or value < best_value:
             best, best_value = action, value
     return best

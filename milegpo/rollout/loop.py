@@ -410,7 +410,8 @@ class EpisodeRunner:
         (prompt_ids, completion_ids, logprobs, texts), parsed = generated
         for s, (j, p) in parsed.items():
             st, res = slots[s], results[s]
-            obs, reward, done, won, info = res
+            obs, reward, terminated, truncated, info = res
+            done, won = bool(terminated or truncated), bool(info.get("won", False))
             ep: Episode = st["ep"]
             invalid = (not p.valid) or bool(info.get("invalid", False))
             row = StepRow(group=ep.group, traj=ep.traj, t=len(st["rows"]), state=st["key"],

@@ -31,12 +31,21 @@ def parse_action(completion: str, admissible: Sequence[str], require_think: bool
     see :func:`milegpo.envs.base.match_action`), or ``require_think`` and there is no ``<think>...</think>``
     block ("no_think"). An invalid action still goes to the environment (which answers
     "Nothing happens."), so the episode spends the step, as in ALFWorld.
+
+    An empty ``admissible`` is a free-text state (a gymnasium or OpenEnv environment that lists no admissible
+    actions, :class:`milegpo.envs.gym.GymTextEnv`): any non-empty action text is taken as written (whitespace
+    collapsed), and the environment tells whether it was valid.
     """
     found = _ACTION.findall(completion)
     if not found:
         return ParsedAction("", False, "no_action")
     raw = _WS.sub(" ", found[-1]).strip()
-    match = match_action(raw, admissible, loose=True)
+    if not admissible:
+        if not raw:
+            return ParsedAction("", False, "no_action")
+        match = raw
+    else:
+        match = match_action(raw, admissible, loose=True)
     if match is None:
         return ParsedAction(raw, False, "not_admissible")
     if require_think and not _THINK.search(completion):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 
 from ..envs import Task
@@ -13,16 +12,23 @@ _SET_BY_MAKE_TASKS = ("split", "n", "start", "task_type", "horizon")
 
 
 def _task_function(env: str):
-    """``milegpo.envs.<env>_tasks``; an environment kind without one is an error that names it."""
-    envs = importlib.import_module("milegpo.envs")
+    """The task function of environment kind ``env`` (its :class:`~milegpo.envs.EnvSpec`, from the registry)."""
+    from ..envs import EnvError, task_function
+
     try:
-        return getattr(envs, f"{env}_tasks")
-    except AttributeError:
-        raise ValueError(f"environment kind {env!r} has no task generator milegpo.envs.{env}_tasks") from None
+        return task_function(env)
+    except EnvError as e:
+        raise ValueError(str(e)) from None
+
+
+def _fn_name(env: str, fn) -> str:
+    """How an error names the task function of ``env``: ``milegpo.envs.household_tasks`` for a built-in world."""
+    name = getattr(fn, "__name__", "tasks")
+    return f"milegpo.envs.{name}" if name == f"{env}_tasks" else f"the task function of env {env!r}"
 
 
 def check_env_options(env: str, options: dict | None) -> None:
-    """Refuse an option of ``options`` that ``milegpo.envs.<env>_tasks`` does not take (or that
+    """Refuse an option of ``options`` that the task function of ``env`` does not take (or that
     :func:`make_tasks` sets itself), with a ValueError that lists those it does."""
     if not options:
         return
@@ -34,11 +40,11 @@ def check_env_options(env: str, options: dict | None) -> None:
     hints = _type_hints(fn)
     for key, value in options.items():
         if key in _SET_BY_MAKE_TASKS or not (takes_any or key in params):
-            raise ValueError(f"env option {key!r} is not a setting of milegpo.envs.{env}_tasks; its settings: "
+            raise ValueError(f"env option {key!r} is not a setting of {_fn_name(env, fn)}; its settings: "
                              f"{own}{' and generator keywords' if takes_any else ''}")
         if key in hints and not _fits(value, hints[key]):
             raise ValueError(f"env option {key!r}={value!r}: expected {_type_text(hints[key])} (the type of "
-                             f"milegpo.envs.{env}_tasks's {key})")
+                             f"{_fn_name(env, fn)}'s {key})")
 
 
 def _type_hints(fn) -> dict:
@@ -86,8 +92,8 @@ def make_tasks(env: str, split: str, n: int, task_type: str = "", horizon: int |
                start: int = 0, options: dict | None = None) -> list[Task]:
     """``n`` Tasks of environment kind ``env`` and ``split`` (``train`` | ``id`` | ``ood``).
 
-    Calls ``milegpo.envs.<env>_tasks(split, n, ...)`` (e.g. :func:`milegpo.envs.household_tasks`);
-    an environment kind without such a function is an error that names it. ``options`` are the
+    Calls the kind's task function ``tasks(split, n, ...)`` (its :class:`~milegpo.envs.EnvSpec`; e.g.
+    :func:`milegpo.envs.household_tasks`); an unknown kind is an error that lists the known ones. ``options`` are the
     generator's own keyword arguments (household: ``max_receptacles``; textworld: ``level``, ``go``...);
     one the generator does not take is an error that lists those it does (:func:`check_env_options`).
     """

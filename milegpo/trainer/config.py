@@ -33,7 +33,8 @@ from trl import GRPOConfig
 
 from ..credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
 from .constrained import MIN_CONSTRAINED_TOKENS
-from ..envs import ENV_KINDS, task_space
+from ..envs import EnvError, task_space
+from ..envs.registry import UnknownKind
 from ..envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
 from ..envs.pool import env_workers_setting
 from ..rollout.prompt import PROMPT_STYLES
@@ -111,8 +112,10 @@ class MileGPOConfig(GRPOConfig):
 
     Environment and tasks:
         env (`str`, defaults to `"household"`): environment kind (`Task.env`): `household`, `textworld`,
-            `alfworld`, `webshop`; tasks come from `milegpo.envs.<env>_tasks` (`milegpo train` then defaults the
-            kind's own settings, `milegpo.job.ENV_DEFAULTS`).
+            `alfworld`, `webshop`, or any kind of the registry (`milegpo.envs.register`, an installed package's
+            `milegpo.envs` entry point, a dotted path `package.module:Class`, `gym:<gymnasium id>`); tasks come from
+            the kind's task function (`milegpo train` then defaults the kind's own settings,
+            `milegpo.job.ENV_DEFAULTS`).
         train_split (`str`, defaults to `"train"`): split of the training tasks (one of the env's splits:
             `milegpo.envs.task_space(env).splits`).
         num_train_tasks (`int`, defaults to `1000`): size of the training task set (seeds 0..n-1).
@@ -209,8 +212,10 @@ class MileGPOConfig(GRPOConfig):
 
     # ---- environment and tasks
     env: str = field(default="household", metadata={"help": "Environment kind (Task.env): household, textworld, "
-                                                              "alfworld, webshop; tasks come from "
-                                                              "milegpo.envs.<env>_tasks."})
+                                                              "alfworld, webshop, a kind registered with "
+                                                              "milegpo.envs.register or an installed package's "
+                                                              "entry point, a dotted path package.module:Class, "
+                                                              "or gym:<gymnasium id>."})
     train_split: str = field(default="train", metadata={"help": "Split of the training tasks."})
     num_train_tasks: int = field(default=1000, metadata={"help": "Number of training tasks (seeds 0..n-1)."})
     task_type: str = field(default="", metadata={"help": "Restrict tasks to one task type ('' = all types)."})
@@ -392,9 +397,12 @@ class MileGPOConfig(GRPOConfig):
         """Refuse, with a :class:`ConfigError` naming the field, the value and what is allowed, every value the
         run cannot train with; fills ``eval_splits`` with the env's own when it is not given."""
         self._check_types()
-        if self.env not in ENV_KINDS:
-            raise _refused("env", self.env, f"not an environment kind; known: {', '.join(sorted(ENV_KINDS))}")
-        space = task_space(self.env)
+        try:
+            space = task_space(self.env)  # the registry: registered, an entry point, a dotted path, gym:<id>
+        except UnknownKind as e:
+            raise _refused("env", self.env, f"not an environment kind; known: {', '.join(e.known)}") from None
+        except EnvError as e:
+            raise _refused("env", self.env, str(e)) from None
         if self.train_split not in space.splits:
             raise _refused("train_split", self.train_split, f"not a split of env {self.env!r}; its splits: "
                                                             f"{', '.join(space.splits)}")

@@ -68,9 +68,10 @@ def test_walkthrough_wins_with_reward_10_and_no_help(data):
         assert obs.startswith("-= Welcome to TextWorld, ALFRED! =-") and "help" not in actions
         assert info["state_key"] == state_key(info["state_text"]) and info["goal"] and info["task_type"] == task.task_type
         while not env.done:
-            obs, r, done, won_, info = env.step(env.expert_action())
+            obs, r, terminated, truncated, info = env.step(env.expert_action())
             assert "help" not in info["admissible_actions"]
-        assert won_ and r == 10.0
+        won_ = info["won"]
+        assert won_ and terminated and r == 10.0
         won.append(won_)
         types.append(info.get("task_type", task.task_type))
     assert success_by_task_type([t.task_type for t in tasks], won)["all"] == 1.0
@@ -81,10 +82,10 @@ def test_invalid_action_horizon_and_handcoded_expert(data):
     env = AlfworldEnv()
     task = dataclasses.replace(alfworld_tasks("train", data_dir=data)[0], horizon=2)
     env.reset(task)
-    obs, r, done, won, info = env.step("fly to the moon")
-    assert obs == NOTHING_HAPPENS and info["invalid"] and not done
-    obs, r, done, won, info = env.step("look")
-    assert done and not won and info["truncated"] and r == 0.0
+    obs, r, terminated, truncated, info = env.step("fly to the moon")
+    assert obs == NOTHING_HAPPENS and info["invalid"] and not (terminated or truncated)
+    obs, r, terminated, truncated, info = env.step("look")
+    assert truncated and not terminated and not info["won"] and info["truncated"] and r == 0.0
     # the handcoded expert re-plans after a detour (the walkthrough cannot)
     task = dataclasses.replace(task, horizon=50, options=(("expert", True),))
     _, actions, _ = env.reset(task)
@@ -182,7 +183,8 @@ def test_the_household_tracker_follows_real_alfworld_episodes(processing_games):
         held = None
         while not env.done:
             action = env.expert_action()
-            obs, _, _, won, info = env.step(action)
+            obs, _, _, _, info = env.step(action)
+            won = info["won"]
             context = info["state_context"]
             if action.startswith("take ") and "pick up" in obs:
                 held = action[len("take "):].split(" from ")[0]

@@ -75,8 +75,8 @@ def test_reset_info_and_state_keys():
 def test_invalid_action_answers_nothing_happens_and_changes_nothing():
     env = HouseholdEnv()
     obs0, actions0, _ = env.reset(household_tasks("train", 1, start=5)[0])
-    obs, reward, done, won, info = env.step("dance with the fridge")
-    assert obs == NOTHING_HAPPENS and reward == 0.0 and not done and not won
+    obs, reward, terminated, truncated, info = env.step("dance with the fridge")
+    assert obs == NOTHING_HAPPENS and reward == 0.0 and not terminated and not truncated and not info["won"]
     assert info["invalid"] is True and info["step"] == 1
     assert info["admissible_actions"] == actions0
     assert info["state_key"] == state_key(anchor_text("tracked+actions", NOTHING_HAPPENS, info["state_context"],
@@ -86,14 +86,14 @@ def test_invalid_action_answers_nothing_happens_and_changes_nothing():
     assert info["invalid"] is False
 
 
-def test_horizon_truncates_as_done_not_won():
+def test_horizon_truncates_not_terminates():
     env = HouseholdEnv()
     task = Task("h3", env="household", seed=0, split="train", horizon=3)
     env.reset(task)
     outs = [env.step("look") for _ in range(3)]
-    assert [o[2] for o in outs] == [False, False, True]
-    obs, reward, done, won, info = outs[-1]
-    assert done and not won and reward == 0.0 and info["truncated"] and info["step"] == 3
+    assert [o[3] for o in outs] == [False, False, True] and not any(o[2] for o in outs)
+    obs, reward, terminated, truncated, info = outs[-1]
+    assert env.done and not env.won and not info["won"] and reward == 0.0 and info["truncated"] and info["step"] == 3
     with pytest.raises(EnvError, match="is done"):
         env.step("look")
 
@@ -104,8 +104,8 @@ def test_a_win_on_the_last_allowed_step_is_a_win_not_a_truncation():
     walk = env.walkthrough(task)
     env.reset(Task(task.task_id, seed=task.seed, split=task.split, horizon=len(walk)))
     for a in walk:
-        obs, reward, done, won, info = env.step(a)
-    assert done and won and reward == 10.0 and not info["truncated"]
+        obs, reward, terminated, truncated, info = env.step(a)
+    assert terminated and not truncated and info["won"] and reward == 10.0 and not info["truncated"]
 
 
 def test_task_checks():
@@ -139,10 +139,10 @@ def test_an_action_is_a_string(action):
 
 
 def test_every_world_checks_its_actions_in_the_base_class():
-    from milegpo.envs import ENV_KINDS, TextEnv, env_class
+    from milegpo.envs import BUILT_IN_KINDS, TextEnv, env_class
 
     # the check lives in TextEnv.step: no world replaces it (WebShop reads its actions through read_action)
-    for kind in ENV_KINDS:
+    for kind in BUILT_IN_KINDS:
         assert env_class(kind).step is TextEnv.step, kind
 
 

@@ -242,11 +242,11 @@ def test_auto_workers_share_the_allowed_cpus_among_the_local_processes(cpus):
 
 
 def test_auto_picks_the_pool_by_what_each_kind_declares(cpus):
-    from milegpo.envs import ENV_KINDS, env_class
+    from milegpo.envs import BUILT_IN_KINDS, env_class
 
     cpus(3)
     assert not HouseholdEnv.step_in_workers  # its steps are cheaper than a round trip
-    assert all(env_class(k).step_in_workers for k in ENV_KINDS if k != "household")
+    assert all(env_class(k).step_in_workers for k in BUILT_IN_KINDS if k != "household")
     assert env_workers("auto", 8, ["household"]) == 0
     assert env_workers("auto", 8, ["household", "webshop"]) == 3
     assert env_workers("auto", 2, ["alfworld"]) == 2

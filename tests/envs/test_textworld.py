@@ -53,16 +53,16 @@ def test_expert_and_walkthrough_win(games, challenge):
     assert info["state_context"].startswith("Inventory: ")  # reported by the engine, no action spent
     n = 0
     while not env.done:
-        obs, r, done, won, info = env.step(env.expert_action())
+        obs, r, terminated, truncated, info = env.step(env.expert_action())
         n += 1
-    assert won and r == 10.0 and n <= len(info["admissible_actions"]) + 60
+    assert info["won"] and terminated and r == 10.0 and n <= len(info["admissible_actions"]) + 60
     # the stored walkthrough wins too
     env.reset(task)
     for a in env.reset(task)[2]["walkthrough"]:
         out = env.step(a)
-        if out[2]:
+        if out[2] or out[3]:
             break
-    assert out[3] and out[1] == 10.0
+    assert out[4]["won"] and out[1] == 10.0
 
 
 @pytest.mark.slow
@@ -83,10 +83,10 @@ def test_invalid_action_and_horizon(games):
     env = TextWorldEnv()
     task = dataclasses.replace(games["tw-cooking"], horizon=2)
     env.reset(task)
-    obs, r, done, won, info = env.step("dance wildly")
-    assert info["invalid"] and not done and r == 0.0
-    obs, r, done, won, info = env.step("look")
-    assert done and not won and info["truncated"]
+    obs, r, terminated, truncated, info = env.step("dance wildly")
+    assert info["invalid"] and not (terminated or truncated) and r == 0.0
+    obs, r, terminated, truncated, info = env.step("look")
+    assert truncated and not terminated and not info["won"] and info["truncated"]
 
 
 @pytest.mark.slow

@@ -8,6 +8,9 @@ calls), the whole batch (``gather_iteration_batch``), whether the advantages it 
 one-process estimate of the whole batch, and whether the logged credit and advantage metrics are the
 whole batch's.
 
+``served``: one iteration whose episodes are played on the OpenEnv server at ``$MILEGPO_ENV_URL`` (or locally
+without it); records the StepBatch (test_served_env.py).
+
 ``engine <ddp|fsdp2|zero2|zero3> <rows per chunk>``: one optimizer step (SGD, 2 accumulated
 micro-steps, chunks of at most that many rows) through that engine. Records every backward's
 ``sync_gradients``, the optimizer steps taken, the chunks, the rollout, and saves the policy
@@ -192,11 +195,36 @@ def engine_run(out, engine, chunk_rows):
     return run
 
 
+def served_run(out):
+    """``served``: one iteration of 2 task groups per process on the easy household tasks; with
+    ``$MILEGPO_ENV_URL`` their episodes are played on that OpenEnv server (milegpo.envs.openenv), else locally.
+    Records the process's StepBatch, the kinds played and the episodes' errors."""
+    from milegpo.envs.openenv import register_served
+    from milegpo.trainer import MileGPOTrainer
+
+    world = int(os.environ["WORLD_SIZE"])
+    tasks = [dataclasses.replace(t, horizon=3) for t in easy_tasks("train", 2 * world)]
+    url = os.environ.get("MILEGPO_ENV_URL")
+    if url:
+        register_served("served-household", url, like="household")
+        tasks = [dataclasses.replace(t, env="served-household") for t in tasks]
+    args = make_args(out, world, max_steps=1, use_cpu=True, ddp_backend="gloo")
+    model, tok = load_policy()
+    trainer = MileGPOTrainer(model, args, processing_class=tok, train_tasks=tasks, eval_tasks={})
+    trainer.train()
+    episodes = trainer.last_iteration["rollout"].episodes
+    return {"global_step": trainer.state.global_step, "kinds": sorted({e.task.env for e in episodes}),
+            "errors": [e.error for e in episodes if e.error],
+            "batch": {k: v.tolist() for k, v in trainer.last_iteration["batch"].to_numpy().items()}}
+
+
 def main():
     torch.set_num_threads(1)
     out = os.environ["MILEGPO_OUT"]
     mode = sys.argv[1] if len(sys.argv) > 1 else "credit"
-    if mode == "credit":  # ``credit [METHOD]``: the credit mode under another credit method (default the config's)
+    if mode == "served":
+        result = served_run(out)
+    elif mode == "credit":  # ``credit [METHOD]``: the credit mode under another credit method (default the config's)
         result = credit_run(out, sys.argv[2] if len(sys.argv) > 2 else None)
     else:
         result = engine_run(out, sys.argv[2], int(sys.argv[3]))

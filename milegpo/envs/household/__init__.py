@@ -24,7 +24,7 @@ objects: shorter searches, for small policies (``MileGPOConfig.env_options='{"ma
     >>> from milegpo.envs import HouseholdEnv, household_tasks
     >>> env = HouseholdEnv(); task = household_tasks("train", 1)[0]
     >>> obs, actions, info = env.reset(task)
-    >>> while not env.done: obs, r, done, won, info = env.step(env.expert_action())
+    >>> while not env.done: obs, r, terminated, truncated, info = env.step(env.expert_action())
 """
 
 from __future__ import annotations

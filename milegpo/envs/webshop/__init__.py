@@ -15,7 +15,7 @@
     >>> from milegpo.envs.webshop import WebShopEnv, webshop_tasks
     >>> task = webshop_tasks("test", 1)[0]            # the embedded catalog unless $WEBSHOP_DATA is set
     >>> env = WebShopEnv(); obs, actions, info = env.reset(task)
-    >>> while not env.done: obs, r, done, won, info = env.step(env.expert_action())
+    >>> while not env.done: obs, r, terminated, truncated, info = env.step(env.expert_action())
 """
 
 from .catalog import embedded_catalog, generate_catalog, write_catalog

@@ -16,7 +16,7 @@ def play_expert(env: HouseholdEnv, task: Task):
     while not env.done:
         a = env.expert_action()
         assert a in env.admissible, f"{task.task_id}: expert action {a!r} not admissible"
-        obs, r, done, won, info = env.step(a)
+        obs, r, terminated, truncated, info = env.step(a)
         rewards.append(r)
         infos.append(info)
     return rewards, infos
@@ -56,7 +56,7 @@ def test_admissible_actions_are_all_valid_and_others_are_not():
         obs, actions, info = env.reset(Task(task.task_id, seed=task.seed, split="train", horizon=40))
         while not env.done:
             a = rng.choice(actions)
-            obs, r, done, won, info = env.step(a)
+            obs, r, terminated, truncated, info = env.step(a)
             assert obs != NOTHING_HAPPENS and not info["invalid"], (task.task_id, a)
             assert "help" not in info["admissible_actions"]
             actions = info["admissible_actions"]
@@ -141,7 +141,7 @@ def test_walkthrough_of_either_expert():
         env.reset(task)
         for a in walk:
             out = env.step(a)
-        assert out[3], expert
+        assert out[2] and out[4]["won"], expert
     with pytest.raises(ValueError, match="expert must be 'oracle' or 'search'"):
         HouseholdEnv().walkthrough(task, expert="cheat")
 
@@ -154,7 +154,7 @@ def test_walkthrough_replays_to_a_win():
     env.reset(task)
     for a in walk:
         out = env.step(a)
-    assert out[3] and out[1] == 10.0
+    assert out[2] and out[4]["won"] and out[1] == 10.0
     assert env.expert_action() is None
 
 
@@ -194,7 +194,7 @@ def test_small_rooms_hold_at_most_k_receptacles_and_both_experts_win(k):
                 env.reset(task)
                 for a in walk:
                     out = env.step(a)
-                assert out[3], (task.task_id, expert)
+                assert out[2] and out[4]["won"], (task.task_id, expert)
 
 
 
@@ -212,5 +212,5 @@ def test_walkthrough_keeps_the_room_size_but_not_the_step_delay():
     env.reset(task)
     for a in walk:
         out = env.step(a)
-    assert out[3]
+    assert out[2] and out[4]["won"]
 

@@ -42,7 +42,7 @@ def test_search_page(env, small_tasks):
 
 
 def test_results_page_and_paging(env, small_tasks):
-    obs, reward, done, won, info = _search(env, small_tasks["test"][0], "shampoo cotton table mug chips")
+    obs, reward, terminated, truncated, info = _search(env, small_tasks["test"][0], "shampoo cotton table mug chips")
     texts = _texts(obs)
     total = len(env.session.results)
     assert 10 < total <= 50
@@ -52,7 +52,7 @@ def test_results_page_and_paging(env, small_tasks):
     products = env.world.shop.by_asin
     assert texts[5:] == [x for a in listed for x in (a, products[a]["Title"], products[a]["Price"])]
     assert info["admissible_actions"] == ["click[back to search]", "click[next >]", *[f"click[{a.lower()}]" for a in listed]]
-    assert (reward, done, won, info["invalid"]) == (0.0, False, False, False)
+    assert (reward, terminated, truncated, info["won"], info["invalid"]) == (0.0, False, False, False, False)
     obs2 = env.step("click[next >]")[0]
     assert _texts(obs2)[3:6] == [f"Page 2 (Total results: {total})", "< Prev", "Next >"]
     assert _texts(obs2)[6] == env.session.results[10]
@@ -130,8 +130,9 @@ def test_buying_the_goal_product_wins_ten(env, small_tasks):
     task = small_tasks["test"][3]
     env.reset(task)
     product = env.world.shop.by_asin[env.goal["asin"]]
-    obs, reward, done, won, info = _buy(env, task, best_options(product, goal_option_values(env.goal)))
-    assert (reward, done, won, info["score"], info["lost"]) == (10.0, True, True, 1.0, False)
+    obs, reward, terminated, truncated, info = _buy(env, task, best_options(product, goal_option_values(env.goal)))
+    assert (reward, terminated, truncated, info["won"], info["score"], info["lost"]) == (10.0, True, False, True, 1.0,
+                                                                                        False)
     assert info["purchased"] == env.goal["asin"] and info["reward_info"]["r_type"] == 1.0
     assert _texts(obs)[:2] == ["Thank you for shopping with us!", "Your code:"] and info["admissible_actions"] == []
     assert env.steps_to_win() == 0
@@ -141,8 +142,8 @@ def test_buying_the_goal_product_wins_ten(env, small_tasks):
 
 def test_buying_without_the_options_ends_lost_with_the_raw_score(env, small_tasks):
     task = next(t for t in small_tasks["test"] if env.reset(t) and env.goal["goal_options"])
-    obs, reward, done, won, info = _buy(env, task, {})
-    assert (reward, done, won, info["lost"]) == (0.0, True, False, True)
+    obs, reward, terminated, truncated, info = _buy(env, task, {})
+    assert (reward, terminated, truncated, info["won"], info["lost"]) == (0.0, True, False, False, True)
     n_attr, n_opt = len(env.goal["attributes"]), len(env.goal["goal_options"])
     assert info["score"] == pytest.approx((n_attr + 1) / (n_attr + n_opt + 1))
     assert json.loads(_texts(obs)[8]) == {} and _texts(obs)[-1] == str(info["score"])
@@ -160,13 +161,13 @@ def test_reward_option_score_pays_ten_times_the_score(env, small_tasks):
     assert all(dict(t.options)["reward"] == "score" for t in scored.values())
     task = next(t for t in small_tasks["test"] if env.reset(t) and env.goal["goal_options"])
     partial = _buy(env, scored[task.seed], {})  # the goal product without its options: a partial score
-    assert 0.0 < partial[4]["score"] < 1.0 and partial[3] is False
+    assert 0.0 < partial[4]["score"] < 1.0 and partial[4]["won"] is False and partial[2] is True
     assert partial[1] == pytest.approx(10.0 * partial[4]["score"])
     assert _buy(env, task, {})[1] == 0.0  # the default "win": nothing for the same purchase
     env.reset(scored[task.seed])
     product = env.world.shop.by_asin[env.goal["asin"]]
     won = _buy(env, scored[task.seed], best_options(product, goal_option_values(env.goal)))
-    assert won[1:4] == (10.0, True, True)
+    assert won[1:4] == (10.0, True, False) and won[4]["won"] is True
     env.reset(scored[task.seed])
     assert env.step(f"search[{env.goal['query']}]")[1] == 0.0  # a step that buys nothing earns nothing
 
@@ -185,15 +186,15 @@ def test_reward_option_refuses_an_unknown_value(env, small_tasks):
 def test_unknown_and_malformed_actions_are_invalid_no_ops(env, small_tasks, action):
     _search(env, small_tasks["test"][4], "shampoo")
     before = env.last_obs
-    obs, reward, done, won, info = env.step(action)
-    assert (obs, reward, done, won, info["invalid"]) == (before, 0.0, False, False, True)
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert (obs, reward, terminated, truncated, info["won"], info["invalid"]) == (before, 0.0, False, False, False, True)
 
 
 @pytest.mark.parametrize("action", ["search[]", "search[   ]", "click[search]", "click[buy now]", "search [x]"])
 def test_invalid_on_the_search_page(env, small_tasks, action):
     obs, _, _ = env.reset(small_tasks["test"][4])
     out = env.step(action)
-    assert (out[0], out[1], out[2], out[4]["invalid"]) == (obs, 0.0, False, True)
+    assert (out[0], out[1], out[2], out[3], out[4]["invalid"]) == (obs, 0.0, False, False, True)
 
 
 def test_arguments_are_lower_cased_as_webshop_reads_them(env, small_tasks):
@@ -218,7 +219,7 @@ def test_horizon_truncates(env, small_tasks):
     env.step("search[mug]")
     env.step("click[next >]")
     out = env.step("click[next >]")
-    assert out[2] and not out[3] and out[4]["truncated"] and out[4]["score"] == 0.0
+    assert out[3] and not out[2] and not out[4]["won"] and out[4]["truncated"] and out[4]["score"] == 0.0
 
 
 def test_expert_wins_most_test_goals_and_steps_to_win_counts_down(small_tasks):
@@ -230,7 +231,8 @@ def test_expert_wins_most_test_goals_and_steps_to_win_counts_down(small_tasks):
         assert 3 <= first <= 3 + len(env.goal["goal_options"]) + 1
         counts = [first]
         while not env.done:
-            _, _, _, won, info = env.step(env.expert_action())
+            _, _, _, _, info = env.step(env.expert_action())
+            won = info["won"]
             assert not info["invalid"]
             counts.append(env.steps_to_win())
         wins += won

@@ -1,0 +1,392 @@
+"""OpenEnv environments played as :class:`~milegpo.envs.TextEnv`, and any milegpo world served the OpenEnv way.
+
+OpenEnv (``openenv-core``) serves an environment over a WebSocket session at ``<server>/ws``: the client sends
+``{"type": "reset", "data": {seed, episode_id, ...}}`` and ``{"type": "step", "data": <action fields>}``, the
+server answers ``{"type": "observation", "data": {"observation": {...}, "reward": r, "done": d}}`` (or
+``{"type": "error", "data": {"message", "code"}}``), one environment instance per connection
+(``openenv/core/env_server/http_server.py``, ``openenv/core/env_client.py`` of openenv-core 0.3.0; its HTTP
+``/reset`` and ``/step`` make a fresh environment per request, so an episode needs the session).
+
+:class:`OpenEnvTextEnv` plays such an environment, given a server URL (it speaks that protocol itself, with the
+``websockets`` package) or a client object (OpenEnv's ``EnvClient.sync()``: ``reset(**kw)`` / ``step(action)``
+returning a result with ``observation``, ``reward``, ``done``):
+
+- the observation text: the first of :data:`TEXT_KEYS` in the observation that holds a str (``text_key`` picks
+  one); admissible actions: ``admissible_actions`` / ``admissible_commands`` / ``legal_actions`` when listed,
+  else free text; the goal: ``goal``; the context line (keyed by the default anchor): ``state_context``;
+- the action sent: ``{action_key: text}`` (default ``"message"``, the field of OpenEnv's text environments);
+- success: the observation's ``won`` (or ``success``) when it reports one, else ``done and reward > 0``; a ``done``
+  without success is a loss, unless the observation says ``truncated`` (OpenEnv's protocol has only ``done``: a
+  server that stops an episode at its own step limit and wants it read as truncated says so there);
+- a server that is down at reset is an :class:`~milegpo.envs.EnvError` naming the URL; one that dies or stops
+  answering mid-episode ends that episode truncated (``info["error"]`` says why) and the next reset reconnects,
+  so a run goes on, as a pool does for a dead worker.
+
+:func:`serve` serves any registered kind the same way on a port (``python -m milegpo.envs.openenv --env household
+--port 8000``): an OpenEnv client, or :class:`OpenEnvTextEnv` on another machine, plays it; the observation holds
+the text, the admissible actions, the goal, the context line and ``won``, so a remote episode keys its states as
+a local one does. :func:`register_served` registers a kind whose episodes are played on such a server.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .anchors import StateTracker
+from .base import EnvError, Task, TextEnv
+
+#: observation fields read as the observation's text, first present str wins
+TEXT_KEYS = ("text", "observation", "prompt", "message")
+#: observation fields that list the admissible actions
+ADMISSIBLE_KEYS = ("admissible_actions", "admissible_commands", "legal_actions")
+#: observation fields that report success
+SUCCESS_KEYS = ("won", "success")
+
+
+class _ObservedContext(StateTracker):
+    """The context line the server reports in ``observation["state_context"]``."""
+
+    def __init__(self) -> None:
+        self.line = ""
+
+    def reset(self, observation: str, info: dict) -> None:
+        self.line = str(info.get("state_context", "") or "")
+
+    def update(self, action: str, observation: str, invalid: bool, info: dict) -> None:
+        self.line = str(info.get("state_context", "") or "")
+
+    def context(self) -> str:
+        return self.line
+
+
+@dataclass
+class _Result:
+    observation: dict
+    reward: float | None
+    done: bool
+
+
+class _Session:
+    """One OpenEnv WebSocket session (``<url>/ws``), opened on first use."""
+
+    def __init__(self, url: str, timeout: float, connect_timeout: float) -> None:
+        url = url.rstrip("/")
+        for http, ws in (("http://", "ws://"), ("https://", "wss://")):
+            if url.startswith(http):
+                url = ws + url[len(http):]
+        if not url.startswith(("ws://", "wss://")):
+            raise ValueError(f"OpenEnvTextEnv: base_url must be http(s):// or ws(s)://, got {url!r}")
+        self.url = url if url.endswith("/ws") else url + "/ws"
+        self.timeout, self.connect_timeout = timeout, connect_timeout
+        self.ws = None
+
+    def request(self, message: dict) -> _Result:
+        if self.ws is None:
+            try:
+                from websockets.sync.client import connect
+            except ImportError:
+                raise EnvError("OpenEnvTextEnv with a base_url needs the websockets package "
+                               "(pip install 'milegpo[openenv]')") from None
+            # entered by hand: the session outlives this call (websockets 17 wants connect() entered)
+            self.ws = connect(self.url, open_timeout=self.connect_timeout, max_size=None, proxy=None).__enter__()
+        self.ws.send(json.dumps(message))
+        reply = json.loads(self.ws.recv(timeout=self.timeout))
+        data = reply.get("data", {})
+        if reply.get("type") == "error":
+            raise EnvError(f"OpenEnv server {self.url}: {data.get('message', 'error')} (code {data.get('code')})")
+        return _Result(data.get("observation", {}), data.get("reward"), bool(data.get("done", False)))
+
+    def close(self) -> None:
+        if self.ws is not None:
+            try:
+                self.ws.send(json.dumps({"type": "close"}))
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+            try:
+                self.ws.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self.ws = None
+
+
+def _connection_errors() -> tuple:
+    errors: tuple = (OSError, TimeoutError, EOFError)
+    try:
+        from websockets.exceptions import WebSocketException
+
+        errors += (WebSocketException,)
+    except ImportError:
+        pass
+    return errors
+
+
+class OpenEnvTextEnv(TextEnv):
+    """An OpenEnv environment as a :class:`TextEnv` (see the module docstring).
+
+    base_url: the server (``http://host:port``, ``ws://host:port``; the session is ``/ws``), or client: an object
+    with ``reset(**kwargs)`` and ``step(action)`` (OpenEnv's ``EnvClient(...).sync()``); action_key: the action's
+    field; make_action: ``text -> action`` for a client that takes typed actions (default ``{action_key: text}``);
+    text_key: the observation's text field (default: the first of :data:`TEXT_KEYS` present); timeout: seconds a
+    reset or step may take on the server; connect_timeout: seconds to open the session."""
+
+    experts = {}
+    has_score = False
+    step_in_workers = True
+    kind = "openenv"
+
+    def __init__(self, base_url: str | None = None, *, client: Any = None, action_key: str = "message",
+                 make_action: Callable[[str], Any] | None = None, text_key: str | None = None,
+                 timeout: float = 60.0, connect_timeout: float = 10.0) -> None:
+        super().__init__()
+        if (base_url is None) == (client is None):
+            raise ValueError("OpenEnvTextEnv: give base_url (an OpenEnv server) or client (an OpenEnv client "
+                             "object), exactly one")
+        if client is not None and not (callable(getattr(client, "reset", None))
+                                       and callable(getattr(client, "step", None))):
+            raise TypeError(f"OpenEnvTextEnv: client {type(client).__name__} has no reset() / step(); pass "
+                            "OpenEnv's EnvClient(...).sync() or an object like it")
+        self.base_url, self.client = base_url, client
+        self._session = None if base_url is None else _Session(base_url, timeout, connect_timeout)
+        self.action_key, self.text_key = action_key, text_key
+        self._make_action = make_action or (lambda text: {self.action_key: text})
+        self._free_text = True
+        self._where = base_url or type(client).__name__
+
+    def make_tracker(self) -> StateTracker:
+        return _ObservedContext()
+
+    # ------------------------------------------------------------------ talking to the server
+    def _call(self, what: str, payload: Any) -> _Result:
+        if self._session is not None:
+            return self._session.request({"type": what, "data": payload})
+        result = self.client.reset(**payload) if what == "reset" else self.client.step(payload)
+        observation = getattr(result, "observation", None)
+        if hasattr(observation, "model_dump"):
+            observation = observation.model_dump()
+        return _Result(observation if isinstance(observation, dict) else {"text": observation},
+                       getattr(result, "reward", None), bool(getattr(result, "done", False)))
+
+    def _text(self, observation: dict, where: str) -> str:
+        if not isinstance(observation, dict):
+            raise TypeError(f"OpenEnv {self._where}: {where} returned a {type(observation).__name__} observation, "
+                            "expected a dict of fields")
+        keys = (self.text_key,) if self.text_key else TEXT_KEYS
+        for key in keys:
+            if isinstance(observation.get(key), str):
+                return observation[key]
+        raise TypeError(f"OpenEnv {self._where}: the {where} observation holds no text field "
+                        f"{' / '.join(keys)} (its fields: {sorted(observation)}); pass text_key=")
+
+    def _admissible(self, observation: dict) -> list[str]:
+        for key in ADMISSIBLE_KEYS:
+            actions = observation.get(key)
+            if actions is not None:
+                if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
+                    raise TypeError(f"OpenEnv {self._where}: observation[{key!r}] must be a list of str, got "
+                                    f"{actions!r:.120}")
+                self._free_text = False
+                return list(actions)
+        self._free_text = True
+        return []
+
+    def _reset(self, task: Task) -> tuple[str, list[str], dict]:
+        payload = {"seed": task.seed, "episode_id": task.task_id, "task": task.to_dict()}
+        try:
+            result = self._call("reset", payload)
+        except _connection_errors() as e:
+            self._drop()
+            raise EnvError(f"OpenEnv server {self._where} is not reachable at reset of task {task.task_id!r} "
+                           f"({type(e).__name__}: {e})") from None
+        obs = self._text(result.observation, "reset")
+        observation = result.observation
+        goal = observation.get("goal", "")
+        return obs, self._admissible(observation), {
+            "goal": goal if isinstance(goal, str) else str(goal), "game_id": str(observation.get("game_id",
+                                                                                               task.task_id)),
+            "state_context": observation.get("state_context", "")}
+
+    def _invalid(self, action: str) -> bool | None:
+        return None if self._free_text else super()._invalid(action)
+
+    def _step(self, action: str) -> tuple[str, float, bool, list[str], dict]:
+        try:
+            result = self._call("step", self._make_action(action))
+        except _connection_errors() as e:  # the server died or stopped answering: this episode is over
+            self._drop()
+            return self.last_obs, 0.0, False, [], {"truncated": True, "state_context": self.tracker.context(),
+                                                   "error": f"OpenEnv server {self._where} lost mid-episode "
+                                                            f"({type(e).__name__}: {e})"}
+        observation = result.observation
+        obs = self._text(observation, "step")
+        reward = 0.0 if result.reward is None else result.reward
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            raise TypeError(f"OpenEnv {self._where}: step returned reward {reward!r}, expected a finite number")
+        success = next((observation[k] for k in SUCCESS_KEYS if k in observation), None)
+        won = bool(success) if success is not None else result.done and reward > 0
+        truncated = bool(observation.get("truncated", False)) and not won
+        info = {"lost": result.done and not won and not truncated, "truncated": truncated,
+                "invalid": bool(observation.get("invalid", False)), "state_context": observation.get("state_context", "")}
+        return obs, float(reward), won, self._admissible(observation), info
+
+    def _drop(self) -> None:
+        if self._session is not None:
+            ws, self._session.ws = self._session.ws, None
+            if ws is not None:
+                try:
+                    ws.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+        elif callable(getattr(self.client, "close", None)):
+            self.client.close()
+
+
+# --------------------------------------------------------------------------- serving a world
+class Server:
+    """A running :func:`serve`: ``url`` (``http://host:port``), ``close()``; a context manager."""
+
+    def __init__(self, server, thread: threading.Thread, host: str, port: int) -> None:
+        self._server, self._thread, self.host, self.port = server, thread, host, port
+        self.url = f"http://{host}:{port}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _observation(env: TextEnv, obs: str, info: dict) -> dict:
+    return {"text": obs, "admissible_actions": list(info.get("admissible_actions", [])),
+            "goal": info.get("goal", ""), "state_context": info.get("state_context", ""),
+            "won": bool(info.get("won", False)), "truncated": bool(info.get("truncated", False)), "invalid": bool(info.get("invalid", False)),
+            "game_id": info.get("game_id")}
+
+
+def _handler(kind: str) -> Callable:
+    from . import make_env
+
+    def handle(connection) -> None:
+        env = make_env(kind)  # one environment per session, as an OpenEnv server makes
+        env.set_state_anchor("observation")  # keys are the client's: it keys what it receives
+        goal = ""
+        try:
+            for raw in connection:
+                try:
+                    message = json.loads(raw)
+                    what, data = message.get("type"), message.get("data") or {}
+                    if what == "close":
+                        break
+                    if what == "reset":
+                        spec = data.get("task")
+                        if not isinstance(spec, dict):
+                            raise ValueError("reset: data['task'] must be the milegpo Task as a dict")
+                        spec = {**spec, "options": tuple(tuple(pair) for pair in spec.get("options", ()))}
+                        obs, _, info = env.reset(Task(**spec))
+                        goal = info.get("goal", "")
+                        reply = {"observation": _observation(env, obs, info), "reward": None, "done": False}
+                    elif what == "step":
+                        action = data.get("message") if isinstance(data, dict) else None
+                        if not isinstance(action, str):
+                            raise ValueError("step: data['message'] must be the action text")
+                        obs, reward, terminated, truncated, info = env.step(action)
+                        reply = {"observation": _observation(env, obs, {**info, "goal": goal}), "reward": reward,
+                                 "done": bool(terminated or truncated)}
+                    else:
+                        raise ValueError(f"unknown message type {what!r}")
+                    connection.send(json.dumps({"type": "observation", "data": reply}))
+                except Exception as e:  # noqa: BLE001 - reported to the client, the session goes on
+                    connection.send(json.dumps({"type": "error", "data": {"message": f"{type(e).__name__}: {e}",
+                                                                          "code": "EXECUTION_ERROR"}}))
+        finally:
+            env.close()
+
+    return handle
+
+
+def serve(kind: str, host: str = "127.0.0.1", port: int = 0) -> Server:
+    """Serve environment kind ``kind`` over OpenEnv's WebSocket session protocol at ``ws://host:port/ws``, in a
+    background thread (port 0: a free one, see ``Server.port``); each connection plays its own environment.
+    Needs ``websockets``. ``host`` defaults to loopback: serving on other interfaces is the caller's choice."""
+    from websockets.sync.server import serve as ws_serve
+
+    from . import get_spec
+
+    get_spec(kind)  # an unknown kind fails here, not in the first session
+    server = ws_serve(_handler(kind), host, port, max_size=None)
+    bound_port = server.socket.getsockname()[1]
+    thread = threading.Thread(target=server.serve_forever, name=f"milegpo-openenv-{kind}", daemon=True)
+    thread.start()
+    return Server(server, thread, host, bound_port)
+
+
+class ServedTasks:
+    """The task function of a served kind: ``like``'s tasks (its splits, options), with ``env`` = the served kind."""
+
+    def __init__(self, kind: str, like: str) -> None:
+        self.kind, self.like = kind, like
+
+    def __call__(self, split: str, n: int, **options) -> list[Task]:
+        import dataclasses
+
+        from . import task_function
+
+        return [dataclasses.replace(t, env=self.kind) for t in task_function(self.like)(split, n, **options)]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ServedTasks) and (self.kind, self.like) == (other.kind, other.like)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.like))
+
+
+def register_served(kind: str, base_url: str, like: str, **env_kwargs):
+    """Register ``kind``: the tasks, splits and task types of kind ``like``, played by the OpenEnv server at
+    ``base_url`` (e.g. one :func:`serve` started for ``like``); ``env_kwargs`` go to :class:`OpenEnvTextEnv`."""
+    from . import get_spec, register
+
+    space = get_spec(like).space()
+    return register(kind, OpenEnvTextEnv, tasks=ServedTasks(kind, like), splits=space[0], eval_splits=space[1],
+                    task_types=space[2], env_kwargs={"base_url": base_url, **env_kwargs},
+                    origin=f"served {like} at {base_url}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m milegpo.envs.openenv --env household --host 127.0.0.1 --port 8000``: serve a kind until
+    interrupted."""
+    import argparse
+    import time
+
+    parser = argparse.ArgumentParser(prog="python -m milegpo.envs.openenv",
+                                     description="Serve a milegpo environment kind over OpenEnv's session protocol.")
+    parser.add_argument("--env", default="household", help="environment kind (registered, entry point, dotted path)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: loopback only)")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    server = serve(args.env, args.host, args.port)
+    print(f"serving {args.env} at {server.url} (OpenEnv session: ws://{args.host}:{server.port}/ws)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["OpenEnvTextEnv", "serve", "Server", "register_served", "ServedTasks", "TEXT_KEYS", "ADMISSIBLE_KEYS",
+           "SUCCESS_KEYS"]
