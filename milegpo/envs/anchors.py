@@ -142,13 +142,17 @@ def call_anchor(fn: AnchorFn, spec: AnchorSpec | None, observation: str, context
     try:
         text = fn(observation, context, admissible)
     except Exception as e:  # noqa: BLE001 - a user's anchor may raise anything
-        message = str(e).splitlines()[0] if str(e) else ""
-        raise AnchorError(f"state_anchor {anchor_name(spec)} raised {type(e).__name__}"
-                          f"{': ' + message if message else ''} at {where}") from e
+        raise anchor_raised(f"state_anchor {anchor_name(spec)}", e, where) from e
     if not isinstance(text, str):
         raise AnchorError(f"state_anchor {anchor_name(spec)} returned a {type(text).__name__} ({text!r:.60}), "
                           f"expected the str its state key hashes, at {where}")
     return text
+
+
+def anchor_raised(anchor: str, error: BaseException, where: str) -> AnchorError:
+    """The one-line :class:`AnchorError` for an anchor (``anchor`` names it) that raised ``error`` at ``where``."""
+    message = str(error).splitlines()[0] if str(error) else ""
+    return AnchorError(f"{anchor} raised {type(error).__name__}{': ' + message if message else ''} at {where}")
 
 
 def check_state_anchor(spec: AnchorSpec | None) -> AnchorSpec:

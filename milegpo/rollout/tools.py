@@ -78,7 +78,7 @@ import numpy as np
 
 from ..credit import SINK
 from ..envs import Task
-from ..envs.anchors import AnchorError, serialise
+from ..envs.anchors import anchor_raised, serialise
 from ..state_keys import state_key
 from ..state_sketches import StateSimilarity
 from .loop import Episode, Rollout, StepRow
@@ -387,9 +387,7 @@ class ToolEpisodeRunner:
         try:
             text = fn()
         except Exception as e:  # noqa: BLE001 - a user's anchor may raise anything; the run stops in one line
-            message = str(e).splitlines()[0] if str(e) else ""
-            raise AnchorError(f"{where} raised {type(e).__name__}{': ' + message if message else ''} at turn "
-                              f"{len(conversation)} of the conversation") from e
+            raise anchor_raised(where, e, f"turn {len(conversation)} of the conversation") from e
         if not isinstance(text, str):
             raise EnvironmentProtocolError(f"{where} returned {type(text).__name__} {_describe(text, 80)}; expected "
                                            f"the state's text (str)")
