@@ -32,6 +32,7 @@ from ..credit import SketchTable, estimate_merged, method_variants
 from ..credit.batch import StepBatch
 from ..credit.config import CreditConfig
 from ..credit.diagnostic_metrics import TIE_TOL, diagnostics, same_state_pairs
+from ..usage import UsageError
 from .labelled import LabelledBatch, step_labels  # re-exported: the labelled batches this module scores
 
 #: advantages closer than this are a tie (half a correctly ordered pair)
@@ -337,8 +338,9 @@ def plot_quality(report: dict, path, title: str = "") -> str:
 # ---------------------------------------------------------------------------------------------- the command
 #: the first game seed / goal index of the quality batches: generated worlds far from the training runs' seeds;
 #: WebShop has a fixed goal list (the embedded catalog's train split: 1,921 goals, training runs take them from
-#: 0 on), so its batches take the train goals from 1,000 on
-QUALITY_START = {"webshop": 1_000}
+#: 0 on), so its batches take the train goals from 1,000 on; ALFWorld's games are a fixed set (often a few
+#: generated ones), taken from the first
+QUALITY_START = {"webshop": 1_000, "alfworld": 0}
 QUALITY_START_DEFAULT = 100_000
 
 
@@ -360,10 +362,21 @@ def quality_tasks(env: str, split: str, groups: int, seed: int, horizon: int | N
     from ..rollout import make_tasks
 
     if task_types is None:
-        task_types = TASK_TYPES if env in ("household", "alfworld") else ("",)
+        # household generates any game of any type: every batch holds every type; ALFWorld's fixed game set is
+        # taken in its own order (its types mixed), so that a few generated games fill a batch
+        task_types = TASK_TYPES if env == "household" else ("",)
     start = QUALITY_START.get(env, QUALITY_START_DEFAULT) + seed * groups
-    return [make_tasks(env, split, 1, task_types[(g + seed) % len(task_types)], horizon,
-                       start=start + g, options=options)[0] for g in range(groups)]
+    tasks = []
+    for g in range(groups):
+        task_type = task_types[(g + seed) % len(task_types)]
+        found = make_tasks(env, split, 1, task_type, horizon, start=start + g, options=options)
+        if not found:  # a world of a fixed task set (ALFWorld's games) has none at that index
+            raise UsageError(f"env {env!r}, split {split!r} has no task "
+                             f"{'of type ' + repr(task_type) + ' ' if task_type else ''}at index {start + g} (batch "
+                             f"seed {seed}, group {g}; its tasks are taken from index {start - seed * groups} on): "
+                             f"give fewer --groups / --seeds, or a split with more tasks")
+        tasks.append(found[0])
+    return tasks
 
 
 def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), groups: int = 16,

@@ -283,3 +283,20 @@ def test_the_command_on_webshop_and_its_one_line_mistakes(tmp_path, capsys, priv
     assert err.count("\n") == 1 and "milegpo credit-quality:" in err and "from goal 1000 on" in err
     assert main(["credit-quality", "--env", "webshop", "--expert", "oracle", "--out", str(tmp_path)]) == 2
     assert "the webshop world's experts are ['search']" in capsys.readouterr().err
+
+
+def test_a_task_set_too_small_for_the_batches_is_one_line_not_an_index_error(capsys, monkeypatch):
+    """A fixed task set (ALFWorld's games) with no task at a batch's index: the command says which index of which
+    split, exit 2 (was an IndexError traceback from quality_tasks)."""
+    import milegpo.rollout
+    from milegpo.cli import main
+    from milegpo.evidence.quality import quality_tasks
+
+    assert len(quality_tasks("household", "train", 2, 0, None)) == 2
+    real = milegpo.rollout.make_tasks
+    monkeypatch.setattr(milegpo.rollout, "make_tasks", lambda env, split, n, task_type, horizon, start=0, options=None:
+                        real(env, split, n, task_type, horizon, start=start, options=options) if start < 100_003 else [])
+    assert main(["credit-quality", "--groups", "4", "--seeds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "env 'household', split 'train' has no task of type '" in err and "at index 100003 (batch seed 0, group 3" in err
