@@ -536,3 +536,35 @@ def test_the_recipe_script_says_what_is_missing_in_one_line(tmp_path, monkeypatc
         assert ": error: " in str(stopped.value)
         assert said in str(stopped.value) and "\n" not in str(stopped.value), str(stopped.value)
     assert not built
+
+
+# ---------------------------------------------------------------- the new surfaces (2026-12-03)
+def _eps_batch():
+    from milegpo.credit.synthetic import random_batch
+
+    return random_batch(4, 6, 30, seed=1)
+
+
+@pytest.mark.parametrize("changes", [{"hgpo_weight_eps": 0.0}, {"hgpo_weight_eps": 0.0, "norm_eps": 0.0}])
+def test_hgpo_torch_twin_equals_the_oracle_with_zero_eps(changes):
+    import torch
+
+    from milegpo.credit import CreditConfig, estimate
+
+    batch, config = _eps_batch(), CreditConfig(**changes)
+    ref = torch.as_tensor(estimate(batch, "hgpo", config=config, backend="reference").advantages, dtype=torch.float64)
+    vec = torch.as_tensor(estimate(batch, "hgpo", config=config, backend="torch").advantages, dtype=torch.float64)
+    assert torch.allclose(ref, vec, atol=1e-9)  # was: NaN on the torch twin (0 / 0 where no level is kept)
+
+
+@pytest.mark.parametrize("changes, named", [({"hgpo_alpha": 1e300}, "hgpo_alpha"),
+                                            ({"hgpo_alpha": 200.0, "hgpo_history": 64}, "hgpo_alpha"),
+                                            ({"g2po_success_value": 1e308}, "g2po_success_value"),
+                                            ({"g2po_failure_value": -1e200}, "g2po_failure_value"),
+                                            ({"g2po_w": 1e308}, "g2po_w")])
+def test_hgpo_g2po_numbers_that_overflow_are_refused_at_the_config(changes, named):
+    from milegpo.credit import CreditConfig
+
+    with pytest.raises(ValueError, match=f"CreditConfig.{named} must be at most"):
+        CreditConfig(**changes)  # was: OverflowError, or NaN / inf advantages, at the first credit step
+    CreditConfig(hgpo_alpha=100.0, g2po_w=1e100, g2po_success_value=-1e100)  # the neighbours pass
