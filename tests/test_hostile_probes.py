@@ -568,3 +568,35 @@ def test_hgpo_g2po_numbers_that_overflow_are_refused_at_the_config(changes, name
     with pytest.raises(ValueError, match=f"CreditConfig.{named} must be at most"):
         CreditConfig(**changes)  # was: OverflowError, or NaN / inf advantages, at the first credit step
     CreditConfig(hgpo_alpha=100.0, g2po_w=1e100, g2po_success_value=-1e100)  # the neighbours pass
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--credit_method", "hgpo", "--credit_variant", "md"], r"credit_variant='md': credit method 'hgpo' has the "
+                                                            r"variant\(s\) full only"),
+    (["--credit_method", "gigpo", "--credit_variant", "rcs"], r"credit method 'gigpo' has the variant\(s\) full"),
+    (["--credit_method", "g2po", "--credit_overrides", '{"hgpo_history": 3}'],
+     r"hgpo_history only change credit method 'hgpo'; this run's is 'g2po'"),
+    (["--credit_overrides", '{"g2po_w": 2.0}'], r"g2po_w only change credit method 'g2po'; this run's is 'milegpo'"),
+    (["--credit_method", "hgpo", "--credit_overrides", '{"hgpo_alpha": 1e300}'], r"hgpo_alpha must be at most"),
+])
+def test_a_variant_or_override_the_method_does_not_read_is_refused(capsys, tmp_path, argv, message):
+    line = one_line_error(capsys, ["train", *argv, "--output_dir", str(tmp_path / "run")])
+    assert re.search(message, line), line  # was: accepted, the run was the method without the variant / override
+
+
+def test_the_method_s_own_variant_and_overrides_pass(tmp_path):
+    from milegpo.job import parse
+
+    _, cfg = parse(["--credit_method", "hgpo", "--credit_overrides", '{"hgpo_history": 3}', "--output_dir",
+                    str(tmp_path)])
+    assert cfg.credit_config().hgpo_history == 3
+    _, cfg = parse(["--credit_method", "milegpo", "--credit_variant", "md", "--output_dir", str(tmp_path)])
+    assert cfg.credit_variant == "md"
+
+
+@pytest.mark.parametrize("command", ["demo", "credit-quality"])
+def test_preset_names_are_case_folded_in_every_command(command):
+    from milegpo.cli import build_parser
+
+    args = build_parser().parse_args([command, "--preset", "GIGPO_REFERENCE"])
+    assert args.preset == "gigpo_reference"  # was: 'invalid choice' here while train's --credit_preset took it
