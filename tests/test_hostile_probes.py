@@ -600,3 +600,46 @@ def test_preset_names_are_case_folded_in_every_command(command):
 
     args = build_parser().parse_args([command, "--preset", "GIGPO_REFERENCE"])
     assert args.preset == "gigpo_reference"  # was: 'invalid choice' here while train's --credit_preset took it
+
+
+def _gym_env(step_out, reset_info):
+    from milegpo.envs.base import Task
+    from milegpo.envs.gym import GymTextEnv
+
+    class Probe:
+        def reset(self, seed=None, options=None):
+            return "start", dict(reset_info)
+
+        def step(self, action):
+            return step_out
+
+    env = GymTextEnv(Probe)
+    env.reset(Task(env="gym", task_id="t", seed=1, horizon=5))
+    return env
+
+
+@pytest.mark.parametrize("step_out, named", [
+    (("x", 0.0, False, False, {"won": "false"}), r"info\['won'\] = str 'false', expected a bool"),
+    (("x", 1.0, "False", False, {}), r"terminated = str 'False', expected a bool"),
+    (("x", 0.0, False, "no", {}), r"truncated = str 'no', expected a bool"),
+    (("x", 0.0, False, None, {}), r"truncated = NoneType None"),
+    (("x", 0.0, False, False, {"invalid": "false"}), r"info\['invalid'\] = str 'false'"),
+    (("x", 0.0, False, False, {"admissible_actions": (a for a in ["go"])}), r"admissible_actions'\] must be a list"),
+    (("x", 0.0, False, False, {"admissible_actions": {"go": 1}}), r"admissible_actions'\] must be a list"),
+    (("x", 0.0, False, False, {"admissible_actions": None}), r"admissible_actions'\] must be a list"),
+])
+def test_a_gym_step_of_the_wrong_types_is_named(step_out, named):
+    env = _gym_env(step_out, {})
+    with pytest.raises(TypeError, match=named):  # was: "false" read as True (a win, a truncation), a generator
+        env.step("go")                           # consumed into no admissible action, None a bare TypeError
+
+
+def test_a_gym_step_of_numpy_and_int_flags_plays():
+    import numpy as np
+
+    _, _, terminated, truncated, info = _gym_env(("x", np.float32(1.0), np.bool_(True), False, {}), {}).step("go")
+    assert (terminated, truncated, info["won"]) == (True, False, True)
+    _, _, terminated, _, info = _gym_env(("x", 0.0, False, False, {"won": 1}), {}).step("go")
+    assert (terminated, info["won"]) == (True, True)
+    with pytest.raises(TypeError, match=r"reset: info\['admissible_actions'\] must be a list"):
+        _gym_env(("x", 0.0, False, False, {}), {"admissible_actions": (a for a in ["go"])})
