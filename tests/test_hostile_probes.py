@@ -643,3 +643,43 @@ def test_a_gym_step_of_numpy_and_int_flags_plays():
     assert (terminated, info["won"]) == (True, True)
     with pytest.raises(TypeError, match=r"reset: info\['admissible_actions'\] must be a list"):
         _gym_env(("x", 0.0, False, False, {}), {"admissible_actions": (a for a in ["go"])})
+
+
+@pytest.mark.parametrize("observation, done, named", [
+    ({"won": "false"}, False, r"observation\['won'\] = str 'false', expected a bool"),
+    ({}, "false", r"done = str 'false'"),
+    ({"truncated": "no"}, False, r"observation\['truncated'\] = str 'no'"),
+    ({"invalid": "false"}, False, r"observation\['invalid'\] = str 'false'"),
+    ({"legal_actions": {"a": 1}}, False, r"observation\['legal_actions'\] must be a list of str"),
+])
+def test_an_openenv_step_of_the_wrong_types_is_named(observation, done, named):
+    from types import SimpleNamespace
+
+    from milegpo.envs.base import Task
+    from milegpo.envs.openenv import OpenEnvTextEnv
+
+    class Client:
+        def reset(self, **kwargs):
+            return SimpleNamespace(observation={"text": "start"}, reward=None, done=False)
+
+        def step(self, action):
+            return SimpleNamespace(observation={"text": "x", **observation}, reward=1.0, done=done)
+
+    env = OpenEnvTextEnv(client=Client())
+    env.reset(Task(env="probe", task_id="t", seed=1, horizon=5))
+    with pytest.raises(TypeError, match=named):  # was: the str "false" read as True (a win, an end, an invalid
+        env.step("go")                           # action), a dict's keys taken as the actions
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env", "nosuch"], r"cannot serve --env nosuch at 127.0.0.1:8000: unknown environment kind 'nosuch'"),
+    (["--port", "99999"], r"--port 99999: a port is 0..65535"),
+    (["--port", "-1"], r"--port -1: a port is 0..65535"),
+    (["--host", "no.such.host.invalid", "--port", "0"], r"cannot serve --env household at no.such.host.invalid:0"),
+])
+def test_the_openenv_server_s_misuse_is_one_line(capsys, argv, message):
+    from milegpo.envs.openenv import main
+
+    assert main(argv) == 2  # was: a traceback (UnknownKind, OverflowError, OSError)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]) and "Traceback" not in err[0], err

@@ -46,6 +46,15 @@ ADMISSIBLE_KEYS = ("admissible_actions", "admissible_commands")
 SUCCESS_KEYS = ("won", "success", "is_success")
 
 
+def step_flag(value: Any, what: str) -> bool:
+    """A step's bool (``terminated``, ``truncated``, ``info["won"]``, ``info["invalid"]``): a bool, a numpy bool
+    or the int 0 / 1; anything else (the str ``"false"`` was True) a TypeError naming ``what``."""
+    numpy_bool = getattr(getattr(value, "dtype", None), "kind", "") == "b" and getattr(value, "shape", None) == ()
+    if isinstance(value, bool) or numpy_bool or (type(value) is int and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"{what} = {type(value).__name__} {value!r:.80}, expected a bool")
+
+
 class _ContextTracker(StateTracker):
     """Reads the context line the environment itself reports in ``info["state_context"]`` (a str)."""
 
@@ -166,11 +175,7 @@ class GymTextEnv(TextEnv):
         return obs, float(reward), won, admissible, info
 
     def _flag(self, value: Any, what: str) -> bool:
-        """A step's bool (``terminated``, ``truncated``, ``info["won"]``, ``info["invalid"]``): a bool, a numpy bool
-        or the int 0 / 1; anything else (the str ``"false"`` was True) a TypeError naming it."""
-        if isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b" and value.shape == () or (type(value) is int and value in (0, 1)):
-            return bool(value)
-        raise TypeError(f"{self._name}.step returned {what} = {type(value).__name__} {value!r:.80}, expected a bool")
+        return step_flag(value, f"{self._name}.step returned {what}")
 
     def steps_to_win(self) -> int | None:
         """The environment's own planner, when it defines ``steps_to_win()`` (on the env or, under gymnasium's
@@ -184,4 +189,4 @@ class GymTextEnv(TextEnv):
             self.env.close()
 
 
-__all__ = ["GymTextEnv", "ADMISSIBLE_KEYS", "SUCCESS_KEYS"]
+__all__ = ["GymTextEnv", "ADMISSIBLE_KEYS", "SUCCESS_KEYS", "step_flag"]
