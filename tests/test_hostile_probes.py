@@ -683,3 +683,90 @@ def test_the_openenv_server_s_misuse_is_one_line(capsys, argv, message):
     assert main(argv) == 2  # was: a traceback (UnknownKind, OverflowError, OSError)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.search(message, err[0]) and "Traceback" not in err[0], err
+
+
+PROBE_ENVS = '''
+from milegpo.envs.base import Task, TextEnv
+
+
+class NeedsArg(TextEnv):
+    def __init__(self, size):
+        super().__init__()
+        self.size = size
+
+    def _reset(self, task):
+        return "s", ["go"], {"goal": "", "game_id": "g"}
+
+    def _step(self, action):
+        return "s", 1.0, True, ["go"], {}
+
+
+class Good(NeedsArg):
+    def __init__(self):
+        super().__init__(1)
+
+
+def other_kind(split, n, *, start=0, task_type="", horizon=5, **options):
+    return [Task(env="household", task_id=f"{split}-{i}", seed=i, horizon=horizon) for i in range(start, start + n)]
+
+
+def fewer(split, n, *, start=0, task_type="", horizon=5, **options):
+    return [Task(env="probe-fewer", task_id=f"{split}-{i}", seed=i, horizon=horizon) for i in range(max(0, n - 1))]
+
+
+def text(split, n, **options):
+    return "abc"
+'''
+
+
+@pytest.fixture
+def probe_envs(tmp_path, monkeypatch):
+    from milegpo.envs import register, unregister
+
+    (tmp_path / "probe_envs_44.py").write_text(PROBE_ENVS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kinds = {"probe-other": "other_kind", "probe-fewer": "fewer", "probe-text": "text"}
+    for kind, fn in kinds.items():
+        register(kind, "probe_envs_44:Good", tasks=f"probe_envs_44:{fn}")
+    yield
+    for kind in kinds:
+        unregister(kind)
+
+
+@pytest.mark.parametrize("kind, error, message", [
+    ("probe-fewer", ValueError, r"returned 2 tasks for split 'train'; 3 were asked"),
+    ("probe-text", TypeError, r"returned str 'abc' for split 'train'; expected a list of milegpo.envs.Task"),
+])
+def test_what_a_registered_task_function_returns_is_checked(probe_envs, kind, error, message):
+    from milegpo.rollout import make_tasks
+
+    with pytest.raises(error, match=message):  # was: 2 tasks for 3, 'a' 'b' 'c'
+        make_tasks(kind, "train", 3)
+    assert len(make_tasks("probe_envs_44:Good", "train", 3)) == 3
+    # was: tasks of kind 'household' from the function registered for 'probe-other', played by household's class
+    assert {t.env for t in make_tasks("probe-other", "train", 3)} == {"probe-other"}
+
+
+@pytest.mark.parametrize("kwargs, message", [({"n": True}, r"n must be an int >= 0, got True"),
+                                             ({"start": -1}, r"start must be an int >= 0, got -1"),
+                                             ({"horizon": 2.5}, r"horizon must be an int >= 1 \(steps\), got 2.5"),
+                                             ({"horizon": 0}, r"horizon must be an int >= 1 \(steps\), got 0")])
+def test_seeded_tasks_refuse_what_they_kept(kwargs, message):
+    from milegpo.envs.registry import seeded_tasks
+
+    with pytest.raises(ValueError, match=message):  # was: kept in the Tasks (horizon 2.5, task 'k/train/-1')
+        seeded_tasks("k", ("train",), "train", **{"n": 2, **kwargs})
+
+
+def test_a_class_that_cannot_be_made_is_refused_before_the_run(capsys, tmp_path, probe_envs):
+    from milegpo.envs import get_spec
+    from milegpo.envs.base import EnvError
+
+    with pytest.raises(EnvError, match=r"NeedsArg\(\*\*\{\}\) failed: .*missing 1 required positional argument"):
+        get_spec("probe_envs_44:NeedsArg").make()  # was: a bare TypeError in the first rollout
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "qwen2"}')
+    line = one_line_error(capsys, ["train", "--env", "probe_envs_44:NeedsArg", "--sft_epochs", "0", "--model_name_or_path", str(model),
+                                   "--output_dir", str(tmp_path / "r")])
+    assert re.search(r"--env probe_envs_44:NeedsArg: .*NeedsArg\(\*\*\{\}\) failed", line), line
