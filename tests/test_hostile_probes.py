@@ -770,3 +770,36 @@ def test_a_class_that_cannot_be_made_is_refused_before_the_run(capsys, tmp_path,
     line = one_line_error(capsys, ["train", "--env", "probe_envs_44:NeedsArg", "--sft_epochs", "0", "--model_name_or_path", str(model),
                                    "--output_dir", str(tmp_path / "r")])
     assert re.search(r"--env probe_envs_44:NeedsArg: .*NeedsArg\(\*\*\{\}\) failed", line), line
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tool_timeout": True}, r"tool_timeout must be a finite number of seconds > 0 or None \(no limit\), got True"),
+    ({"tool_timeout": float("inf")}, r"tool_timeout must be a finite number .* got inf"),
+    ({"success_threshold": float("nan")}, r"success_threshold must be a finite number, got nan"),
+    ({"success_threshold": "0.5"}, r"success_threshold must be a finite number, got '0.5'"),
+    ({"max_context": 0}, r"max_context must be an int >= 1 \(tokens\) or None, got 0"),
+    ({"max_context": -5}, r"max_context must be an int >= 1"),
+])
+def test_a_tool_runner_s_settings_are_checked_where_they_enter(kwargs, message):
+    from milegpo.rollout.tools import ToolEpisodeRunner
+
+    class Env:
+        def reset(self, **row):
+            return None
+
+        def move(self, direction: str) -> str:
+            """Move.
+
+            Args:
+                direction: where.
+            """
+            return direction
+
+        def get_reward(self) -> float:
+            return 0.0
+
+    # was: True a 1 s timeout, inf an OverflowError at the first tool call, NaN no success ever, "0.5" parsed,
+    # max_context 0 every episode truncated after its first turn
+    with pytest.raises(ValueError, match=message):
+        ToolEpisodeRunner(Env, None, **kwargs)
+    ToolEpisodeRunner(Env, None, tool_timeout=None, success_threshold=1, max_context=4096)
