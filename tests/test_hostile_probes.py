@@ -803,3 +803,15 @@ def test_a_tool_runner_s_settings_are_checked_where_they_enter(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ToolEpisodeRunner(Env, None, **kwargs)
     ToolEpisodeRunner(Env, None, tool_timeout=None, success_threshold=1, max_context=4096)
+
+
+@pytest.mark.parametrize("name", [None, 5])
+def test_a_preset_that_is_no_name_is_refused(tmp_path, name):
+    from milegpo.credit.presets import get_preset
+    from milegpo.trainer import MileGPOConfig
+    from milegpo.trainer.config import ConfigError
+
+    with pytest.raises(TypeError, match=r"a credit preset is named by a str"):
+        get_preset(name)  # was: AttributeError 'NoneType' object has no attribute 'lower'
+    with pytest.raises((ConfigError, ValueError), match=r"credit_preset=.*unknown credit preset"):
+        MileGPOConfig(output_dir=str(tmp_path), credit_preset=name, report_to="none")

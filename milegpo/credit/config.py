@@ -339,6 +339,11 @@ PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "alfworld_paper": ALFWORLD_
 
 
 def get_preset(name: str) -> CreditConfig:
+    """The preset ``name`` (any case); an unknown name is a ValueError listing the known ones, a name that is no str a
+    TypeError (None was an AttributeError)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a credit preset is named by a str (one of {sorted(PRESETS)}), got {type(name).__name__} "
+                        f"{name!r}")
     try:
         return PRESETS[name.lower()]
     except KeyError:

@@ -435,7 +435,7 @@ class MileGPOConfig(GRPOConfig):
         if self.credit_variant not in variants:  # was: ignored (a run of hgpo 'md' was hgpo)
             raise _refused("credit_variant", self.credit_variant, f"credit method {self.credit_method!r} has the "
                                                                   f"variant(s) {', '.join(variants)} only")
-        if self.credit_preset.lower() not in presets.PRESETS:
+        if not isinstance(self.credit_preset, str) or self.credit_preset.lower() not in presets.PRESETS:
             raise _refused("credit_preset", self.credit_preset, f"unknown credit preset; one of "
                                                                 f"{', '.join(sorted(presets.PRESETS))}")
         try:
