@@ -55,7 +55,7 @@ PRESET_HELP = ("alfworld = alfworld_paper, webshop = webshop_paper: paper table 
 
 
 def _add_credit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default="alfworld", choices=PRESET_NAMES,
+    p.add_argument("--preset", default="alfworld", type=str.lower, choices=PRESET_NAMES,
                    help=f"credit preset ({PRESET_HELP})")
     p.add_argument("--variant", default="full", choices=["md", "rcs", "full"], help="MileGPO ablation")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
@@ -364,7 +364,7 @@ def _add_credit_quality(sub) -> None:
                    help="also measure every method with near-duplicate states merged at each threshold T "
                         "(token-shingle Jaccard >= T inside a task group, as MileGPOConfig.state_similarity)")
     p.add_argument("--similarity-shingle", type=int, default=2, help="tokens per shingle of --state-similarity")
-    p.add_argument("--preset", default=None, choices=PRESET_NAMES,
+    p.add_argument("--preset", default=None, type=str.lower, choices=PRESET_NAMES,
                    help=f"credit preset (default webshop for webshop, else alfworld; {PRESET_HELP})")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
     p.set_defaults(func=cmd_credit_quality)

@@ -536,3 +536,282 @@ def test_the_recipe_script_says_what_is_missing_in_one_line(tmp_path, monkeypatc
         assert ": error: " in str(stopped.value)
         assert said in str(stopped.value) and "\n" not in str(stopped.value), str(stopped.value)
     assert not built
+
+
+# ---------------------------------------------------------------- the new surfaces (2026-12-03)
+def _eps_batch():
+    from milegpo.credit.synthetic import random_batch
+
+    return random_batch(4, 6, 30, seed=1)
+
+
+@pytest.mark.parametrize("changes", [{"hgpo_weight_eps": 0.0}, {"hgpo_weight_eps": 0.0, "norm_eps": 0.0}])
+def test_hgpo_torch_twin_equals_the_oracle_with_zero_eps(changes):
+    import torch
+
+    from milegpo.credit import CreditConfig, estimate
+
+    batch, config = _eps_batch(), CreditConfig(**changes)
+    ref = torch.as_tensor(estimate(batch, "hgpo", config=config, backend="reference").advantages, dtype=torch.float64)
+    vec = torch.as_tensor(estimate(batch, "hgpo", config=config, backend="torch").advantages, dtype=torch.float64)
+    assert torch.allclose(ref, vec, atol=1e-9)  # was: NaN on the torch twin (0 / 0 where no level is kept)
+
+
+@pytest.mark.parametrize("changes, named", [({"hgpo_alpha": 1e300}, "hgpo_alpha"),
+                                            ({"hgpo_alpha": 200.0, "hgpo_history": 64}, "hgpo_alpha"),
+                                            ({"g2po_success_value": 1e308}, "g2po_success_value"),
+                                            ({"g2po_failure_value": -1e200}, "g2po_failure_value"),
+                                            ({"g2po_w": 1e308}, "g2po_w")])
+def test_hgpo_g2po_numbers_that_overflow_are_refused_at_the_config(changes, named):
+    from milegpo.credit import CreditConfig
+
+    with pytest.raises(ValueError, match=f"CreditConfig.{named} must be at most"):
+        CreditConfig(**changes)  # was: OverflowError, or NaN / inf advantages, at the first credit step
+    CreditConfig(hgpo_alpha=100.0, g2po_w=1e100, g2po_success_value=-1e100)  # the neighbours pass
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--credit_method", "hgpo", "--credit_variant", "md"], r"credit_variant='md': credit method 'hgpo' has the "
+                                                            r"variant\(s\) full only"),
+    (["--credit_method", "gigpo", "--credit_variant", "rcs"], r"credit method 'gigpo' has the variant\(s\) full"),
+    (["--credit_method", "g2po", "--credit_overrides", '{"hgpo_history": 3}'],
+     r"hgpo_history only change credit method 'hgpo'; this run's is 'g2po'"),
+    (["--credit_overrides", '{"g2po_w": 2.0}'], r"g2po_w only change credit method 'g2po'; this run's is 'milegpo'"),
+    (["--credit_method", "hgpo", "--credit_overrides", '{"hgpo_alpha": 1e300}'], r"hgpo_alpha must be at most"),
+])
+def test_a_variant_or_override_the_method_does_not_read_is_refused(capsys, tmp_path, argv, message):
+    line = one_line_error(capsys, ["train", *argv, "--output_dir", str(tmp_path / "run")])
+    assert re.search(message, line), line  # was: accepted, the run was the method without the variant / override
+
+
+def test_the_method_s_own_variant_and_overrides_pass(tmp_path):
+    from milegpo.job import parse
+
+    _, cfg = parse(["--credit_method", "hgpo", "--credit_overrides", '{"hgpo_history": 3}', "--output_dir",
+                    str(tmp_path)])
+    assert cfg.credit_config().hgpo_history == 3
+    _, cfg = parse(["--credit_method", "milegpo", "--credit_variant", "md", "--output_dir", str(tmp_path)])
+    assert cfg.credit_variant == "md"
+
+
+@pytest.mark.parametrize("command", ["demo", "credit-quality"])
+def test_preset_names_are_case_folded_in_every_command(command):
+    from milegpo.cli import build_parser
+
+    args = build_parser().parse_args([command, "--preset", "GIGPO_REFERENCE"])
+    assert args.preset == "gigpo_reference"  # was: 'invalid choice' here while train's --credit_preset took it
+
+
+def _gym_env(step_out, reset_info):
+    from milegpo.envs.base import Task
+    from milegpo.envs.gym import GymTextEnv
+
+    class Probe:
+        def reset(self, seed=None, options=None):
+            return "start", dict(reset_info)
+
+        def step(self, action):
+            return step_out
+
+    env = GymTextEnv(Probe)
+    env.reset(Task(env="gym", task_id="t", seed=1, horizon=5))
+    return env
+
+
+@pytest.mark.parametrize("step_out, named", [
+    (("x", 0.0, False, False, {"won": "false"}), r"info\['won'\] = str 'false', expected a bool"),
+    (("x", 1.0, "False", False, {}), r"terminated = str 'False', expected a bool"),
+    (("x", 0.0, False, "no", {}), r"truncated = str 'no', expected a bool"),
+    (("x", 0.0, False, None, {}), r"truncated = NoneType None"),
+    (("x", 0.0, False, False, {"invalid": "false"}), r"info\['invalid'\] = str 'false'"),
+    (("x", 0.0, False, False, {"admissible_actions": (a for a in ["go"])}), r"admissible_actions'\] must be a list"),
+    (("x", 0.0, False, False, {"admissible_actions": {"go": 1}}), r"admissible_actions'\] must be a list"),
+    (("x", 0.0, False, False, {"admissible_actions": None}), r"admissible_actions'\] must be a list"),
+])
+def test_a_gym_step_of_the_wrong_types_is_named(step_out, named):
+    env = _gym_env(step_out, {})
+    with pytest.raises(TypeError, match=named):  # was: "false" read as True (a win, a truncation), a generator
+        env.step("go")                           # consumed into no admissible action, None a bare TypeError
+
+
+def test_a_gym_step_of_numpy_and_int_flags_plays():
+    import numpy as np
+
+    _, _, terminated, truncated, info = _gym_env(("x", np.float32(1.0), np.bool_(True), False, {}), {}).step("go")
+    assert (terminated, truncated, info["won"]) == (True, False, True)
+    _, _, terminated, _, info = _gym_env(("x", 0.0, False, False, {"won": 1}), {}).step("go")
+    assert (terminated, info["won"]) == (True, True)
+    with pytest.raises(TypeError, match=r"reset: info\['admissible_actions'\] must be a list"):
+        _gym_env(("x", 0.0, False, False, {}), {"admissible_actions": (a for a in ["go"])})
+
+
+@pytest.mark.parametrize("observation, done, named", [
+    ({"won": "false"}, False, r"observation\['won'\] = str 'false', expected a bool"),
+    ({}, "false", r"done = str 'false'"),
+    ({"truncated": "no"}, False, r"observation\['truncated'\] = str 'no'"),
+    ({"invalid": "false"}, False, r"observation\['invalid'\] = str 'false'"),
+    ({"legal_actions": {"a": 1}}, False, r"observation\['legal_actions'\] must be a list of str"),
+])
+def test_an_openenv_step_of_the_wrong_types_is_named(observation, done, named):
+    from types import SimpleNamespace
+
+    from milegpo.envs.base import Task
+    from milegpo.envs.openenv import OpenEnvTextEnv
+
+    class Client:
+        def reset(self, **kwargs):
+            return SimpleNamespace(observation={"text": "start"}, reward=None, done=False)
+
+        def step(self, action):
+            return SimpleNamespace(observation={"text": "x", **observation}, reward=1.0, done=done)
+
+    env = OpenEnvTextEnv(client=Client())
+    env.reset(Task(env="probe", task_id="t", seed=1, horizon=5))
+    with pytest.raises(TypeError, match=named):  # was: the str "false" read as True (a win, an end, an invalid
+        env.step("go")                           # action), a dict's keys taken as the actions
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env", "nosuch"], r"cannot serve --env nosuch at 127.0.0.1:8000: unknown environment kind 'nosuch'"),
+    (["--port", "99999"], r"--port 99999: a port is 0..65535"),
+    (["--port", "-1"], r"--port -1: a port is 0..65535"),
+    (["--host", "no.such.host.invalid", "--port", "0"], r"cannot serve --env household at no.such.host.invalid:0"),
+])
+def test_the_openenv_server_s_misuse_is_one_line(capsys, argv, message):
+    from milegpo.envs.openenv import main
+
+    assert main(argv) == 2  # was: a traceback (UnknownKind, OverflowError, OSError)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]) and "Traceback" not in err[0], err
+
+
+PROBE_ENVS = '''
+from milegpo.envs.base import Task, TextEnv
+
+
+class NeedsArg(TextEnv):
+    def __init__(self, size):
+        super().__init__()
+        self.size = size
+
+    def _reset(self, task):
+        return "s", ["go"], {"goal": "", "game_id": "g"}
+
+    def _step(self, action):
+        return "s", 1.0, True, ["go"], {}
+
+
+class Good(NeedsArg):
+    def __init__(self):
+        super().__init__(1)
+
+
+def other_kind(split, n, *, start=0, task_type="", horizon=5, **options):
+    return [Task(env="household", task_id=f"{split}-{i}", seed=i, horizon=horizon) for i in range(start, start + n)]
+
+
+def fewer(split, n, *, start=0, task_type="", horizon=5, **options):
+    return [Task(env="probe-fewer", task_id=f"{split}-{i}", seed=i, horizon=horizon) for i in range(max(0, n - 1))]
+
+
+def text(split, n, **options):
+    return "abc"
+'''
+
+
+@pytest.fixture
+def probe_envs(tmp_path, monkeypatch):
+    from milegpo.envs import register, unregister
+
+    (tmp_path / "probe_envs_44.py").write_text(PROBE_ENVS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kinds = {"probe-other": "other_kind", "probe-fewer": "fewer", "probe-text": "text"}
+    for kind, fn in kinds.items():
+        register(kind, "probe_envs_44:Good", tasks=f"probe_envs_44:{fn}")
+    yield
+    for kind in kinds:
+        unregister(kind)
+
+
+@pytest.mark.parametrize("kind, error, message", [
+    ("probe-fewer", ValueError, r"returned 2 tasks for split 'train'; 3 were asked"),
+    ("probe-text", TypeError, r"returned str 'abc' for split 'train'; expected a list of milegpo.envs.Task"),
+])
+def test_what_a_registered_task_function_returns_is_checked(probe_envs, kind, error, message):
+    from milegpo.rollout import make_tasks
+
+    with pytest.raises(error, match=message):  # was: 2 tasks for 3, 'a' 'b' 'c'
+        make_tasks(kind, "train", 3)
+    assert len(make_tasks("probe_envs_44:Good", "train", 3)) == 3
+    # was: tasks of kind 'household' from the function registered for 'probe-other', played by household's class
+    assert {t.env for t in make_tasks("probe-other", "train", 3)} == {"probe-other"}
+
+
+@pytest.mark.parametrize("kwargs, message", [({"n": True}, r"n must be an int >= 0, got True"),
+                                             ({"start": -1}, r"start must be an int >= 0, got -1"),
+                                             ({"horizon": 2.5}, r"horizon must be an int >= 1 \(steps\), got 2.5"),
+                                             ({"horizon": 0}, r"horizon must be an int >= 1 \(steps\), got 0")])
+def test_seeded_tasks_refuse_what_they_kept(kwargs, message):
+    from milegpo.envs.registry import seeded_tasks
+
+    with pytest.raises(ValueError, match=message):  # was: kept in the Tasks (horizon 2.5, task 'k/train/-1')
+        seeded_tasks("k", ("train",), "train", **{"n": 2, **kwargs})
+
+
+def test_a_class_that_cannot_be_made_is_refused_before_the_run(capsys, tmp_path, probe_envs):
+    from milegpo.envs import get_spec
+    from milegpo.envs.base import EnvError
+
+    with pytest.raises(EnvError, match=r"NeedsArg\(\*\*\{\}\) failed: .*missing 1 required positional argument"):
+        get_spec("probe_envs_44:NeedsArg").make()  # was: a bare TypeError in the first rollout
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "qwen2"}')
+    line = one_line_error(capsys, ["train", "--env", "probe_envs_44:NeedsArg", "--sft_epochs", "0", "--model_name_or_path", str(model),
+                                   "--output_dir", str(tmp_path / "r")])
+    assert re.search(r"--env probe_envs_44:NeedsArg: .*NeedsArg\(\*\*\{\}\) failed", line), line
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tool_timeout": True}, r"tool_timeout must be a finite number of seconds > 0 or None \(no limit\), got True"),
+    ({"tool_timeout": float("inf")}, r"tool_timeout must be a finite number .* got inf"),
+    ({"success_threshold": float("nan")}, r"success_threshold must be a finite number, got nan"),
+    ({"success_threshold": "0.5"}, r"success_threshold must be a finite number, got '0.5'"),
+    ({"max_context": 0}, r"max_context must be an int >= 1 \(tokens\) or None, got 0"),
+    ({"max_context": -5}, r"max_context must be an int >= 1"),
+])
+def test_a_tool_runner_s_settings_are_checked_where_they_enter(kwargs, message):
+    from milegpo.rollout.tools import ToolEpisodeRunner
+
+    class Env:
+        def reset(self, **row):
+            return None
+
+        def move(self, direction: str) -> str:
+            """Move.
+
+            Args:
+                direction: where.
+            """
+            return direction
+
+        def get_reward(self) -> float:
+            return 0.0
+
+    # was: True a 1 s timeout, inf an OverflowError at the first tool call, NaN no success ever, "0.5" parsed,
+    # max_context 0 every episode truncated after its first turn
+    with pytest.raises(ValueError, match=message):
+        ToolEpisodeRunner(Env, None, **kwargs)
+    ToolEpisodeRunner(Env, None, tool_timeout=None, success_threshold=1, max_context=4096)
+
+
+@pytest.mark.parametrize("name", [None, 5])
+def test_a_preset_that_is_no_name_is_refused(tmp_path, name):
+    from milegpo.credit.presets import get_preset
+    from milegpo.trainer import MileGPOConfig
+    from milegpo.trainer.config import ConfigError
+
+    with pytest.raises(TypeError, match=r"a credit preset is named by a str"):
+        get_preset(name)  # was: AttributeError 'NoneType' object has no attribute 'lower'
+    with pytest.raises((ConfigError, ValueError), match=r"credit_preset=.*unknown credit preset"):
+        MileGPOConfig(output_dir=str(tmp_path), credit_preset=name, report_to="none")

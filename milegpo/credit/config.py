@@ -249,6 +249,10 @@ class CreditConfig:
         return dataclasses.asdict(self)
 
 
+#: The largest magnitude of a G2PO value or weight (see :func:`_check_hgpo_g2po`).
+G2PO_MAX = 1e100
+
+
 def _check_hgpo_g2po(config: CreditConfig) -> None:
     """The ranges of the HGPO and G2PO fields (their types are checked with the others')."""
     if int(config.hgpo_history) != config.hgpo_history or not 0 <= config.hgpo_history <= 64:
@@ -261,6 +265,23 @@ def _check_hgpo_g2po(config: CreditConfig) -> None:
             raise ValueError(f"CreditConfig.{name} must be >= 0, got {getattr(config, name)}")
     if not 0.0 <= config.g2po_gamma <= 1.0:
         raise ValueError(f"CreditConfig.g2po_gamma must be in [0, 1], got {config.g2po_gamma}")
+    import math
+    import sys
+
+    # (H5) L^alpha with L up to K + 1 + shift, summed over K + 2 items, must stay a finite float64 (1e300 was an
+    # OverflowError at the first credit step)
+    longest = int(config.hgpo_history) + 1 + config.hgpo_weight_shift
+    if longest > 1:
+        top = math.log(sys.float_info.max / (int(config.hgpo_history) + 2)) / math.log(longest)
+        if config.hgpo_alpha > top:
+            raise ValueError(f"CreditConfig.hgpo_alpha must be at most {top:.4g} with hgpo_history="
+                             f"{config.hgpo_history} (L^alpha of the longest context, L = {longest}, must be a "
+                             f"finite float64), got {config.hgpo_alpha}")
+    # (G3, G7) values and weight whose squares in the group statistics overflow gave NaN / inf advantages
+    for name in ("g2po_success_value", "g2po_failure_value", "g2po_w"):
+        if abs(getattr(config, name)) > G2PO_MAX:
+            raise ValueError(f"CreditConfig.{name} must be at most {G2PO_MAX:g} in magnitude (larger values "
+                             f"overflow float64 in the group statistics), got {getattr(config, name)}")
 
 
 #: The paper's estimator on ALFWorld: table 5's values and the paper's reading of the four points where its text
@@ -318,6 +339,11 @@ PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "alfworld_paper": ALFWORLD_
 
 
 def get_preset(name: str) -> CreditConfig:
+    """The preset ``name`` (any case); an unknown name is a ValueError listing the known ones, a name that is no str a
+    TypeError (None was an AttributeError)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a credit preset is named by a str (one of {sorted(PRESETS)}), got {type(name).__name__} "
+                        f"{name!r}")
     try:
         return PRESETS[name.lower()]
     except KeyError:

@@ -190,7 +190,9 @@ def level_advantage_terms(returns: torch.Tensor, levels: torch.Tensor, cap: int,
     dev = segment_normalize(values, seg, depth_count * cap, "mean", config.norm_eps, "zero", **rows.ops)
     size = segment_sum(torch.ones_like(dev), seg, depth_count * cap)
     var = segment_sum(dev * dev, seg, depth_count * cap) / size.clamp(min=1.0)
-    out = dev / (var.sqrt().index_select(0, seg) + config.norm_eps)
+    scale = var.sqrt().index_select(0, seg) + config.norm_eps
+    # a one-row or all-equal group is 0 as in the oracle (with norm_eps = 0 its 0 / 0 was NaN here)
+    out = torch.where(scale > 0.0, dev / torch.where(scale > 0.0, scale, torch.ones_like(scale)), torch.zeros_like(dev))
     return out.reshape(depth_count, n)
 
 
@@ -203,6 +205,8 @@ def weighted_level_terms(level_adv: torch.Tensor, config: CreditConfig) -> torch
     # L^alpha per item as Python scalars (a tensor built from a list would be a host-to-device copy on CUDA)
     weights = torch.stack([kept[k] * level_weight(m, config) for k, m in enumerate(depths)])
     total = weights.sum(0) + config.hgpo_weight_eps
+    # a row with no kept item is 0 as in the oracle (with hgpo_weight_eps = 0 its 0 / 0 was NaN here)
+    total = torch.where(total > 0.0, total, torch.ones_like(total))
     return (weights / total * level_adv).sum(0)
 
 

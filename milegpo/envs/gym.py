@@ -26,7 +26,8 @@ A gymnasium (1.x) ``Env`` whose observations and actions are text trains as it i
   steps (``TextEnv.steps_to_win``).
 
 What does not fit is a clear error where it arrives: a reset or step that returns another shape, an observation
-that is not a str, a reward that is not a finite number, admissible actions that are not a list of str. An
+that is not a str, a reward that is not a finite number, admissible actions that are not a list (or tuple) of
+str, a ``terminated`` / ``truncated`` / ``info["won"]`` / ``info["invalid"]`` that is not a bool (or 0 / 1). An
 exception inside ``step`` ends the episode truncated in a pool (as for every world), the run goes on.
 """
 
@@ -43,6 +44,15 @@ from .base import Task, TextEnv
 ADMISSIBLE_KEYS = ("admissible_actions", "admissible_commands")
 #: the info keys that report success, first found wins (else ``terminated and reward > 0``)
 SUCCESS_KEYS = ("won", "success", "is_success")
+
+
+def step_flag(value: Any, what: str) -> bool:
+    """A step's bool (``terminated``, ``truncated``, ``info["won"]``, ``info["invalid"]``): a bool, a numpy bool
+    or the int 0 / 1; anything else (the str ``"false"`` was True) a TypeError naming ``what``."""
+    numpy_bool = getattr(getattr(value, "dtype", None), "kind", "") == "b" and getattr(value, "shape", None) == ()
+    if isinstance(value, bool) or numpy_bool or (type(value) is int and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"{what} = {type(value).__name__} {value!r:.80}, expected a bool")
 
 
 class _ContextTracker(StateTracker):
@@ -115,7 +125,8 @@ class GymTextEnv(TextEnv):
         for key in ADMISSIBLE_KEYS:
             if key in info:
                 actions = info[key]
-                if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
+                # a generator was consumed by the check (an empty list: every action invalid), a dict gave its keys
+                if not isinstance(actions, (list, tuple)) or not all(isinstance(a, str) for a in actions):
                     raise TypeError(f"{self._name}.{where}: info[{key!r}] must be a list of str, got {actions!r:.120}")
                 self._free_text = False
                 return list(actions)
@@ -155,12 +166,16 @@ class GymTextEnv(TextEnv):
         if isinstance(reward, bool) or not isinstance(reward, Real) or not math.isfinite(float(reward)):
             raise TypeError(f"{self._name}.step returned reward {reward!r}, expected a finite number")
         admissible = self._admissible(info, "step")
-        success = next((info[k] for k in SUCCESS_KEYS if k in info), None)
-        won = bool(success) if success is not None else bool(terminated) and float(reward) > 0
-        info["lost"] = bool(terminated) and not won
-        info["truncated"] = bool(truncated) and not terminated
-        info["invalid"] = bool(info.get("invalid", False))
+        key = next((k for k in SUCCESS_KEYS if k in info and info[k] is not None), None)
+        terminated, truncated = self._flag(terminated, "terminated"), self._flag(truncated, "truncated")
+        won = self._flag(info[key], f"info[{key!r}]") if key else terminated and float(reward) > 0
+        info["lost"] = terminated and not won
+        info["truncated"] = truncated and not terminated
+        info["invalid"] = self._flag(info.get("invalid", False), "info['invalid']")
         return obs, float(reward), won, admissible, info
+
+    def _flag(self, value: Any, what: str) -> bool:
+        return step_flag(value, f"{self._name}.step returned {what}")
 
     def steps_to_win(self) -> int | None:
         """The environment's own planner, when it defines ``steps_to_win()`` (on the env or, under gymnasium's
@@ -174,4 +189,4 @@ class GymTextEnv(TextEnv):
             self.env.close()
 
 
-__all__ = ["GymTextEnv", "ADMISSIBLE_KEYS", "SUCCESS_KEYS"]
+__all__ = ["GymTextEnv", "ADMISSIBLE_KEYS", "SUCCESS_KEYS", "step_flag"]

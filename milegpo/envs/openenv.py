@@ -98,7 +98,7 @@ class _Session:
         data = reply.get("data", {})
         if reply.get("type") == "error":
             raise EnvError(f"OpenEnv server {self.url}: {data.get('message', 'error')} (code {data.get('code')})")
-        return _Result(data.get("observation", {}), data.get("reward"), bool(data.get("done", False)))
+        return _Result(data.get("observation", {}), data.get("reward"), data.get("done", False))  # checked at the step
 
     def close(self) -> None:
         if self.ws is not None:
@@ -168,7 +168,7 @@ class OpenEnvTextEnv(TextEnv):
         if hasattr(observation, "model_dump"):
             observation = observation.model_dump()
         return _Result(observation if isinstance(observation, dict) else {"text": observation},
-                       getattr(result, "reward", None), bool(getattr(result, "done", False)))
+                       getattr(result, "reward", None), getattr(result, "done", False))
 
     def _text(self, observation: dict, where: str) -> str:
         if not isinstance(observation, dict):
@@ -185,7 +185,7 @@ class OpenEnvTextEnv(TextEnv):
         for key in ADMISSIBLE_KEYS:
             actions = observation.get(key)
             if actions is not None:
-                if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
+                if not isinstance(actions, (list, tuple)) or not all(isinstance(a, str) for a in actions):
                     raise TypeError(f"OpenEnv {self._where}: observation[{key!r}] must be a list of str, got "
                                     f"{actions!r:.120}")
                 self._free_text = False
@@ -225,11 +225,16 @@ class OpenEnvTextEnv(TextEnv):
         reward = 0.0 if result.reward is None else result.reward
         if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
             raise TypeError(f"OpenEnv {self._where}: step returned reward {reward!r}, expected a finite number")
-        success = next((observation[k] for k in SUCCESS_KEYS if k in observation), None)
-        won = bool(success) if success is not None else result.done and reward > 0
-        truncated = bool(observation.get("truncated", False)) and not won
-        info = {"lost": result.done and not won and not truncated, "truncated": truncated,
-                "invalid": bool(observation.get("invalid", False)), "state_context": observation.get("state_context", "")}
+        from .gym import step_flag  # "false" in a field read as a bool was True
+
+        where = f"OpenEnv {self._where}: step returned"
+        done = step_flag(bool(result.done) if result.done is None else result.done, f"{where} done")  # null: not done
+        key = next((k for k in SUCCESS_KEYS if observation.get(k) is not None), None)
+        won = step_flag(observation[key], f"{where} observation[{key!r}]") if key else done and reward > 0
+        truncated = step_flag(observation.get("truncated", False), f"{where} observation['truncated']") and not won
+        info = {"lost": done and not won and not truncated, "truncated": truncated,
+                "invalid": step_flag(observation.get("invalid", False), f"{where} observation['invalid']"),
+                "state_context": observation.get("state_context", "")}
         return obs, float(reward), won, self._admissible(observation), info
 
     def _drop(self) -> None:
@@ -368,13 +373,26 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import time
 
-    parser = argparse.ArgumentParser(prog="python -m milegpo.envs.openenv",
+    import sys
+
+    from ..usage import OneLineParser, UsageError
+
+    parser = OneLineParser(prog="python -m milegpo.envs.openenv",
                                      description="Serve a milegpo environment kind over OpenEnv's session protocol.")
     parser.add_argument("--env", default="household", help="environment kind (registered, entry point, dotted path)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: loopback only)")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
-    server = serve(args.env, args.host, args.port)
+    parser.add_argument("--port", type=int, default=8000, help="0..65535 (0: a free one)")
+    try:  # misuse (a bad flag, an unknown kind, a port in use or out of range, a host not found): one line, exit 2
+        args = parser.parse_args(argv)
+        if not 0 <= args.port <= 65535:
+            parser.error(f"--port {args.port}: a port is 0..65535 (0: a free one)")
+        try:
+            server = serve(args.env, args.host, args.port)
+        except (EnvError, OSError, OverflowError) as e:
+            parser.error(f"cannot serve --env {args.env} at {args.host}:{args.port}: {str(e).splitlines()[0]}")
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 2
     print(f"serving {args.env} at {server.url} (OpenEnv session: ws://{args.host}:{server.port}/ws)", flush=True)
     try:
         while True:

@@ -164,12 +164,16 @@ class EnvSpec:
         """A fresh environment of this kind: ``env(**env_kwargs)``, or a gymnasium-style class inside
         :class:`~milegpo.envs.gym.GymTextEnv` (``GymTextEnv(env, **env_kwargs)``); its ``kind`` is this kind."""
         cls = self.source_class()
-        if issubclass(cls, TextEnv):
-            env = cls(**self.env_kwargs)
-        else:
-            from .gym import GymTextEnv
+        try:
+            if issubclass(cls, TextEnv):
+                env = cls(**self.env_kwargs)
+            else:
+                from .gym import GymTextEnv
 
-            env = GymTextEnv(cls, **self.env_kwargs)
+                env = GymTextEnv(cls, **self.env_kwargs)
+        except TypeError as e:  # a class that needs arguments, or env_kwargs it does not take: a bare TypeError
+            raise EnvError(f"environment kind {self.kind!r} ({self.origin}): {cls.__qualname__}(**{self.env_kwargs!r})"
+                           f" failed: {e}; register it with env_kwargs= its arguments") from None
         env.kind = self.kind
         return env
 
@@ -211,8 +215,12 @@ def seeded_tasks(kind: str, splits: Sequence[str], split: str, n: int, *, start:
     the seed. A split not in ``splits`` is a ValueError naming them."""
     if split not in splits:
         raise ValueError(f"environment kind {kind!r}: split must be one of {tuple(splits)}, got {split!r}")
-    if n is None or n < 0:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"environment kind {kind!r}: n must be an int >= 0, got {n!r}")
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:  # -1 was a task 'k/train/-1'
+        raise ValueError(f"environment kind {kind!r}: start must be an int >= 0, got {start!r}")
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:  # 2.5 / 0 were kept in the Task
+        raise ValueError(f"environment kind {kind!r}: horizon must be an int >= 1 (steps), got {horizon!r}")
     return [Task(f"{kind}/{split}/{i}", env=kind, seed=stable_seed(kind, split, i), task_type=task_type, split=split,
                  horizon=horizon) for i in range(start, start + n)]
 

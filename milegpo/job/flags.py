@@ -228,6 +228,14 @@ def check_tasks(cfg, train: bool) -> None:
 
     wanted = ([(cfg.train_split, cfg.num_train_tasks)] if train else []) + \
         ([(split, cfg.num_eval_tasks) for split in cfg.eval_splits] if cfg.num_eval_tasks else [])
+    from ..envs import get_spec
+
+    spec = get_spec(cfg.env)
+    if spec.origin != "milegpo":  # a user's class that cannot be made (needs arguments) failed in the first rollout
+        try:
+            spec.make().close()
+        except (EnvError, ValueError, TypeError, OSError) as e:
+            raise UsageError(f"--env {cfg.env}: {str(e).splitlines()[0]}") from None
     for split, n in wanted:
         try:
             make_tasks(cfg.env, split, n, cfg.task_type, cfg.horizon, options=cfg.env_options)

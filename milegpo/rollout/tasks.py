@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 from ..envs import Task
@@ -104,7 +105,22 @@ def make_tasks(env: str, split: str, n: int, task_type: str = "", horizon: int |
         kwargs["task_type"] = task_type
     if horizon is not None:
         kwargs["horizon"] = horizon
-    return list(fn(split, n, **kwargs))
+    return check_made_tasks(env, split, n, fn(split, n, **kwargs))
 
 
-__all__ = ["make_tasks", "check_env_options"]
+def check_made_tasks(env: str, split: str, n: int, made) -> list[Task]:
+    """What a kind's task function returned for ``(split, n)``, checked: a list (or tuple) of ``n``
+    :class:`~milegpo.envs.Task` (``n`` None: any number; fewer were a smaller run, a str a list of letters: silently). A TypeError /
+    ValueError naming it. A task of another kind (a task function registered under a second kind, e.g.
+    ``register("mine", MyEnv, tasks=household_tasks)``) is played by the kind asked for: its ``env`` is set to
+    ``env``, as :class:`~milegpo.envs.openenv.ServedTasks` does (it was played by the other kind's class)."""
+    if not isinstance(made, (list, tuple)) or not all(isinstance(t, Task) for t in made):
+        raise TypeError(f"the task function of environment kind {env!r} returned {type(made).__name__} {made!r:.80} "
+                        f"for split {split!r}; expected a list of milegpo.envs.Task")
+    if n is not None and len(made) != n:  # None: every task of the split (WebShop's)
+        raise ValueError(f"the task function of environment kind {env!r} returned {len(made)} tasks for split "
+                         f"{split!r}; {n} were asked")
+    return [t if t.env == env else dataclasses.replace(t, env=env) for t in made]
+
+
+__all__ = ["make_tasks", "check_env_options", "check_made_tasks"]

@@ -342,9 +342,18 @@ class ToolEpisodeRunner:
                  state_similarity: StateSimilarity | None = None, probe=None) -> None:
         if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
             raise ValueError(f"ToolEpisodeRunner: horizon must be an int >= 1, got {horizon!r}")
-        if tool_timeout is not None and not (isinstance(tool_timeout, (int, float)) and tool_timeout > 0):
-            raise ValueError(f"ToolEpisodeRunner: tool_timeout must be a number of seconds > 0 or None, "
-                             f"got {tool_timeout!r}")
+        # True was 1 s, inf an OverflowError at the first tool call (Thread.join), NaN a str: refused here
+        if tool_timeout is not None and (isinstance(tool_timeout, bool) or not isinstance(tool_timeout, (int, float))
+                                         or not math.isfinite(tool_timeout) or tool_timeout <= 0):
+            raise ValueError(f"ToolEpisodeRunner: tool_timeout must be a finite number of seconds > 0 or None (no "
+                             f"limit), got {tool_timeout!r}")
+        if isinstance(success_threshold, bool) or not isinstance(success_threshold, (int, float)) \
+                or not math.isfinite(success_threshold):  # NaN: no episode was ever a success, silently
+            raise ValueError(f"ToolEpisodeRunner: success_threshold must be a finite number, got {success_threshold!r}")
+        if max_context is not None and (isinstance(max_context, bool) or not isinstance(max_context, int)
+                                        or max_context < 1):  # 0 / -1 ended every episode after its first turn
+            raise ValueError(f"ToolEpisodeRunner: max_context must be an int >= 1 (tokens) or None, got "
+                             f"{max_context!r}")
         if state_anchor is not None and not callable(state_anchor):
             raise TypeError(f"ToolEpisodeRunner: state_anchor must be a callable fn(env, conversation) -> str, got "
                             f"{type(state_anchor).__name__}")

@@ -431,13 +431,23 @@ class MileGPOConfig(GRPOConfig):
         if self.credit_variant not in VARIANTS:
             raise _refused("credit_variant", self.credit_variant, f"unknown MileGPO variant; one of "
                                                                   f"{', '.join(VARIANTS)}")
-        if self.credit_preset.lower() not in presets.PRESETS:
+        variants = METHODS[self.credit_method].variants
+        if self.credit_variant not in variants:  # was: ignored (a run of hgpo 'md' was hgpo)
+            raise _refused("credit_variant", self.credit_variant, f"credit method {self.credit_method!r} has the "
+                                                                  f"variant(s) {', '.join(variants)} only")
+        if not isinstance(self.credit_preset, str) or self.credit_preset.lower() not in presets.PRESETS:
             raise _refused("credit_preset", self.credit_preset, f"unknown credit preset; one of "
                                                                 f"{', '.join(sorted(presets.PRESETS))}")
         try:
             overridden = self._preset_with_overrides()
         except (TypeError, ValueError) as e:
             raise _refused("credit_overrides", self.credit_overrides, str(e)) from None
+        for owner in ("hgpo", "g2po"):  # fields only that method reads: given to another, they were ignored
+            unread = sorted(k for k in self.credit_overrides or {} if k.startswith(owner + "_"))
+            if unread and self.credit_method != owner:
+                raise _refused("credit_overrides", self.credit_overrides, f"{', '.join(unread)} only change credit "
+                                                                          f"method {owner!r}; this run's is "
+                                                                          f"{self.credit_method!r}")
         try:
             overridden.replace(invalid_penalty=float(self.invalid_action_penalty))
         except (TypeError, ValueError) as e:
