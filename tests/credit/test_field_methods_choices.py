@@ -26,9 +26,11 @@ def test_the_trainer_config_and_the_job_parser_take_them(name):
     (args,) = TrlParser(MileGPOConfig).parse_args_and_config(
         ["--output_dir", "/tmp/milegpo-hgpo-test", "--report_to", "none", "--use_cpu", "true", "--bf16", "false",
          "--credit_method", name.upper(), "--credit_preset", "webshop",
-         "--credit_overrides", '{"hgpo_history": 1, "g2po_w": 0.5}'])
+         "--credit_overrides", '{"hgpo_history": 1}' if name == "hgpo" else '{"g2po_w": 0.5}'])
     cfg = args.credit_config()
-    assert args.credit_method == name and (cfg.hgpo_history, cfg.g2po_w, cfg.norm) == (1, 0.5, "mean")
+    changed = cfg.hgpo_history == 1 if name == "hgpo" else cfg.g2po_w == 0.5
+    assert args.credit_method == name and changed and cfg.norm == "mean"
+    # an override of the other method's fields is read by nothing: refused (tests/test_hostile_probes.py)
     _, job_cfg = parse(["--credit_method", name, "--horizon", "5", "--sft_epochs", "0"])
     assert job_cfg.credit_method == name
 
