@@ -33,18 +33,14 @@ from .registry import (ENTRY_POINT_GROUP, GYM_PREFIX, EnvSpec, get_spec, known_k
                        registered_specs, reload_entry_points, seeded_tasks, unregister)
 
 # the four built-in worlds register through the same door as a user's (dotted paths: their engines stay unimported)
-register("household", "milegpo.envs.household:HouseholdEnv", tasks="milegpo.envs.household:household_tasks",
-         splits="milegpo.envs.household:SPLITS", eval_splits="milegpo.envs.household:EVAL_SPLITS",
-         task_types="milegpo.envs.household:TASK_TYPES", origin="milegpo")
-register("textworld", "milegpo.envs.textworld_env:TextWorldEnv", tasks="milegpo.envs.textworld_env:textworld_tasks",
-         splits="milegpo.envs.textworld_env:SPLITS", eval_splits="milegpo.envs.textworld_env:EVAL_SPLITS",
-         task_types="milegpo.envs.textworld_env:TASK_TYPES", origin="milegpo")
-register("alfworld", "milegpo.envs.alfworld:AlfworldEnv", tasks="milegpo.envs.alfworld:alfworld_tasks",
-         splits="milegpo.envs.alfworld:SPLITS", eval_splits="milegpo.envs.alfworld:EVAL_SPLITS",
-         task_types="milegpo.envs.alfworld:TASK_TYPES", origin="milegpo")
-register("webshop", "milegpo.envs.webshop:WebShopEnv", tasks="milegpo.envs.webshop:webshop_tasks",
-         splits="milegpo.envs.webshop:SPLITS", eval_splits="milegpo.envs.webshop:EVAL_SPLITS",
-         task_types="milegpo.envs.webshop:TASK_TYPES", origin="milegpo")
+for _kind, _module, _env, _tasks in (
+        ("household", "milegpo.envs.household", "HouseholdEnv", "household_tasks"),
+        ("textworld", "milegpo.envs.textworld_env", "TextWorldEnv", "textworld_tasks"),
+        ("alfworld", "milegpo.envs.alfworld", "AlfworldEnv", "alfworld_tasks"),
+        ("webshop", "milegpo.envs.webshop", "WebShopEnv", "webshop_tasks")):
+    register(_kind, f"{_module}:{_env}", tasks=f"{_module}:{_tasks}", splits=f"{_module}:SPLITS",
+             eval_splits=f"{_module}:EVAL_SPLITS", task_types=f"{_module}:TASK_TYPES", origin="milegpo")
+del _kind, _module, _env, _tasks
 
 #: the built-in kinds (the registry, :func:`known_kinds`, holds every kind)
 BUILT_IN_KINDS = ("household", "textworld", "alfworld", "webshop")
