@@ -10,6 +10,10 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from .properties import load as load_hypothesis_profile  # noqa: E402
+
+load_hypothesis_profile()  # derandomized unless MILEGPO_HYPOTHESIS=explore (tests/properties.py)
+
 
 def pytest_addoption(parser):
     parser.addoption(

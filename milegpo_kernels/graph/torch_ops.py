@@ -42,7 +42,10 @@ def check_components(src, dst, num_nodes, edge_offsets, name):
     loop = src == dst  # self-loops change nothing: allowed in any component
     ends = torch.cat([src[~loop], dst[~loop]])
     c = torch.cat([comp[~loop], comp[~loop]])
-    lo = torch.full((num_nodes,), e, dtype=torch.int64, device=src.device).scatter_reduce(0, ends, c, "amin")
+    # "no component yet" must be above every component index (S - 1), not the edge count: with more
+    # components than edges (groups of one edge, empty groups) an index >= E would read as a second one
+    n_components = off.shape[0] - 1
+    lo = torch.full((num_nodes,), n_components, dtype=torch.int64, device=src.device).scatter_reduce(0, ends, c, "amin")
     hi = torch.full((num_nodes,), -1, dtype=torch.int64, device=src.device).scatter_reduce(0, ends, c, "amax")
     shared = torch.nonzero((hi >= 0) & (lo != hi))
     if shared.numel():

@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from milegpo.credit import METHODS, SINK, StepBatch, estimate, presets
 from milegpo.credit.result import BOOL_KEYS, INT_KEYS
 
+from ..properties import examples
 from .batches import make_batch, rows_ok
 
 CASES = [(m, "full") for m in METHODS if m != "milegpo"] + [("milegpo", v) for v in ("md", "rcs", "full")]
@@ -70,11 +71,7 @@ def test_estimate_argument_errors():
         estimate(rows_ok(), "milegpo")
 
 
-settings.register_profile("credit", max_examples=30, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-
-
-@settings(settings.get_profile("credit"))
+@settings(max_examples=examples(30))
 @given(seed=st.integers(0, 2**32 - 1), n_groups=st.integers(1, 5), k=st.integers(1, 16),
        horizon=st.integers(1, 50), n_states=st.integers(1, 12), mode=st.sampled_from(["mixed", "all_success",
                                                                                         "all_fail"]),

@@ -164,6 +164,25 @@ def test_chained_near_duplicates_merge_transitively(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_state_shared_by_several_groups(backend):
+    """Issue 52: the same first observation in 121 task groups (a task played by several groups), and a near
+    duplicate in the last: merged per group on every backend as by the exact rule, and every method's
+    credit on the merged batch equals the plain-Python reference's."""
+    start = ROOM
+    near = ROOM.replace("drawer 1", "drawer 9")
+    other = "You arrive at shelf 1. On the shelf 1, you see nothing."
+    walks = [(g, [start, None] if g % 2 else [start, start]) for g in range(120)]  # one state: no pair to verify
+    walks += [(120, [start, near, None]), (120, [near, start, other])]  # more groups than candidate pairs
+    batch, texts = batch_of_texts(walks)
+    similarity = StateSimilarity(0.25)
+    got = assert_equals_exact(batch, texts, similarity, backend)
+    for method, variant in (("graphgpo", "full"), ("milegpo", "full"), ("gigpo", "full")):
+        want = estimate(got, method, presets.ALFWORLD, variant, "reference").advantages
+        on_backend = estimate(got.to(device_of(backend)), method, presets.ALFWORLD, variant, backend).advantages
+        torch.testing.assert_close(on_backend.cpu().double(), want.double(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_strings_that_differ_only_in_a_number(backend):
     """A long observation whose counter changes is one state; short observations that differ only in the
     receptacle's number ("cabinet 3" vs "cabinet 4": different places) stay apart at 0.6 (bigram Jaccard

@@ -16,6 +16,7 @@ from milegpo.credit.batch import FIELDS
 from milegpo.credit.synthetic import paths_batch
 from milegpo_kernels import interpreter_on
 
+from ..properties import examples
 from .batches import make_batch
 from .test_estimate import compare
 
@@ -35,7 +36,7 @@ def test_triton_matches_reference(seed, kwargs):
     compare(make_batch(seed, **kwargs), backend="triton")
 
 
-@settings(settings.get_profile("credit"), max_examples=int(os.environ.get("MILEGPO_TRITON_EXAMPLES", "4")))
+@settings(max_examples=examples(int(os.environ.get("MILEGPO_TRITON_EXAMPLES", "4"))))
 @given(seed=st.integers(0, 2**32 - 1), n_groups=st.integers(1, 4), k=st.integers(1, 9),
        horizon=st.integers(1, 24), n_states=st.integers(1, 10), mode=st.sampled_from(["mixed", "all_success",
                                                                                        "all_fail"]),

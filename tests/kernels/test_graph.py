@@ -186,6 +186,43 @@ def test_graph_ops_with_edge_offsets(name, device):
     assert to_cpu(max_times_potential(s, d, x1, 0.9, o, backend="triton")).tolist() == [r[0] for r in want2]
 
 
+@pytest.mark.parametrize("layout", ["edges_only_in_the_last", "one_edge_in_every_other", "empty_between"])
+def test_more_components_than_edges(layout, device):
+    """Issue 52's class of bug: the component check took the edge count as "no component", so a node of
+    component index >= E read as shared. Task groups without edges (one-step groups, groups whose rows are all
+    padding) give more components than edges: every op that takes edge_offsets, every backend, against
+    plain Python."""
+    from milegpo_kernels import connected_labels
+    from milegpo_kernels.similarity import connected_labels_torch
+
+    from .test_similarity import reference_connected_labels
+
+    sizes = {"edges_only_in_the_last": [(1, 0)] * 6 + [(3, 2)],
+             "one_edge_in_every_other": [(2, 1), (1, 0)] * 4,
+             "empty_between": [(0, 0), (0, 0), (0, 0), (2, 1), (0, 0), (0, 0), (2, 1)]}[layout]
+    src, dst, target, off = [], [], [], [0]
+    for nodes, edges in sizes:  # a chain base -> base + 1 -> ...; its last node the target
+        base = len(target)
+        src += [base + i for i in range(edges)]
+        dst += [base + i + 1 for i in range(edges)]
+        target += [i == nodes - 1 for i in range(nodes)]
+        off.append(len(src))
+    assert len(off) - 1 > len(src)
+    s, d, o = i64(src, device), i64(dst, device), i64(off, device)
+    t = torch.tensor(target, dtype=torch.bool, device=device)
+    want = reference_hop_distance(src, dst, target)
+    assert to_cpu(hop_distance(s, d, t, o, backend="triton")).tolist() == want
+    assert hop_distance_torch(s.cpu(), d.cpu(), t.cpu(), o.cpu()).tolist() == want
+    seed = [float(x) for x in target]
+    want_phi = reference_max_times_potential(src, dst, seed, 0.5)
+    x = torch.tensor(seed, dtype=torch.float64, device=device)
+    assert to_cpu(max_times_potential(s, d, x, 0.5, o, backend="triton")).tolist() == want_phi
+    assert max_times_potential_torch(s.cpu(), d.cpu(), x.cpu(), 0.5, o.cpu()).tolist() == want_phi
+    want_labels = reference_connected_labels(src, dst, len(target))
+    assert to_cpu(connected_labels(s, d, len(target), o, backend="triton")).tolist() == want_labels
+    assert connected_labels_torch(s.cpu(), d.cpu(), len(target), o.cpu()).tolist() == want_labels
+
+
 def test_edge_offsets_errors(device):
     s, d = i64([0, 1, 2, 3], device), i64([1, 0, 3, 2], device)
     t = torch.tensor([True, False, False, True], device=device)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 try:  # a dev extra; the benchmarks import this module's references without it
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import given, settings
     from hypothesis import strategies as st
 except ImportError:  # pragma: no cover
     st = None
@@ -17,6 +17,7 @@ except ImportError:  # pragma: no cover
 from milegpo_kernels import dense_ids
 from milegpo_kernels.grouping import dense_ids_torch
 
+from ..properties import examples
 from .helpers import BLOCK, I64_MIN, SINK, SIZES, i64, random_keys, to_cpu
 
 pytestmark = pytest.mark.usefixtures("garbage_empty")
@@ -122,7 +123,7 @@ def test_dense_ids_insert_variants(sem, peek, device):
 if st is not None:
     _KEY_POOL = st.sampled_from([SINK, I64_MIN, -1, 0, 1, -2, SINK - 1, 42])
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=examples(40))
     @given(rows=st.lists(st.tuples(st.integers(0, 3), _KEY_POOL | st.integers(I64_MIN, SINK)), max_size=60),
            slack=st.integers(0, 3))
     def test_dense_ids_property(rows, slack, device):
