@@ -214,7 +214,8 @@ def merged_env_options(defaults: dict[str, Any], given: Any) -> Any:
 #: :class:`JobArguments` field; each MileGPOConfig field of its own is in one group (tests/job/test_arguments.py)
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "environment and tasks": ("env", "task_type", "horizon", "env_options", "train_split", "num_train_tasks",
-                              "num_env_workers", "rollout_parts", "success_threshold", "tool_timeout"),
+                              "num_env_workers", "env_errors", "env_step_timeout", "rollout_parts", "success_threshold",
+                              "tool_timeout"),
     "rollout": ("groups_per_iteration", "group_size", "history_length", "prompt_style", "require_think",
                 "constrain_actions", "constrain_query", "temperature", "max_completion_length", "state_anchor",
                 "show_state_context"),

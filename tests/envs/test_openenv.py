@@ -114,7 +114,7 @@ def test_a_server_that_dies_mid_episode_truncates_its_episodes_and_the_run_goes_
     try:
         register_served("fragile-household", f"http://127.0.0.1:{port}", like="household")
         tasks = make_tasks("fragile-household", "train", 2, horizon=8)
-        runner = EpisodeRunner(SequentialPool(8), history_length=2, horizon=8)
+        runner = EpisodeRunner(SequentialPool(8), history_length=2, horizon=8, env_errors="skip")
         inner = expert_generator(runner, tasks, 4, p_expert=0.0, seed=1)  # random play: nobody wins in 2 steps
         calls = {"n": 0}
 
