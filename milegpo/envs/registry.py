@@ -347,15 +347,17 @@ def _from_gym_id(kind: str) -> EnvSpec:
     except ImportError:
         raise EnvError(f"environment kind {kind!r}: a gymnasium id needs gymnasium (pip install 'milegpo[gym]')") \
             from None
-    module = env_id.rpartition(":")[0]
+    module, _, name = env_id.rpartition(":")
     try:
-        gym_spec = gymnasium.spec(env_id)
+        if module:  # what gymnasium.make does with "module:id": import the module that registers the id
+            importlib.import_module(module)
+        gym_spec = gymnasium.spec(name)
     except Exception as e:  # noqa: BLE001 - NameNotFound, a module that does not import, ...
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         hint = (f"the module {module!r} did not register it" if module else
                 "gymnasium.register(id=...) it in the module that defines it, and import that module first, or "
                 "name it as gym:<module>:<id>")
-        raise EnvError(f"environment kind {kind!r}: {env_id.rpartition(':')[2]!r} is not a registered gymnasium id "
+        raise EnvError(f"environment kind {kind!r}: {name!r} is not a registered gymnasium id "
                        f"({type(e).__name__}: {why}); {hint}") from None
     from .gym import GymTextEnv
 

@@ -107,6 +107,33 @@ def test_a_dotted_path_and_a_gymnasium_id_are_kinds():
         get_spec("gym:Nowhere-v9")
 
 
+def test_a_gymnasium_id_registered_in_this_process_plays_in_pool_workers():
+    """Issue 48.3: the workers got the id, not what gymnasium needs to make it (NameNotFound in every worker)."""
+    if "KeyDoorWorkers-v0" not in gymnasium.registry:
+        gymnasium.register(id="KeyDoorWorkers-v0", entry_point=KeyDoor, disable_env_checker=True)  # a class, not a path
+    kind = "gym:KeyDoorWorkers-v0"
+    out = _play(kind, EnvPool(8, 2), n_tasks=2)
+    assert out.step_batch() is not None and not any(e.error for e in out.episodes)
+    assert any(e.won for e in out.episodes)
+    local = _play(kind, SequentialPool(8), n_tasks=2)
+    assert out.step_arrays()["state"].tolist() == local.step_arrays()["state"].tolist()
+
+
+def test_gymnasiums_module_colon_id_form_imports_the_module_first():
+    """``gym:<module>:<id>``, as gymnasium.make takes it: a command line cannot import the user's module itself."""
+    kind = "gym:tests.envs.gym_registered:KeyDoorRegistered-v0"
+    spec = get_spec(kind)
+    assert spec.origin == "gymnasium id 'tests.envs.gym_registered:KeyDoorRegistered-v0'"
+    out = _play(kind, EnvPool(8, 2), n_tasks=2)
+    assert out.step_batch() is not None and not any(e.error for e in out.episodes)
+    with pytest.raises(EnvError, match=r"environment kind 'gym:tests.envs.nowhere:X-v0': 'X-v0' is not a registered "
+                                       r"gymnasium id \(ModuleNotFoundError: No module named 'tests.envs.nowhere'"):
+        get_spec("gym:tests.envs.nowhere:X-v0")
+    with pytest.raises(EnvError, match=r"'Nope-v0' is not a registered gymnasium id .*the module "
+                                       r"'tests.envs.gym_registered' did not register it"):
+        get_spec("gym:tests.envs.gym_registered:Nope-v0")
+
+
 def test_steps_map_to_gymnasiums_tuple():
     env = GymTextEnv(KeyDoor)
     task = make_tasks(f"{GAMES}:KeyDoor", "train", 1, horizon=3)[0]
