@@ -114,6 +114,13 @@ class IterationConsole(ProgressCallback):
         if self.training_bar is not None:
             super().on_train_end(args, state, control, **kwargs)
 
+    def close_bar(self) -> None:
+        """Close the progress bar if it is still open (a run that stopped on an error): what is printed next starts
+        a line of its own."""
+        if getattr(self, "training_bar", None) is not None:
+            self.training_bar.close()
+            self.training_bar = None
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return

@@ -6,7 +6,7 @@
 - :class:`Corridor`: a :class:`~milegpo.envs.TextEnv` (walk right ``length`` times), for the registry.
 - Broken variants: :class:`NumericObs` (reset returns an array), :class:`RaisesOnStep`, :class:`OldGymStep`
   (gym 0.21's 4-tuple), :class:`NaNReward`, :class:`HangsOnStep`, :class:`NoneReset` (reset returns None),
-  :class:`RaisesInInit`, :class:`NotAnEnv`; TextEnv subclasses :class:`NaNCorridor` and :class:`ShortStepCorridor`.
+  :class:`RaisesInInit`, :class:`FailsOnSecondStep`, :class:`NotAnEnv`; TextEnv subclasses :class:`NaNCorridor` and :class:`ShortStepCorridor`.
 """
 
 from __future__ import annotations
@@ -130,6 +130,20 @@ class OldGymStep(KeyDoor):
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
         return obs, reward, terminated or truncated, info
+
+
+class FailsOnSecondStep(KeyDoor):
+    """The second step of every episode raises, whatever the action."""
+
+    def reset(self, *, seed=None, options=None):
+        self.taken = 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self.taken += 1
+        if self.taken == 2:
+            raise RuntimeError("the floor gave way")
+        return super().step(action)
 
 
 class NaNReward(KeyDoor):
