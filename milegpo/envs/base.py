@@ -164,6 +164,11 @@ class EnvFailure(EnvError, RunError):
         self.details = details
 
 
+#: the info key that marks a step as an environment failure (``info["error"]`` then holds its line): set by the pools
+#: and the adapters that lose their engine (an OpenEnv server gone), never read from an environment's own info
+ENV_FAILURE = "env_failure"
+
+
 def failure_line(kind: str, method: str, task_id: str | None, error: BaseException | str, step: int | None = None) -> str:
     """``environment 'maze': step 3 of task 'maze/train/0' raised RuntimeError: boom (at maze.py:42 in step)``: one
     line naming the environment kind, the method, the task and the error (an exception, with the innermost frame of
@@ -421,4 +426,4 @@ def success_by_task_type(task_types, won) -> dict[str, float]:
 
 
 __all__ = ["SINK", "UNWINNABLE", "match_action", "action_template", "goal_words", "WORD_EDGE_PUNCTUATION", "QUERY_FORBIDDEN", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
-           "state_key", "stable_seed", "EnvFailure", "failure_line", "step_flag", "finite_reward"]
+           "state_key", "stable_seed", "EnvFailure", "ENV_FAILURE", "failure_line", "step_flag", "finite_reward"]

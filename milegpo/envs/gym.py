@@ -27,8 +27,9 @@ A gymnasium (1.x) ``Env`` whose observations and actions are text trains as it i
 
 What does not fit is a clear error where it arrives: a reset or step that returns another shape, an observation
 that is not a str, a reward that is not a finite number, admissible actions that are not a list (or tuple) of
-str, a ``terminated`` / ``truncated`` / ``info["won"]`` / ``info["invalid"]`` that is not a bool (or 0 / 1). An
-exception inside ``step`` ends the episode truncated in a pool (as for every world), the run goes on.
+str, a ``terminated`` / ``truncated`` / ``info["won"]`` / ``info["invalid"]`` that is not a bool (or 0 / 1). Such an
+error, or an exception inside ``step``, is an environment failure: the pool ends that episode truncated with the
+error's one line, and the run stops there unless ``MileGPOConfig.env_errors="skip"`` (then it is counted).
 """
 
 from __future__ import annotations

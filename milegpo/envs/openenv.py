@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .anchors import StateTracker
-from .base import EnvError, Task, TextEnv, failure_line, step_flag
+from .base import ENV_FAILURE, EnvError, Task, TextEnv, failure_line, step_flag
 
 #: observation fields read as the observation's text, first present str wins
 TEXT_KEYS = ("text", "observation", "prompt", "message")
@@ -304,7 +304,7 @@ class OpenEnvTextEnv(TextEnv):
             lost = f"the OpenEnv server {self._where} was lost mid-episode ({type(e).__name__}: {e})"
             return self.last_obs, 0.0, False, [], {"truncated": True, "state_context": self.tracker.context(),
                                                    "error": failure_line(self.kind, "step", self.task.task_id, lost,
-                                                                         step=self.steps + 1)}
+                                                                         step=self.steps + 1), ENV_FAILURE: True}
         observation = result.observation
         obs = self._text(observation, "step")
         reward = 0.0 if result.reward is None else result.reward

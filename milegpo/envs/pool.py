@@ -30,7 +30,9 @@ Failures never vanish and never hang the caller. In :class:`EnvPool`, a worker t
 dies (crash, ``os.kill``) or does not answer in time (``step_timeout`` seconds per
 environment step it serves) is killed and restarted; every live episode it held ends in a truncated StepOut (truncated,
 not won, ``info["truncated"] = True``, ``info["error"]`` says why in one line naming the environment kind, the
-method, the task and the step (:func:`~milegpo.envs.base.failure_line`), observation and state key unchanged). An
+method, the task and the step (:func:`~milegpo.envs.base.failure_line`), ``info["env_failure"] = True``
+(:data:`~milegpo.envs.base.ENV_FAILURE`: an ``"error"`` key of the environment's own info is no failure),
+observation and state key unchanged). An
 exception inside an environment's step ends that episode the same way (``info["error"]``: the exception's line, made
 where it was raised, so its text crosses the process boundary; ``info["traceback"]``: the traceback). The pools never
 stop a run on a step failure: :class:`~milegpo.rollout.EpisodeRunner` does (``env_errors``). A reset that raises is
@@ -58,7 +60,7 @@ from multiprocessing.connection import wait
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .anchors import AnchorError, AnchorSpec, check_state_anchor
-from .base import EnvError, EnvFailure, Task, TextEnv, failure_line
+from .base import ENV_FAILURE, EnvError, EnvFailure, Task, TextEnv, failure_line
 from .registry import EnvSpec, get_spec, register_spec
 
 
@@ -335,7 +337,7 @@ class _PoolBase:
         obs = self.last_obs[s]
         # the state the episode was in: its anchor as the environment last keyed it (no second computation here)
         info = {**self.last_state[s], "admissible_actions": [], "step": self.steps[s], "invalid": False,
-                "truncated": True, "won": False, "error": why}
+                "truncated": True, "won": False, "error": why, ENV_FAILURE: True}
         if traceback:
             info["traceback"] = traceback
         return StepOut(obs, 0.0, False, True, info)

@@ -51,7 +51,7 @@ import numpy as np
 from ..credit import SINK, StepBatch
 from ..envs import Task, env_class
 from ..envs.anchors import check_state_anchor
-from ..envs.base import EnvFailure, goal_words
+from ..envs.base import ENV_FAILURE, EnvFailure, goal_words
 from ..envs.pool import make_pool
 from ..state_sketches import StateSimilarity, StateSketch
 from .parse import parse_action
@@ -104,7 +104,7 @@ class Episode:
     invalid_steps: int = 0
     reward: float = 0.0
     truncated: bool = False
-    error: str = ""  # why its environment failed (one line), "" when it did not
+    error: str = ""  # why its environment failed (one line, info["error"] of a step marked ENV_FAILURE), "" if it did not
     traceback: str = ""  # the environment's traceback, where it raised
     score: float | None = None  # the world's score in [0, 1] at the end (``TextEnv.has_score``), else None
 
@@ -474,8 +474,8 @@ class EpisodeRunner:
             if done:
                 st["live"] = False
                 ep.won, ep.truncated = bool(won), bool(info.get("truncated", False))
-                ep.error = str(info.get("error", ""))
-                ep.traceback = str(info.get("traceback", ""))
+                if info.get(ENV_FAILURE):  # the pool's (or an adapter's) mark, not an "error" of the env's own info
+                    ep.error, ep.traceback = str(info.get("error", "")), str(info.get("traceback", ""))
                 ep.score = final_score(ep.task, info)
                 for r in st["rows"]:
                     r.success = ep.won

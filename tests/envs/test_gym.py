@@ -235,6 +235,11 @@ def test_env_errors_skip_plays_on_and_counts_the_failed_episodes(workers):
         EpisodeRunner(SequentialPool(1), env_errors="ignore")
 
 
+def test_an_error_key_of_the_environments_own_info_is_no_failure():
+    out = _play(f"{GAMES}:ReportsErrors", SequentialPool(8), n_tasks=2)
+    assert not any(e.error for e in out.episodes) and any(e.won for e in out.episodes)
+
+
 def test_a_step_that_hangs_times_out_in_a_worker_and_stops_the_run():
     """A gymnasium step that never returns: the worker is killed after the step timeout, and the run stops."""
     kind = f"{GAMES}:HangsOnStep"

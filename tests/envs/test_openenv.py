@@ -151,15 +151,10 @@ def _real_openenv():
     return openenv_games
 
 
-def _keydoor_rollout(kind, pool, n_tasks=3, group_size=4, **runner_options):
-    from .test_gym import scripted_policy
+def _keydoor_rollout(kind, pool):
+    from .test_gym import _play  # the scripted key-and-door policy, compact prompt, horizon 8
 
-    tasks = make_tasks(kind, "train", n_tasks, horizon=8)
-    runner = EpisodeRunner(pool, history_length=1, prompt_style="compact", show_state_context=True, **runner_options)
-    try:
-        return runner.run(tasks, group_size, scripted_policy())
-    finally:
-        pool.close()
+    return _play(kind, pool, n_tasks=3, group_size=4)
 
 
 @pytest.mark.parametrize("pool", ["sequential", "workers"])

@@ -146,6 +146,14 @@ class FailsOnSecondStep(KeyDoor):
         return super().step(action)
 
 
+class ReportsErrors(KeyDoor):
+    """A game whose own info says ``error`` at every step (its business, not a failure)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {**info, "error": "nothing to report, but a key named so"}
+
+
 class NaNReward(KeyDoor):
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
