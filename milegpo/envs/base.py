@@ -16,12 +16,16 @@ This module imports nothing heavy (no torch): pool workers import it at start-up
 from __future__ import annotations
 
 import hashlib
+import math
 import re
+import traceback
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
+from numbers import Real
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ..state_keys import SINK, canonical_state, state_key  # re-exported: one definition, torch-free
+from ..usage import RunError
 from .anchors import DEFAULT_STATE_ANCHOR, AnchorSpec, StateTracker, call_anchor, resolve_state_anchor
 
 #: ALFWorld's answer to an action that does nothing; every world here uses it for invalid actions.
@@ -145,6 +149,61 @@ class Task:
 
 class EnvError(RuntimeError):
     """An environment that cannot play the task it was given (missing file, unknown kind)."""
+
+
+class EnvFailure(EnvError, RunError):
+    """An environment's own failure during a run, in one line naming the environment kind, the method (``reset`` /
+    ``step``), the task and the error (:func:`failure_line`): its reset or step raised, returned what the protocol
+    does not take (a 4-tuple, a NaN reward), or did not answer within a pool's step timeout. A pool raises it at a
+    reset; an episode's step failure ends that episode, and :class:`~milegpo.rollout.EpisodeRunner` raises it after
+    the rollout unless ``env_errors="skip"`` (``MileGPOConfig.env_errors``). ``milegpo`` prints the line and exits 1.
+    ``details``: the traceback where there is one."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
+
+#: the info key that marks a step as an environment failure (``info["error"]`` then holds its line): set by the pools
+#: and the adapters that lose their engine (an OpenEnv server gone), never read from an environment's own info
+ENV_FAILURE = "env_failure"
+
+
+def failure_line(kind: str, method: str, task_id: str | None, error: BaseException | str, step: int | None = None) -> str:
+    """``environment 'maze': step 3 of task 'maze/train/0' raised RuntimeError: boom (at maze.py:42 in step)``: one
+    line naming the environment kind, the method, the task and the error (an exception, with the innermost frame of
+    its traceback, or a text saying what happened)."""
+    what = method if step is None else f"{method} {step}"
+    where = f"environment {kind!r}: {what}" + (f" of task {task_id!r}" if task_id is not None else "")
+    if isinstance(error, BaseException):
+        text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ is not None else []
+        at = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+        return f"{where} raised {type(error).__name__}{': ' + text if text else ''}{at}"
+    return f"{where}: {error}"
+
+
+def step_flag(value: Any, what: str) -> bool:
+    """A step's bool (``terminated``, ``truncated``, ``won``, ``info["invalid"]``): a bool, a numpy bool or the int
+    0 / 1; anything else (the str ``"false"`` was True) a TypeError naming ``what``."""
+    numpy_bool = getattr(getattr(value, "dtype", None), "kind", "") == "b" and getattr(value, "shape", None) == ()
+    if isinstance(value, bool) or numpy_bool or (type(value) is int and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"{what} = {type(value).__name__} {value!r:.80}, expected a bool")
+
+
+def finite_reward(value: Any, what: str) -> float:
+    """A step's reward as a float: a finite real number (not a bool); anything else (NaN, inf, None, a str) a
+    TypeError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
+        raise TypeError(f"{what} returned reward {value!r:.80}, expected a finite number")
+    return float(value)
+
+
+def _actions(value: Any, what: str) -> list[str]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(a, str) for a in value):
+        raise TypeError(f"{what} returned admissible actions {value!r:.120}, expected a list of str")
+    return list(value)
 
 
 class TextEnv(ABC):
@@ -279,7 +338,7 @@ class TextEnv(ABC):
     def reset(self, task: Task) -> tuple[str, list[str], dict]:
         if task.horizon < 1:
             raise ValueError(f"Task {task.task_id!r}: horizon must be >= 1, got {task.horizon}")
-        obs, admissible, info = self._reset(task)
+        obs, admissible, info = self._checked_reset(self._reset(task))
         self.task, self.steps, self.done, self.won = task, 0, False, False
         self.last_obs, self.admissible = obs, list(admissible)
         info = dict(info)
@@ -290,6 +349,36 @@ class TextEnv(ABC):
         info.setdefault("goal", "")
         info.setdefault("game_id", task.task_id)
         return obs, list(admissible), info
+
+    def _checked_reset(self, out: Any) -> tuple[str, list[str], dict]:
+        """What :meth:`_reset` returned, checked: (observation str, admissible actions list of str, info dict); anything
+        else is a TypeError naming the class (a world of the project, or a user's subclass, that returns another
+        shape: ``None``, a 2-tuple)."""
+        what = f"{type(self).__name__}._reset"
+        if not (isinstance(out, tuple) and len(out) == 3):
+            raise TypeError(f"{what} returned {type(out).__name__} {out!r:.80}, expected (observation, admissible "
+                            "actions, info)")
+        obs, admissible, info = out
+        if not isinstance(obs, str):
+            raise TypeError(f"{what} returned a {type(obs).__name__} observation, expected str")
+        if not isinstance(info, dict):
+            raise TypeError(f"{what} returned a {type(info).__name__} info, expected a dict")
+        return obs, _actions(admissible, what), info
+
+    def _checked_step(self, out: Any) -> tuple[str, float, bool, list[str], dict]:
+        """What :meth:`_step` returned, checked: (observation str, reward a finite number, won a bool, admissible
+        actions list of str, info dict); anything else (a NaN reward, a 4-tuple) is a TypeError naming the class."""
+        what = f"{type(self).__name__}._step"
+        if not (isinstance(out, tuple) and len(out) == 5):
+            shape = f"a {len(out)}-tuple" if isinstance(out, tuple) else f"{type(out).__name__} {out!r:.60}"
+            raise TypeError(f"{what} returned {shape}, expected (observation, reward, won, admissible actions, info)")
+        obs, reward, won, admissible, info = out
+        if not isinstance(obs, str):
+            raise TypeError(f"{what} returned a {type(obs).__name__} observation, expected str")
+        if not isinstance(info, dict):
+            raise TypeError(f"{what} returned a {type(info).__name__} info, expected a dict")
+        return (obs, finite_reward(reward, what), step_flag(won, f"{what} returned won"), _actions(admissible, what),
+                info)
 
     def read_action(self, action: str) -> str:
         """The action as this world reads it (``action`` already stripped); WebShop lower-cases the argument
@@ -308,7 +397,7 @@ class TextEnv(ABC):
                            f"(after {self.steps} steps); call reset")
         action = self.read_action(action.strip())
         invalid = self._invalid(action)
-        obs, reward, won, admissible, info = self._step(action)
+        obs, reward, won, admissible, info = self._checked_step(self._step(action))
         if invalid is None:
             invalid = bool(info.get("invalid", False))
         self.steps += 1
@@ -337,4 +426,4 @@ def success_by_task_type(task_types, won) -> dict[str, float]:
 
 
 __all__ = ["SINK", "UNWINNABLE", "match_action", "action_template", "goal_words", "WORD_EDGE_PUNCTUATION", "QUERY_FORBIDDEN", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
-           "state_key", "stable_seed"]
+           "state_key", "stable_seed", "EnvFailure", "ENV_FAILURE", "failure_line", "step_flag", "finite_reward"]

@@ -27,32 +27,22 @@ A gymnasium (1.x) ``Env`` whose observations and actions are text trains as it i
 
 What does not fit is a clear error where it arrives: a reset or step that returns another shape, an observation
 that is not a str, a reward that is not a finite number, admissible actions that are not a list (or tuple) of
-str, a ``terminated`` / ``truncated`` / ``info["won"]`` / ``info["invalid"]`` that is not a bool (or 0 / 1). An
-exception inside ``step`` ends the episode truncated in a pool (as for every world), the run goes on.
+str, a ``terminated`` / ``truncated`` / ``info["won"]`` / ``info["invalid"]`` that is not a bool (or 0 / 1). Such an
+error, or an exception inside ``step``, is an environment failure: the pool ends that episode truncated with the
+error's one line, and the run stops there unless ``MileGPOConfig.env_errors="skip"`` (then it is counted).
 """
 
 from __future__ import annotations
 
-import math
-from numbers import Real
-from typing import Any, Callable
+from typing import Any
 
 from .anchors import StateTracker
-from .base import Task, TextEnv
+from .base import Task, TextEnv, finite_reward, step_flag  # step_flag: re-exported
 
 #: the info keys a gymnasium text environment may list its admissible actions under, first found wins
 ADMISSIBLE_KEYS = ("admissible_actions", "admissible_commands")
 #: the info keys that report success, first found wins (else ``terminated and reward > 0``)
 SUCCESS_KEYS = ("won", "success", "is_success")
-
-
-def step_flag(value: Any, what: str) -> bool:
-    """A step's bool (``terminated``, ``truncated``, ``info["won"]``, ``info["invalid"]``): a bool, a numpy bool
-    or the int 0 / 1; anything else (the str ``"false"`` was True) a TypeError naming ``what``."""
-    numpy_bool = getattr(getattr(value, "dtype", None), "kind", "") == "b" and getattr(value, "shape", None) == ()
-    if isinstance(value, bool) or numpy_bool or (type(value) is int and value in (0, 1)):
-        return bool(value)
-    raise TypeError(f"{what} = {type(value).__name__} {value!r:.80}, expected a bool")
 
 
 class _ContextTracker(StateTracker):
@@ -82,15 +72,17 @@ class GymTextEnv(TextEnv):
     """A gymnasium ``Env`` with text observations and actions, as a :class:`TextEnv` (see the module docstring).
 
     env: a gymnasium-style class or zero-argument factory (called on first reset, in the process that plays it),
-    or an instance; env_id: a gymnasium registry id instead (``gymnasium.make(env_id, **env_kwargs)``);
-    env_kwargs: the class's / ``make``'s keyword arguments."""
+    or an instance; env_id: a gymnasium registry id instead (``gymnasium.make(env_id, **env_kwargs)``), or its
+    ``gymnasium.EnvSpec`` (what the registry's ``gym:<id>`` kinds carry: it pickles, so a pool worker makes the
+    environment from it without the id being registered there); env_kwargs: the class's / ``make``'s keyword
+    arguments."""
 
     experts = {}
     has_score = False
     step_in_workers = True
     kind = "gym"
 
-    def __init__(self, env: Any = None, *, env_id: str | None = None, **env_kwargs: Any) -> None:
+    def __init__(self, env: Any = None, *, env_id: Any = None, **env_kwargs: Any) -> None:
         super().__init__()
         if (env is None) == (env_id is None):
             raise ValueError("GymTextEnv: give env (a gymnasium Env class, factory or instance) or env_id "
@@ -99,7 +91,7 @@ class GymTextEnv(TextEnv):
         # an instance is played as it is; a class or factory is called on the first reset
         self.env: Any = env if env is not None and not isinstance(env, type) and hasattr(env, "step") else None
         self._free_text = True
-        self._name = env_id or getattr(env, "__qualname__", type(env).__name__)
+        self._name = getattr(env_id, "id", env_id) or getattr(env, "__qualname__", type(env).__name__)
 
     def _make(self) -> Any:
         if self._env_id is not None:
@@ -163,8 +155,7 @@ class GymTextEnv(TextEnv):
                             "reward, terminated, truncated, info)")
         obs, reward, terminated, truncated, info = out
         obs, info = self._text(obs, "step"), dict(self._info(info, "step"))
-        if isinstance(reward, bool) or not isinstance(reward, Real) or not math.isfinite(float(reward)):
-            raise TypeError(f"{self._name}.step returned reward {reward!r}, expected a finite number")
+        reward = finite_reward(reward, f"{self._name}.step")
         admissible = self._admissible(info, "step")
         key = next((k for k in SUCCESS_KEYS if k in info and info[k] is not None), None)
         terminated, truncated = self._flag(terminated, "terminated"), self._flag(truncated, "truncated")

@@ -1,15 +1,19 @@
 """OpenEnv environments played as :class:`~milegpo.envs.TextEnv`, and any milegpo world served the OpenEnv way.
 
-OpenEnv (``openenv-core``) serves an environment over a WebSocket session at ``<server>/ws``: the client sends
-``{"type": "reset", "data": {seed, episode_id, ...}}`` and ``{"type": "step", "data": <action fields>}``, the
+OpenEnv (the ``openenv`` package, 0.10; ``openenv-core`` is its old name) serves an environment over a WebSocket
+session at ``<server>/ws`` (``openenv.core.env_server.http_server.HTTPEnvServer``, made by ``create_app``): the
+client sends ``{"type": "reset", "data": {seed, episode_id, ...}}`` (the server passes the keys its environment's
+``reset`` takes), ``{"type": "step", "data": <action fields>}``, ``{"type": "state"}`` and ``{"type": "close"}``; the
 server answers ``{"type": "observation", "data": {"observation": {...}, "reward": r, "done": d}}`` (or
-``{"type": "error", "data": {"message", "code"}}``), one environment instance per connection
-(``openenv/core/env_server/http_server.py``, ``openenv/core/env_client.py`` of openenv-core 0.3.0; its HTTP
-``/reset`` and ``/step`` make a fresh environment per request, so an episode needs the session).
+``{"type": "error", "data": {"message", "code"}}``), one environment instance per connection. A server accepts
+``max_concurrent_envs`` sessions at once (``create_app``'s argument, default 1; above 1 only for an environment
+that declares ``SUPPORTS_CONCURRENT_SESSIONS = True``); one more is refused on connection with code
+``CAPACITY_REACHED``. Its HTTP ``/reset`` and ``/step`` make a fresh environment per request, so an episode needs
+the session.
 
 :class:`OpenEnvTextEnv` plays such an environment, given a server URL (it speaks that protocol itself, with the
-``websockets`` package) or a client object (OpenEnv's ``EnvClient.sync()``: ``reset(**kw)`` / ``step(action)``
-returning a result with ``observation``, ``reward``, ``done``):
+``websockets`` package) or a client object (OpenEnv's ``EnvClient.sync()``, e.g. ``GenericEnvClient``:
+``reset(**kw)`` / ``step(action)`` returning a result with ``observation``, ``reward``, ``done``):
 
 - the observation text: the first of :data:`TEXT_KEYS` in the observation that holds a str (``text_key`` picks
   one); admissible actions: ``admissible_actions`` / ``admissible_commands`` / ``legal_actions`` when listed,
@@ -18,14 +22,20 @@ returning a result with ``observation``, ``reward``, ``done``):
 - success: the observation's ``won`` (or ``success``) when it reports one, else ``done and reward > 0``; a ``done``
   without success is a loss, unless the observation says ``truncated`` (OpenEnv's protocol has only ``done``: a
   server that stops an episode at its own step limit and wants it read as truncated says so there);
-- a server that is down at reset is an :class:`~milegpo.envs.EnvError` naming the URL; one that dies or stops
-  answering mid-episode ends that episode truncated (``info["error"]`` says why) and the next reset reconnects,
-  so a run goes on, as a pool does for a dead worker.
+- milegpo opens one session per episode slot of its pool (``groups_per_iteration x group_size`` per process, all
+  open at once): a server's capacity refusal is an :class:`~milegpo.envs.EnvError` that says what to set
+  (``max_concurrent_envs``); a server down at reset is one naming the URL; a reply that is not JSON, or an error
+  whose data is not the protocol's, names the server and what it sent;
+- a server that dies or stops answering mid-episode ends that episode truncated (``info["error"]`` says why: an
+  environment failure, see ``MileGPOConfig.env_errors``); a server restarted between episodes is reconnected at
+  the next reset (the session that was open is dropped and opened again, once).
 
 :func:`serve` serves any registered kind the same way on a port (``python -m milegpo.envs.openenv --env household
---port 8000``): an OpenEnv client, or :class:`OpenEnvTextEnv` on another machine, plays it; the observation holds
-the text, the admissible actions, the goal, the context line and ``won``, so a remote episode keys its states as
-a local one does. :func:`register_served` registers a kind whose episodes are played on such a server.
+--port 8000``): OpenEnv's own client (``GenericEnvClient(base_url).sync()``: ``reset(task=task.to_dict())``,
+``step({"message": action})``, ``state()``), or :class:`OpenEnvTextEnv` on another machine, plays it; the
+observation holds the text, the admissible actions, the goal, the context line and ``won``, so a remote episode
+keys its states as a local one does. It takes any number of sessions. :func:`register_served` registers a kind
+whose episodes are played on such a server.
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .anchors import StateTracker
-from .base import EnvError, Task, TextEnv
+from .base import ENV_FAILURE, EnvError, Task, TextEnv, failure_line, step_flag
 
 #: observation fields read as the observation's text, first present str wins
 TEXT_KEYS = ("text", "observation", "prompt", "message")
@@ -70,19 +80,44 @@ class _Result:
     done: bool
 
 
+def check_url(base_url: Any, who: str = "OpenEnvTextEnv") -> str:
+    """``base_url`` when it is a server URL (a str starting with http://, https://, ws:// or wss://); anything else
+    (``8000``, a port where a URL is due; ``"localhost:8000"``) a TypeError / ValueError naming what was given."""
+    if not isinstance(base_url, str):
+        raise TypeError(f"{who}: base_url must be the server's URL as a str, e.g. 'http://127.0.0.1:8000', got "
+                        f"{type(base_url).__name__} {base_url!r:.80}")
+    if not base_url.startswith(("http://", "https://", "ws://", "wss://")):
+        raise ValueError(f"{who}: base_url must be http(s):// or ws(s)://, got {base_url!r:.80}")
+    return base_url
+
+
+def check_seconds(value: Any, name: str, who: str = "OpenEnvTextEnv") -> float:
+    """``value`` as a float when it is a finite number of seconds > 0; anything else (-1, NaN, True) a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{who}: {name} must be a finite number of seconds > 0, got {value!r:.80}")
+    return float(value)
+
+
+#: the error codes after which an OpenEnv server closes the session (the next request opens a new one)
+SESSION_ENDING_CODES = ("CAPACITY_REACHED", "FACTORY_ERROR", "SESSION_ERROR")
+
+
 class _Session:
     """One OpenEnv WebSocket session (``<url>/ws``), opened on first use."""
 
     def __init__(self, url: str, timeout: float, connect_timeout: float) -> None:
+        self.base_url = url
         url = url.rstrip("/")
         for http, ws in (("http://", "ws://"), ("https://", "wss://")):
             if url.startswith(http):
                 url = ws + url[len(http):]
-        if not url.startswith(("ws://", "wss://")):
-            raise ValueError(f"OpenEnvTextEnv: base_url must be http(s):// or ws(s)://, got {url!r}")
         self.url = url if url.endswith("/ws") else url + "/ws"
         self.timeout, self.connect_timeout = timeout, connect_timeout
         self.ws = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.ws is not None
 
     def request(self, message: dict) -> _Result:
         if self.ws is None:
@@ -93,12 +128,56 @@ class _Session:
                                "(pip install 'milegpo[openenv]')") from None
             # entered by hand: the session outlives this call (websockets 17 wants connect() entered)
             self.ws = connect(self.url, open_timeout=self.connect_timeout, max_size=None, proxy=None).__enter__()
-        self.ws.send(json.dumps(message))
-        reply = json.loads(self.ws.recv(timeout=self.timeout))
-        data = reply.get("data", {})
-        if reply.get("type") == "error":
-            raise EnvError(f"OpenEnv server {self.url}: {data.get('message', 'error')} (code {data.get('code')})")
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            self.ws.send(json.dumps(message))
+        except ConnectionClosed:  # a refused session (at capacity) sends its error, then closes: read what it sent
+            pass
+        raw = self.ws.recv(timeout=self.timeout)
+        try:
+            reply = json.loads(raw)
+        except ValueError:
+            self.drop()  # out of step with the server: the next request opens a new session
+            raise EnvError(f"OpenEnv server {self.base_url} sent a reply that is not JSON to {message.get('type')}: "
+                           f"{raw!r:.200}") from None
+        if not isinstance(reply, dict) or reply.get("type") not in ("observation", "error", "state"):
+            self.drop()
+            raise EnvError(f"OpenEnv server {self.base_url} sent {reply!r:.200} to {message.get('type')}, expected "
+                           "{'type': 'observation' | 'error', 'data': ...}")
+        data = reply.get("data")
+        if reply["type"] == "error":
+            raise self._refusal(data, message.get("type"))
+        if not isinstance(data, dict) or not isinstance(data.get("observation", {}), dict):
+            raise EnvError(f"OpenEnv server {self.base_url} sent an observation reply whose data is {data!r:.200}, "
+                           "expected {'observation': {...}, 'reward': r, 'done': d}")
         return _Result(data.get("observation", {}), data.get("reward"), data.get("done", False))  # checked at the step
+
+    def _refusal(self, data: Any, what: str) -> EnvError:
+        """The EnvError of an error reply: the server's message and code (a capacity refusal says what to set)."""
+        if not isinstance(data, dict):  # the protocol's data is {"message", "code"}: name what was sent instead
+            return EnvError(f"OpenEnv server {self.base_url} answered {what} with an error: {data!r:.200}")
+        code, text = data.get("code"), data.get("message", "error")
+        if code in SESSION_ENDING_CODES:
+            self.drop()
+        if code == "CAPACITY_REACHED":
+            held = (f" ({data['active_sessions']} of {data['max_sessions']} sessions in use)"
+                    if "active_sessions" in data and "max_sessions" in data else "")
+            return EnvError(f"OpenEnv server {self.base_url} refused a session: it is at capacity{held}. milegpo "
+                            "plays one session per episode slot (groups_per_iteration x group_size per process, all "
+                            "open at once): serve the environment with max_concurrent_envs at least that "
+                            "(create_app(..., max_concurrent_envs=N), its Environment declaring "
+                            "SUPPORTS_CONCURRENT_SESSIONS = True), or play fewer episodes at once")
+        return EnvError(f"OpenEnv server {self.base_url}: {text} (code {code})")
+
+    def drop(self) -> None:
+        """Forget the connection (closed, or out of step with the server): the next request opens a new one."""
+        ws, self.ws = self.ws, None
+        if ws is not None:
+            try:
+                ws.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
 
     def close(self) -> None:
         if self.ws is not None:
@@ -106,11 +185,7 @@ class _Session:
                 self.ws.send(json.dumps({"type": "close"}))
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
-            try:
-                self.ws.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self.ws = None
+            self.drop()
 
 
 def _connection_errors() -> tuple:
@@ -145,6 +220,9 @@ class OpenEnvTextEnv(TextEnv):
         if (base_url is None) == (client is None):
             raise ValueError("OpenEnvTextEnv: give base_url (an OpenEnv server) or client (an OpenEnv client "
                              "object), exactly one")
+        if base_url is not None:
+            check_url(base_url)
+        timeout, connect_timeout = check_seconds(timeout, "timeout"), check_seconds(connect_timeout, "connect_timeout")
         if client is not None and not (callable(getattr(client, "reset", None))
                                        and callable(getattr(client, "step", None))):
             raise TypeError(f"OpenEnvTextEnv: client {type(client).__name__} has no reset() / step(); pass "
@@ -195,12 +273,18 @@ class OpenEnvTextEnv(TextEnv):
 
     def _reset(self, task: Task) -> tuple[str, list[str], dict]:
         payload = {"seed": task.seed, "episode_id": task.task_id, "task": task.to_dict()}
-        try:
-            result = self._call("reset", payload)
-        except _connection_errors() as e:
-            self._drop()
-            raise EnvError(f"OpenEnv server {self._where} is not reachable at reset of task {task.task_id!r} "
-                           f"({type(e).__name__}: {e})") from None
+        # a session that was open may be stale (the server restarted since the last episode): opened again, once
+        attempts = 2 if self._session is not None and self._session.is_open else 1
+        for attempt in range(attempts):
+            try:
+                result = self._call("reset", payload)
+                break
+            except _connection_errors() as e:
+                self._drop()
+                if attempt + 1 < attempts and not isinstance(e, TimeoutError):
+                    continue
+                raise EnvError(f"OpenEnv server {self._where} is not reachable at reset of task {task.task_id!r} "
+                               f"({type(e).__name__}: {e})") from None
         obs = self._text(result.observation, "reset")
         observation = result.observation
         goal = observation.get("goal", "")
@@ -217,16 +301,15 @@ class OpenEnvTextEnv(TextEnv):
             result = self._call("step", self._make_action(action))
         except _connection_errors() as e:  # the server died or stopped answering: this episode is over
             self._drop()
+            lost = f"the OpenEnv server {self._where} was lost mid-episode ({type(e).__name__}: {e})"
             return self.last_obs, 0.0, False, [], {"truncated": True, "state_context": self.tracker.context(),
-                                                   "error": f"OpenEnv server {self._where} lost mid-episode "
-                                                            f"({type(e).__name__}: {e})"}
+                                                   "error": failure_line(self.kind, "step", self.task.task_id, lost,
+                                                                         step=self.steps + 1), ENV_FAILURE: True}
         observation = result.observation
         obs = self._text(observation, "step")
         reward = 0.0 if result.reward is None else result.reward
         if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
             raise TypeError(f"OpenEnv {self._where}: step returned reward {reward!r}, expected a finite number")
-        from .gym import step_flag  # "false" in a field read as a bool was True
-
         where = f"OpenEnv {self._where}: step returned"
         done = step_flag(bool(result.done) if result.done is None else result.done, f"{where} done")  # null: not done
         key = next((k for k in SUCCESS_KEYS if observation.get(k) is not None), None)
@@ -239,12 +322,7 @@ class OpenEnvTextEnv(TextEnv):
 
     def _drop(self) -> None:
         if self._session is not None:
-            ws, self._session.ws = self._session.ws, None
-            if ws is not None:
-                try:
-                    ws.close()
-                except Exception:  # noqa: BLE001
-                    pass
+            self._session.drop()
 
     def close(self) -> None:
         if self._session is not None:
@@ -289,14 +367,25 @@ def _handler(kind: str) -> Callable:
         try:
             for raw in connection:
                 try:
-                    message = json.loads(raw)
+                    try:
+                        message = json.loads(raw)
+                    except ValueError as e:
+                        connection.send(json.dumps({"type": "error", "data": {"message": f"Invalid JSON: {e}",
+                                                                              "code": "INVALID_JSON"}}))
+                        continue
                     what, data = message.get("type"), message.get("data") or {}
                     if what == "close":
                         break
+                    if what == "state":  # OpenEnv's client asks it (EnvClient.state())
+                        task = env.task.task_id if env.task is not None else None
+                        connection.send(json.dumps({"type": "state", "data": {"episode_id": task,
+                                                                              "step_count": env.steps}}))
+                        continue
                     if what == "reset":
                         spec = data.get("task")
                         if not isinstance(spec, dict):
-                            raise ValueError("reset: data['task'] must be the milegpo Task as a dict")
+                            raise ValueError("reset: data['task'] must be the milegpo Task as a dict "
+                                             "(OpenEnv's client: reset(task=task.to_dict()))")
                         spec = {**spec, "options": tuple(tuple(pair) for pair in spec.get("options", ()))}
                         obs, _, info = env.reset(Task(**spec))
                         goal = info.get("goal", "")
@@ -361,6 +450,7 @@ def register_served(kind: str, base_url: str, like: str, **env_kwargs):
     ``base_url`` (e.g. one :func:`serve` started for ``like``); ``env_kwargs`` go to :class:`OpenEnvTextEnv`."""
     from . import get_spec, register
 
+    check_url(base_url, "register_served")
     space = get_spec(like).space()
     return register(kind, OpenEnvTextEnv, tasks=ServedTasks(kind, like), splits=space[0], eval_splits=space[1],
                     task_types=space[2], env_kwargs={"base_url": base_url, **env_kwargs},
@@ -407,4 +497,4 @@ if __name__ == "__main__":
 
 
 __all__ = ["OpenEnvTextEnv", "serve", "Server", "register_served", "ServedTasks", "TEXT_KEYS", "ADMISSIBLE_KEYS",
-           "SUCCESS_KEYS"]
+           "SUCCESS_KEYS", "SESSION_ENDING_CODES", "check_url", "check_seconds"]

@@ -29,12 +29,22 @@ when every environment kind of the run steps faster in-process than a round trip
 Failures never vanish and never hang the caller. In :class:`EnvPool`, a worker that
 dies (crash, ``os.kill``) or does not answer in time (``step_timeout`` seconds per
 environment step it serves) is killed and restarted; every live episode it held ends in a truncated StepOut (truncated,
-not won, ``info["truncated"] = True``, ``info["error"]`` says why, observation and
-state key unchanged). An exception inside an environment's step ends that episode
-the same way. A reset that fails on a crash or timeout is retried once on a fresh
-worker, then raises :class:`EnvError`. A user's state anchor that fails (raises, or
-returns no str) is no environment's failure: the reset or step raises
-:class:`~milegpo.envs.anchors.AnchorError` naming the anchor and the step, in both pools.
+not won, ``info["truncated"] = True``, ``info["error"]`` says why in one line naming the environment kind, the
+method, the task and the step (:func:`~milegpo.envs.base.failure_line`), ``info["env_failure"] = True``
+(:data:`~milegpo.envs.base.ENV_FAILURE`: an ``"error"`` key of the environment's own info is no failure),
+observation and state key unchanged). An
+exception inside an environment's step ends that episode the same way (``info["error"]``: the exception's line, made
+where it was raised, so its text crosses the process boundary; ``info["traceback"]``: the traceback). The pools never
+stop a run on a step failure: :class:`~milegpo.rollout.EpisodeRunner` does (``env_errors``). A reset that raises is
+an :class:`~milegpo.envs.base.EnvFailure` (one line); one that fails on a crash or timeout is retried once on a
+fresh worker, then raises it too. A user's state anchor that fails (raises, or returns no str) is no environment's
+failure: the reset or step raises :class:`~milegpo.envs.anchors.AnchorError` naming the anchor and the step, in
+both pools.
+
+:class:`SequentialPool` has no timeout: a Python call cannot be pre-empted, and playing the steps in another
+thread would break the engines bound to the thread that made them; a world that may hang is played in an
+:class:`EnvPool` (``num_env_workers`` >= 1, or ``"auto"`` for any kind that steps in workers, as every kind but the
+household world does).
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ from multiprocessing.connection import wait
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .anchors import AnchorError, AnchorSpec, check_state_anchor
-from .base import EnvError, Task, TextEnv
+from .base import ENV_FAILURE, EnvError, EnvFailure, Task, TextEnv, failure_line
 from .registry import EnvSpec, get_spec, register_spec
 
 
@@ -117,9 +127,20 @@ def _run_batch(slots: _Slots, cmd: str, batch: list) -> list:
             out.append((slot, "ok", res))
         except AnchorError as e:  # the user's anchor, not the environment: the run stops (never a truncation)
             out.append((slot, "anchor", str(e)))
-        except Exception:  # noqa: BLE001 - reported to the parent, which ends the episode
-            out.append((slot, "error", traceback.format_exc()))
+        except Exception as e:  # noqa: BLE001 - reported to the parent (its text crosses the process boundary)
+            out.append((slot, "error", (_failure(slots, slot, cmd, arg, e), traceback.format_exc())))
     return out
+
+
+def _failure(slots: _Slots, slot: int, cmd: str, arg: Any, error: Exception) -> str:
+    """The one line (:func:`~milegpo.envs.base.failure_line`) of an environment's exception in ``cmd``."""
+    if cmd == "reset":
+        task = arg[0]
+        return failure_line(task.env, "reset", task.task_id, error)
+    env = slots.envs.get(slot)
+    task = getattr(env, "task", None)
+    return failure_line(getattr(env, "kind", "?"), "step", getattr(task, "task_id", None), error,
+                        step=getattr(env, "steps", 0) + 1)
 
 
 def _worker_main(conn, environ: dict[str, str]) -> None:
@@ -221,8 +242,10 @@ class _PoolBase:
             status, val = res[s]
             if status == "anchor":
                 raise AnchorError(val)
-            if status != "ok":
-                raise EnvError(f"reset of slot {s} (task {t.task_id!r}) failed: {val}")
+            if status == "error":
+                raise EnvFailure(*val)
+            if status != "ok":  # lost twice: a worker that died or timed out in the reset, then again on a fresh one
+                raise EnvFailure(failure_line(t.env, "reset", t.task_id, f"{val} (twice; slot {s})"))
             out.append(val)
             self.tasks[s], self.live[s], self.steps[s], self.last_obs[s] = t, True, 0, val[0]
             self.last_state[s] = _state_fields(val[2])
@@ -272,8 +295,10 @@ class _PoolBase:
         out: list[StepOut | None] = [None] * self.active
         batch = []
         for s, a in sorted(todo.items()):
-            if s in self._broken:
-                out[s] = self._truncated(s, self._broken.pop(s))
+            if s in self._broken:  # its worker was restarted for another slot: its environment is gone
+                task = self.tasks[s]
+                out[s] = self._truncated(s, failure_line(task.env, "step", task.task_id, self._broken.pop(s),
+                                                         step=self.steps[s] + 1))
             else:
                 batch.append((s, a))
         ticket = self._send("step", batch, self.step_timeout) if batch else None
@@ -296,20 +321,25 @@ class _PoolBase:
                 o = StepOut(*val)
                 self.steps[s], self.last_obs[s], self.live[s] = o.info["step"], o.obs, not o.done
                 self.last_state[s] = _state_fields(o.info)
-            else:
-                o = self._truncated(s, val if status == "lost" else f"environment error:\n{val}")
+            elif status == "lost":  # the worker died or timed out: say which environment, task and step
+                task = self.tasks[s]
+                o = self._truncated(s, failure_line(task.env, "step", task.task_id, val, step=self.steps[s] + 1))
+            else:  # the environment raised: its one line, and the traceback beside it
+                o = self._truncated(s, val[0], traceback=val[1])
             out[s] = o
         if anchor_failures:  # the user's anchor failed: the run stops, it does not play on with cut episodes
             raise AnchorError(anchor_failures[0])
         return out
 
-    def _truncated(self, s: int, why: str) -> StepOut:
+    def _truncated(self, s: int, why: str, traceback: str = "") -> StepOut:
         self.steps[s] += 1
         self.live[s] = False
         obs = self.last_obs[s]
         # the state the episode was in: its anchor as the environment last keyed it (no second computation here)
         info = {**self.last_state[s], "admissible_actions": [], "step": self.steps[s], "invalid": False,
-                "truncated": True, "won": False, "error": why}
+                "truncated": True, "won": False, "error": why, ENV_FAILURE: True}
+        if traceback:
+            info["traceback"] = traceback
         return StepOut(obs, 0.0, False, True, info)
 
     def close(self) -> None:

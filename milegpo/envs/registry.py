@@ -338,18 +338,30 @@ def _from_entry_point(kind: str) -> EnvSpec | None:
 
 
 def _from_gym_id(kind: str) -> EnvSpec:
+    """The spec of ``gym:<id>`` (or gymnasium's ``gym:<module>:<id>``, which imports ``module`` first, as
+    ``gymnasium.make`` does): played by :class:`~milegpo.envs.gym.GymTextEnv` from the id's ``gymnasium.EnvSpec``,
+    which travels to pool workers with the spec (an id registered only in this process is made there too)."""
     env_id = kind[len(GYM_PREFIX):]
     try:
         import gymnasium
     except ImportError:
         raise EnvError(f"environment kind {kind!r}: a gymnasium id needs gymnasium (pip install 'milegpo[gym]')") \
             from None
-    if env_id not in gymnasium.registry:
-        raise EnvError(f"environment kind {kind!r}: {env_id!r} is not a registered gymnasium id "
-                       "(gymnasium.register(id=...) it in the module that defines it, and import that module first)")
+    module, _, name = env_id.rpartition(":")
+    try:
+        if module:  # what gymnasium.make does with "module:id": import the module that registers the id
+            importlib.import_module(module)
+        gym_spec = gymnasium.spec(name)
+    except Exception as e:  # noqa: BLE001 - NameNotFound, a module that does not import, ...
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        hint = (f"the module {module!r} did not register it" if module else
+                "gymnasium.register(id=...) it in the module that defines it, and import that module first, or "
+                "name it as gym:<module>:<id>")
+        raise EnvError(f"environment kind {kind!r}: {name!r} is not a registered gymnasium id "
+                       f"({type(e).__name__}: {why}); {hint}") from None
     from .gym import GymTextEnv
 
-    return EnvSpec(kind, GymTextEnv, origin=f"gymnasium id {env_id!r}", env_kwargs={"env_id": env_id})
+    return EnvSpec(kind, GymTextEnv, origin=f"gymnasium id {env_id!r}", env_kwargs={"env_id": gym_spec})
 
 
 def get_spec(kind: str) -> EnvSpec:

@@ -19,7 +19,7 @@
 
 from __future__ import annotations
 
-from .arguments import (ENV_DEFAULTS, EVAL_FIELDS, TASK_FIELDS, TASK_SETTINGS, TINY_DEFAULTS, TINY_RUN, JobArguments,
+from .arguments import (ANY_KIND_TINY, ENV_DEFAULTS, EVAL_FIELDS, TASK_FIELDS, TASK_SETTINGS, TINY_DEFAULTS, TINY_RUN, JobArguments,
                         build_parser, env_defaults, parse, saved_task_settings)
 from .console import METRICS_FILE, IterationConsole, iteration_line
 from .pipeline import make_trainer, run_eval, run_train
@@ -27,7 +27,7 @@ from .policy import load_policy, reload_tokenizer, sft_tasks, warm_start
 from .report import (advantages_plot, eval_line, eval_summary, format_eval, format_summary, time_split,
                      training_history, write_plots, write_summary)
 
-__all__ = ["JobArguments", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults", "saved_task_settings",
+__all__ = ["JobArguments", "ANY_KIND_TINY", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults", "saved_task_settings",
            "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse", "run_train", "run_eval", "make_trainer",
            "IterationConsole", "iteration_line", "METRICS_FILE", "load_policy", "reload_tokenizer", "sft_tasks", "warm_start", "eval_summary",
            "training_history", "time_split", "eval_line", "format_eval", "format_summary", "write_summary",

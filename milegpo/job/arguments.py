@@ -63,15 +63,36 @@ ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
 #: the household tiny run's defaults (:data:`TINY_RUN` + ``ENV_DEFAULTS["household"]["tiny"]``), the default job's
 TINY_DEFAULTS: dict[str, Any] = {**TINY_RUN, **ENV_DEFAULTS["household"]["tiny"]}
 
+#: the ``"tiny"`` row of a kind without one of its own (or an empty one: a user's environment, a gymnasium id,
+#: TextWorld, ALFWorld):
+#: short episodes, the compact prompt, completions of a few action words (the tiny tokenizer makes an admissible
+#: action one token: ``milegpo.job.policy.played_texts``), 64 training tasks
+ANY_KIND_TINY: dict[str, Any] = dict(horizon=10, prompt_style="compact", num_train_tasks=64, max_completion_length=32)
+
+
+def _has_expert(env: str) -> bool:
+    """Whether kind ``env``'s world has an expert to warm-start from (True where the kind cannot be looked up here:
+    the config's own check names an unknown kind)."""
+    from ..envs import env_class
+
+    try:
+        return bool(env_class(env).experts)
+    except Exception:  # noqa: BLE001 - an unknown or broken kind: MileGPOConfig / check_tasks say why, in one line
+        return True
+
 
 def env_defaults(env: str, tiny: bool) -> dict[str, Any]:
     """The defaults of a run on environment kind ``env`` (:data:`ENV_DEFAULTS`): its ``"run"`` row and, for the
-    embedded tiny policy (``tiny``), :data:`TINY_RUN` and its ``"tiny"`` row on top."""
+    embedded tiny policy (``tiny``), :data:`TINY_RUN` and its ``"tiny"`` row on top (:data:`ANY_KIND_TINY` for a
+    kind without one, or with an empty one). A world without an expert (:attr:`milegpo.envs.TextEnv.experts` empty) has no warm start by
+    default (``sft_epochs=0``)."""
     row = ENV_DEFAULTS.get(env, {})
     out = dict(row.get("run", {}))
     if tiny:
         out.update(TINY_RUN)
-        out.update(row.get("tiny", {}))
+        out.update(row.get("tiny") or ANY_KIND_TINY)
+    if not _has_expert(env):
+        out["sft_epochs"] = 0.0
     return out
 
 
@@ -214,7 +235,8 @@ def merged_env_options(defaults: dict[str, Any], given: Any) -> Any:
 #: :class:`JobArguments` field; each MileGPOConfig field of its own is in one group (tests/job/test_arguments.py)
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "environment and tasks": ("env", "task_type", "horizon", "env_options", "train_split", "num_train_tasks",
-                              "num_env_workers", "rollout_parts", "success_threshold", "tool_timeout"),
+                              "num_env_workers", "env_errors", "env_step_timeout", "rollout_parts", "success_threshold",
+                              "tool_timeout"),
     "rollout": ("groups_per_iteration", "group_size", "history_length", "prompt_style", "require_think",
                 "constrain_actions", "constrain_query", "temperature", "max_completion_length", "state_anchor",
                 "show_state_context"),
@@ -321,5 +343,5 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
     return parse_flags(parser, tokens + argv, prog, from_config=set(config), config_path=config_path)
 
 
-__all__ = ["JobArguments", "HELP_GROUPS", "arrange_help", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults",
+__all__ = ["JobArguments", "HELP_GROUPS", "arrange_help", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "ANY_KIND_TINY", "env_defaults",
            "saved_task_settings", "merged_env_options", "refuse_repeated_flags", "canonical_flags", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]

@@ -33,7 +33,8 @@ def _number(logs: Mapping[str, Any], key: str) -> float | None:
 
 def iteration_line(logs: Mapping[str, Any], step: int, max_steps: int) -> str | None:
     """One line of an iteration's logged metrics: training success (and score, where the world scores
-    episodes), mean episode reward, invalid-action rate, episode length, loss, KL, credit and rollout time;
+    episodes), mean episode reward, invalid-action rate, episode length, loss, KL, the episodes whose environment
+    failed (where there were any: ``env_errors="skip"``), credit and rollout time;
     None for a logs dict that is no training iteration's (an evaluation, the end-of-training summary)."""
     success = _number(logs, "episode/success_rate")
     if success is None:
@@ -45,6 +46,9 @@ def iteration_line(logs: Mapping[str, Any], step: int, max_steps: int) -> str | 
         value = _number(logs, key)
         if value is not None:
             parts.append(text.format(value))
+    failed = _number(logs, "episode/env_errors")
+    if failed:  # only with env_errors="skip" (else the run stopped at the first): the episodes whose environment failed
+        parts.append(f"env errors {failed:g}")
     credit, rollout = _number(logs, "time/credit_s"), _number(logs, "time/rollout_s")
     if credit is not None:
         parts.append(f"credit {1e3 * credit:.1f} ms")
@@ -109,6 +113,13 @@ class IterationConsole(ProgressCallback):
     def on_train_end(self, args, state, control, **kwargs):
         if self.training_bar is not None:
             super().on_train_end(args, state, control, **kwargs)
+
+    def close_bar(self) -> None:
+        """Close the progress bar if it is still open (a run that stopped on an error): what is printed next starts
+        a line of its own."""
+        if getattr(self, "training_bar", None) is not None:
+            self.training_bar.close()
+            self.training_bar = None
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:

@@ -199,17 +199,11 @@ def checkpoint_step(checkpoint) -> int:
     return step
 
 
-def check_job_arguments(job, cfg) -> None:
+def check_job_arguments(job, cfg, train: bool = True) -> None:
     """The job's flags that depend on the run's config: ``--sft_expert`` must be an expert of the env's world
-    (when there is a warm start); the embedded tiny policy (no ``--model_name_or_path``) needs a tokenizer of the
-    env's words (:data:`milegpo.job.policy.TOKENIZER_TEXTS`)."""
-    from .policy import TOKENIZER_TEXTS
-
-    if job.model_name_or_path is None and cfg.env not in TOKENIZER_TEXTS:
-        raise UsageError(f"--env {cfg.env}: the embedded tiny policy has a tokenizer for "
-                         f"{', '.join(sorted(TOKENIZER_TEXTS))} only; give --model_name_or_path (a model with its "
-                         "own tokenizer)")
-    if job.sft_epochs > 0:
+    (when ``train`` has a warm start). The embedded tiny policy (no ``--model_name_or_path``) plays any text
+    environment: its tokenizer is made of the world's own words (:func:`milegpo.job.policy.tokenizer_texts`)."""
+    if train and job.sft_epochs > 0:
         from ..envs import env_class
 
         experts = sorted(env_class(cfg.env).experts)
@@ -222,26 +216,53 @@ def check_tasks(cfg, train: bool) -> None:
     """Build the run's task sets (its ``num_train_tasks`` training tasks when ``train``, ``num_eval_tasks`` of each
     evaluation split) as the trainer will, so that what the environment refuses (a WebShop ``data_dir`` that is
     not there or holds broken files, fewer goals than asked, a category it lacks) is a one-line
-    :class:`UsageError` before any model is built."""
+    :class:`UsageError` before any model is built. A kind that is not one of milegpo's own worlds (a user's class,
+    a gymnasium id, an entry point) is also made and reset on the first task (:func:`check_first_reset`)."""
     from ..envs import EnvError
     from ..rollout import make_tasks
 
     wanted = ([(cfg.train_split, cfg.num_train_tasks)] if train else []) + \
         ([(split, cfg.num_eval_tasks) for split in cfg.eval_splits] if cfg.num_eval_tasks else [])
-    from ..envs import get_spec
-
-    spec = get_spec(cfg.env)
-    if spec.origin != "milegpo":  # a user's class that cannot be made (needs arguments) failed in the first rollout
-        try:
-            spec.make().close()
-        except (EnvError, ValueError, TypeError, OSError) as e:
-            raise UsageError(f"--env {cfg.env}: {str(e).splitlines()[0]}") from None
+    first = None
     for split, n in wanted:
         try:
-            make_tasks(cfg.env, split, n, cfg.task_type, cfg.horizon, options=cfg.env_options)
+            tasks = make_tasks(cfg.env, split, n, cfg.task_type, cfg.horizon, options=cfg.env_options)
         except (EnvError, ValueError, TypeError, OSError) as e:
             options = f" --env_options '{json.dumps(cfg.env_options)}'" if cfg.env_options else ""
             raise UsageError(f"the {split} tasks of --env {cfg.env}{options}: {str(e).splitlines()[0]}") from None
+        first = first or (tasks[0] if tasks else None)
+    check_first_reset(cfg.env, first)
+
+
+def check_first_reset(kind: str, task) -> None:
+    """Make one environment of a user's ``kind`` (not one of milegpo's own worlds) and reset it on ``task`` (when
+    there is one), before any model is built: a constructor that raises or needs arguments, a reset that returns
+    None or array observations (``gym:CartPole-v1``), a reset that raises, are a one-line :class:`UsageError`
+    naming the kind and what failed (issue 48.2: a traceback after the model was built)."""
+    from ..envs import get_spec
+
+    spec = get_spec(kind)
+    if spec.origin == "milegpo":
+        return
+    try:
+        env = spec.make()
+    except Exception as e:  # noqa: BLE001 - a user's constructor may raise anything
+        raise UsageError(f"--env {kind}: making the environment failed: {_one_line(e)}") from None
+    try:
+        if task is not None:
+            env.reset(task)
+    except Exception as e:  # noqa: BLE001 - a user's reset may raise anything
+        raise UsageError(f"--env {kind}: the reset of task {task.task_id!r} failed: {_one_line(e)}") from None
+    finally:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}{': ' + text if text else ''}"
 
 
 def check_run_environment(model: str | None, cfg) -> None:
@@ -384,7 +405,7 @@ def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[
         if prog == "milegpo eval" and not job.model_name_or_path:
             raise UsageError("give --model_name_or_path (e.g. milegpo_run/final): the policy to evaluate")
         check_model_path(job.model_name_or_path)
-        check_job_arguments(job, cfg)
+        check_job_arguments(job, cfg, train=prog == "milegpo train")
         if prog == "milegpo train":
             check_writable(cfg.output_dir, "--output_dir")
             if cfg.resume_from_checkpoint:
@@ -409,4 +430,4 @@ def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[
 
 
 __all__ = ["parse_flags", "check_model_path", "own_flags", "read_config", "config_flags", "checkpoint_step",
-           "check_job_arguments", "check_tasks", "check_user_anchor", "check_query_goals", "check_run_environment", "TRAINER_STATE", "WEIGHT_FILES"]
+           "check_job_arguments", "check_tasks", "check_first_reset", "check_user_anchor", "check_query_goals", "check_run_environment", "TRAINER_STATE", "WEIGHT_FILES"]

@@ -116,6 +116,44 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
         lock.release()
 
 
+#: the flags of a short run (:func:`short_run_line`): each is named where the run's own value is larger
+SHORT_RUN: dict[str, int] = dict(max_steps=5, groups_per_iteration=2, group_size=4, horizon=10, num_eval_tasks=8,
+                                 max_completion_length=32)
+
+
+def short_run_line(job: JobArguments, cfg) -> str | None:
+    """The console line that sizes a run on a CPU (or of the embedded tiny policy) and names the flags of a short one
+    (:data:`SHORT_RUN`, those below the run's own values); None on an accelerator with a model of the user's, or when
+    the run is that short already. A model's defaults (horizon 50, 16 x 8 episodes, 48 evaluation tasks, 512
+    tokens a step) take hours on a CPU."""
+    import torch
+
+    cpu = bool(cfg.use_cpu) or not torch.cuda.is_available()
+    if job.model_name_or_path and not cpu:
+        return None
+    shorter = {name: value for name, value in SHORT_RUN.items()
+               if isinstance(getattr(cfg, name), int) and getattr(cfg, name) > value}
+    if not shorter:
+        return None
+    tokens = cfg.max_completion_length if cfg.max_completion_length is not None else "any number of"
+    where = "on a CPU" if cpu else "with the tiny policy"
+    return (f"[milegpo] {where}: {cfg.max_steps} iterations of {cfg.groups_per_iteration} x {cfg.group_size} episodes "
+            f"of up to {cfg.horizon} steps, {tokens} tokens a step, {cfg.num_eval_tasks} evaluation tasks a split; a "
+            f"short run to try things: " + " ".join(f"--{name} {value}" for name, value in shorter.items()))
+
+
+def _warm_start_line(job: JobArguments, cfg) -> str:
+    from ..envs import env_class
+
+    if job.sft_epochs > 0:
+        return (f"[milegpo] SFT warm start: {job.sft_epochs:g} epochs on expert walkthroughs of {job.sft_tasks} "
+                "tasks")
+    if not env_class(cfg.env).experts:
+        return (f"[milegpo] no SFT warm start: the {cfg.env} world has no expert to imitate (TextEnv.experts); RL "
+                "starts from the policy as it is")
+    return "[milegpo] no SFT warm start (--sft_epochs 0): RL starts from the policy as it is"
+
+
 def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> dict[str, Any]:
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
 
@@ -124,6 +162,9 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
         f"{get_method(cfg.credit_method).display_name(cfg.credit_variant)}"
         f"{'; actions constrained to the admissible ones' if cfg.constrain_actions else ''}"
         f"{', queries to the goal words' if cfg.constrain_query else ''}")
+    short = short_run_line(job, cfg)
+    if short:
+        say(short)
     resumed = bool(cfg.resume_from_checkpoint) and (out / "sft" / "config.json").is_file()
     if resumed:  # the warm start of the run it resumes: its policy is also the reference model's
         say(f"[milegpo] resuming from {cfg.resume_from_checkpoint}: the warm-started policy of {out / 'sft'}, the "
@@ -132,11 +173,7 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
                                                   str(cfg.resume_from_checkpoint)}
     else:
         model, tok, tiny = load_policy(job, cfg)
-        if job.sft_epochs > 0:
-            say(f"[milegpo] SFT warm start: {job.sft_epochs:g} epochs on expert walkthroughs of {job.sft_tasks} "
-                "tasks")
-        else:
-            say("[milegpo] no SFT warm start (--sft_epochs 0): RL starts from the policy as it is")
+        say(_warm_start_line(job, cfg))
         policy_path, sft_info = warm_start(job, cfg, model, tok, out / "sft", quiet=quiet,
                                            log_file=out / METRICS_FILE)
         del model
@@ -144,9 +181,10 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
 
     saver = _batch_saver(out / "batches" if job.save_batches else None)
     trainer = make_trainer(policy_path, tok, cfg, callbacks=[saver])
+    console = None
     try:  # the trainer's environment workers stop at the end, whatever happens
         saver.trainer = trainer
-        use_iteration_console(trainer, out / METRICS_FILE)
+        console = use_iteration_console(trainer, out / METRICS_FILE)
         splits = list(trainer.eval_tasks)
         before = {}
         logged_before = logged_evaluation_before(out) if resumed else None
@@ -165,6 +203,8 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
         train_s = time.perf_counter() - t0
         after = eval_summary(trainer.evaluate(), splits) if splits else {}
     finally:
+        if console is not None:  # a run stopped by an error: its line is not printed after the bar's
+            console.close_bar()
         trainer.close()
     if after:
         say("[milegpo] after RL: " + eval_line(after, splits))
@@ -216,4 +256,4 @@ def run_eval(job: JobArguments, cfg) -> dict[str, float]:
     return res
 
 
-__all__ = ["run_train", "run_eval", "make_trainer"]
+__all__ = ["run_train", "run_eval", "make_trainer", "short_run_line", "SHORT_RUN"]

@@ -13,7 +13,9 @@ wins some games before reinforcement learning starts, and saves the policy where
 Every environment plays the same way here: its expert is :meth:`milegpo.envs.TextEnv.expert` (``"search"``:
 acts on what it has observed, e.g. the household world's :meth:`~milegpo.envs.HouseholdEnv.search_action` or
 WebShop's :class:`~milegpo.envs.webshop.ShoppingExpert`; ``"oracle"``: reads the hidden state), and the only
-per-world code is :data:`TOKENIZER_TEXTS` (what words the world has, which actions are phrases).
+per-world code is :data:`TOKENIZER_TEXTS` (what words the world has, which actions are phrases); any other text
+environment (a user's class, a gymnasium id) gets a tokenizer of the words it shows while a few seeded episodes
+are played with its admissible actions (:func:`played_texts`), and a world without an expert has no warm start.
 
 The warm start works for any causal LM with a chat template (a real model included): the dataset is
 conversational prompt-completion, so ``SFTTrainer`` applies the model's own chat template and trains
@@ -25,12 +27,14 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from ..envs import NOTHING_HAPPENS, Task, household_tasks, make_env
+from ..envs.base import EnvFailure, failure_line
 from ..envs.household import household_words
 from ..rollout import make_tasks, render_prompt
 from ..trainer.saved_policy import reload_tokenizer, saved_task_settings  # re-exported
@@ -173,29 +177,91 @@ def webshop_texts(n_tasks: int, options: Mapping[str, Any]) -> TokenizerTexts:
     return TokenizerTexts(corpus, phrases, lowercase=True, lone_punctuation=True)
 
 
-#: env kind -> the texts of its world a tiny tokenizer is trained on (``fn(n_tasks, env_options)``)
+#: env kind -> the texts of its world a tiny tokenizer is trained on (``fn(n_tasks, env_options)``); any other kind's
+#: are :func:`played_texts`
 TOKENIZER_TEXTS: dict[str, Callable[[int, Mapping[str, Any]], TokenizerTexts]] = {
     "household": household_texts, "webshop": webshop_texts}
+#: :func:`played_texts`: at most this many tasks of each split are played, each for at most this many steps
+PLAYED_TASKS, PLAYED_STEPS = 8, 20
+#: :func:`played_texts`: at most this many admissible actions become one token each (the most frequent first)
+MAX_PHRASES = 2000
+
+
+def played_texts(kind: str, n_tasks: int, options: Mapping[str, Any], seed: int = 0,
+                 env_errors: str = "raise") -> TokenizerTexts:
+    """Any text environment's words, as the shipped worlds' texts are built: ``min(n_tasks, PLAYED_TASKS)`` seeded
+    tasks of each of its splits played to their end (at most :data:`PLAYED_STEPS` steps), each step by a random
+    admissible action (:meth:`~milegpo.envs.TextEnv.playable_actions`; seeded), or, where the world lists none
+    (free text), by a random word of what it showed. The corpus: every goal, observation and context line, and
+    the prompt of every step in every prompt style with the completion of the action played; phrases: the
+    admissible actions of more than one word met, each one token (a tiny policy copies an action from the prompt's
+    list), the :data:`MAX_PHRASES` most frequent. Deterministic for a given world, ``options`` and ``seed``.
+    An environment that fails while it is played (its step raises) stops the run with an
+    :class:`~milegpo.envs.base.EnvFailure` as a rollout does, or with ``env_errors="skip"`` ends that episode."""
+    from ..envs import task_space
+    from ..rollout.prompt import PROMPT_STYLES
+
+    rng = random.Random(seed)
+    corpus: list[str] = [render_prompt("goal", "now", ["a"], [("before", "act")], 1, 1, style=style)
+                         for style in PROMPT_STYLES]
+    met: dict[str, int] = {}
+    for split in task_space(kind).splits:
+        for task in make_tasks(kind, split, min(n_tasks, PLAYED_TASKS), horizon=PLAYED_STEPS, options=dict(options)):
+            env = make_env(kind)
+            try:
+                obs, admissible, info = env.reset(task)
+                goal, history = info["goal"], []
+                corpus += [goal, info.get("state_context", "")]
+                while not env.done:
+                    for action in admissible:
+                        met[action] = met.get(action, 0) + 1
+                    playable = env.playable_actions(admissible)
+                    action = rng.choice(playable or (goal + " " + obs).split() or ["look"])
+                    corpus += [render_prompt(goal, obs, admissible, history, len(history), 2, style,
+                                             info.get("state_context", "")) + " " + completion_text(action)
+                               for style in PROMPT_STYLES]
+                    history.append((obs, action))
+                    try:
+                        obs, _, _, _, info = env.step(action)
+                    except Exception as e:  # noqa: BLE001 - the environment's own failure, named as a rollout does
+                        if env_errors == "skip":
+                            break
+                        raise EnvFailure(failure_line(kind, "step", task.task_id, e, step=env.steps + 1)
+                                         + " (while the tiny policy's tokenizer was made of played episodes); "
+                                         "env_errors='skip' plays on", traceback.format_exc()) from None
+                    admissible = info["admissible_actions"]
+                corpus.append(obs)
+            finally:
+                env.close()
+    phrases = [a for a in sorted(met, key=lambda a: (-met[a], a)) if len(a.split()) > 1][:MAX_PHRASES]
+    return TokenizerTexts(corpus, set(phrases))
+
+
+def tokenizer_texts(env: str, env_errors: str = "raise") -> Callable[[int, Mapping[str, Any]], TokenizerTexts]:
+    """The texts a tiny tokenizer of kind ``env`` is trained on: the shipped world's own (:data:`TOKENIZER_TEXTS`),
+    else its played words (:func:`played_texts`, with ``env_errors``)."""
+    if env in TOKENIZER_TEXTS:
+        return TOKENIZER_TEXTS[env]
+    return lambda n_tasks, options: played_texts(env, n_tasks, options, env_errors=env_errors)
 
 
 def make_tokenizer(n_tasks: int = 40, chat: bool = True, max_receptacles: int = 0, env: str = "household",
-                   options: Mapping[str, Any] | None = None):
-    """A WordLevel tokenizer trained on the texts of world ``env`` (:data:`TOKENIZER_TEXTS`, from ``n_tasks``
-    tasks per split and the env options ``options``), with its action phrases as one token each (household:
-    ``go to sofa 1``, see :data:`PHRASE_VERBS`; WebShop: ``click[buy now]``), left padding, ``<|endoftext|>`` as
+                   options: Mapping[str, Any] | None = None, env_errors: str = "raise"):
+    """A WordLevel tokenizer trained on the texts of world ``env`` (:func:`tokenizer_texts`: :data:`TOKENIZER_TEXTS`
+    for the shipped worlds, the played words of any other text environment; from ``n_tasks`` tasks per split and the
+    env options ``options``), with its action phrases as one token each (household: ``go to sofa 1``, see
+    :data:`PHRASE_VERBS`; WebShop: ``click[buy now]``; another world: its admissible actions), left padding, ``<|endoftext|>`` as
     EOS, the chat template above; decoding writes ``name[argument]`` without spaces at the brackets, as the
     world reads an action. ``max_receptacles`` (household): also the phrases of the easy tasks in rooms that
-    small (the option of that name does the same)."""
+    small (the option of that name does the same). ``env_errors``: what a failing environment does while a world
+    without texts of its own is played (:func:`played_texts`)."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    if env not in TOKENIZER_TEXTS:
-        raise ValueError(f"no tiny tokenizer for environment kind {env!r} (known: {sorted(TOKENIZER_TEXTS)}); "
-                         f"give --model_name_or_path")
     opts = dict(options or {})
     if max_receptacles:
         opts["max_receptacles"] = max_receptacles
-    texts = TOKENIZER_TEXTS[env](n_tasks, opts)
+    texts = tokenizer_texts(env, env_errors)(n_tasks, opts)
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
     if texts.lowercase:
         tok.normalizer = normalizers.Lowercase()
@@ -294,7 +360,7 @@ def load_policy(job: JobArguments, cfg) -> tuple[Any, Any, bool]:
         tok = reload_tokenizer(job.model_name_or_path)  # a saved tiny policy's tokenizer too
         model = AutoModelForCausalLM.from_pretrained(job.model_name_or_path, **(cfg.model_init_kwargs or {}))
         return model, tok, False
-    tok = make_tokenizer(env=cfg.env, options=cfg.env_options)
+    tok = make_tokenizer(env=cfg.env, options=cfg.env_options, env_errors=cfg.env_errors)
     return make_model(tok, hidden=job.tiny_hidden, layers=job.tiny_layers, seed=cfg.seed), tok, True
 
 
@@ -325,5 +391,6 @@ def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = 
 
 __all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "met_actions", "easy_tasks",
            "completion_text", "CHAT_TEMPLATE", "EASY_TASK_TYPE", "TOKENIZER_TEXTS", "TokenizerTexts", "household_texts",
+           "played_texts", "tokenizer_texts", "PLAYED_TASKS", "PLAYED_STEPS", "MAX_PHRASES",
            "webshop_texts", "PHRASE_VERBS", "load_policy", "sft_tasks", "warm_start", "reload_tokenizer",
            "saved_task_settings"]

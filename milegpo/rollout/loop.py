@@ -51,13 +51,26 @@ import numpy as np
 from ..credit import SINK, StepBatch
 from ..envs import Task, env_class
 from ..envs.anchors import check_state_anchor
-from ..envs.base import goal_words
+from ..envs.base import ENV_FAILURE, EnvFailure, goal_words
 from ..envs.pool import make_pool
 from ..state_sketches import StateSimilarity, StateSketch
 from .parse import parse_action
 from .prompt import as_model_input, render_prompt
 
 GenerateFn = Callable[[list], tuple[list[list[int]], list[list[int]], "list[list[float]] | None", list[str]]]
+
+#: what a rollout does with an episode its environment failed (a step that raised, returned what the protocol does
+#: not take, timed out or lost its worker or server): ``"raise"`` stops the run after the rollout with an
+#: :class:`~milegpo.envs.base.EnvFailure` naming the first failure, ``"skip"`` keeps the episode as it ended
+#: (truncated, not won, its rows kept) and counts it (``env_errors`` of :func:`episode_metrics`)
+ENV_ERRORS = ("raise", "skip")
+
+
+def check_env_errors(value: str) -> str:
+    """``value`` when it is one of :data:`ENV_ERRORS`; anything else a ValueError naming them."""
+    if value not in ENV_ERRORS:
+        raise ValueError(f"env_errors must be one of {', '.join(repr(v) for v in ENV_ERRORS)}, got {value!r}")
+    return value
 
 
 @dataclass
@@ -91,7 +104,8 @@ class Episode:
     invalid_steps: int = 0
     reward: float = 0.0
     truncated: bool = False
-    error: str = ""
+    error: str = ""  # why its environment failed (one line, info["error"] of a step marked ENV_FAILURE), "" if it did not
+    traceback: str = ""  # the environment's traceback, where it raised
     score: float | None = None  # the world's score in [0, 1] at the end (``TextEnv.has_score``), else None
 
 
@@ -130,14 +144,16 @@ class Rollout:
             "invalid": np.array([x.invalid for x in r], dtype=bool),
         }
 
-    def episode_summaries(self) -> list[tuple[str, bool, int, int, float, float | None]]:
-        """(task_type, won, length, invalid_steps, reward, score) per episode: small, for gathering across ranks
-        (score: None in a world without one)."""
-        return [(e.task.task_type, e.won, e.length, e.invalid_steps, e.reward, e.score) for e in self.episodes]
+    def episode_summaries(self) -> list[tuple[str, bool, int, int, float, float | None, bool]]:
+        """(task_type, won, length, invalid_steps, reward, score, failed) per episode: small, for gathering across
+        ranks (score: None in a world without one; failed: its environment failed, ``Episode.error``)."""
+        return [(e.task.task_type, e.won, e.length, e.invalid_steps, e.reward, e.score, bool(e.error))
+                for e in self.episodes]
 
 
 def episode_metrics(summaries: Sequence[tuple], prefix: str = "") -> dict[str, float]:
-    """Success rate (overall and per task type), mean length, invalid-action rate, mean return, and where the
+    """Success rate (overall and per task type), mean length, invalid-action rate, mean return, ``env_errors`` (the
+    episodes whose environment failed, a count; 0 unless the run plays on with ``env_errors="skip"``), and where the
     world scores episodes (WebShop) ``score``: the mean score x 100, over the episodes that have one (the
     paper's WebShop score). Summaries as :meth:`Rollout.episode_summaries` gives them."""
     if not summaries:
@@ -151,6 +167,7 @@ def episode_metrics(summaries: Sequence[tuple], prefix: str = "") -> dict[str, f
         f"{prefix}invalid_action_rate": float(invalid.sum() / max(length.sum(), 1.0)),
         f"{prefix}return": float(np.mean([s[4] for s in summaries])),
         f"{prefix}episodes": float(len(summaries)),
+        f"{prefix}env_errors": float(sum(bool(s[6]) for s in summaries if len(s) > 6)),
     }
     scores = [s[5] for s in summaries if len(s) > 5 and s[5] is not None]
     if scores:
@@ -250,6 +267,11 @@ class EpisodeRunner:
       ``query_words[i]`` the words of prompt ``i``'s goal (:func:`milegpo.envs.base.goal_words`; None for
       the dummy prompt), so that a template's query is made of them (``MileGPOConfig.constrain_query``).
     num_env_workers: workers of the pool made when ``pool`` is None (``"auto"`` or an int).
+    env_errors: an episode whose environment failed (:data:`ENV_ERRORS`): ``"raise"`` (default) stops the run when
+      the rollout ends, with an :class:`~milegpo.envs.base.EnvFailure` naming the first failure (on every rank
+      alike: the decision is one more ``sync_any``), ``"skip"`` keeps it as it ended (truncated) and counts it.
+    env_step_timeout: seconds one environment step may take in the pool made when ``pool`` is None (an
+      :class:`~milegpo.envs.EnvPool`'s workers; an in-process pool cannot time a step out).
     """
 
     def __init__(self, pool=None, *, conversational: bool = False, history_length: int = 2,
@@ -257,7 +279,8 @@ class EpisodeRunner:
                  state_similarity: StateSimilarity | None = None, state_anchor=None,
                  show_state_context: bool = True, parts: int = 2, overlap: bool = True,
                  num_env_workers: int | str = "auto", constrain_actions: bool = False,
-                 constrain_query: bool = False) -> None:
+                 constrain_query: bool = False, env_errors: str = "raise",
+                 env_step_timeout: float | None = None) -> None:
         if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
             raise ValueError(f"EpisodeRunner: parts must be an int >= 1, got {parts!r}")
         self.pool = pool
@@ -277,12 +300,15 @@ class EpisodeRunner:
             raise ValueError("EpisodeRunner: constrain_query needs constrain_actions (it constrains the query of a "
                              "constrained action block)")
         self.constrain_query = bool(constrain_query)
+        self.env_errors = check_env_errors(env_errors)
+        self.env_step_timeout = env_step_timeout
         self._dummy_prompt: Any = as_model_input(render_prompt("", "", [], [], 0, 0, style=prompt_style),
                                                  conversational)
 
     def _ensure_pool(self, n: int, tasks: Sequence[Task]):
         if self.pool is None:
-            self.pool = make_pool(n, self.num_env_workers, kinds={t.env for t in tasks} or {"household"})
+            options = {} if self.env_step_timeout is None else {"step_timeout": self.env_step_timeout}
+            self.pool = make_pool(n, self.num_env_workers, kinds={t.env for t in tasks} or {"household"}, **options)
         return self.pool
 
     def _sketch(self, out: Rollout, key: int, info: dict) -> None:
@@ -322,7 +348,23 @@ class EpisodeRunner:
             groups = waves[w] if w < len(waves) else []
             self._run_wave(pool, [(g, tasks[g]) for g in groups], group_size, generate, sync_any, out)
             w += 1
+        if self.env_errors == "raise":
+            self._raise_failures(out, sync_any)
         return out
+
+    @staticmethod
+    def _raise_failures(out: Rollout, sync_any: Callable[[bool], bool]) -> None:
+        """Stop the run (every rank alike) when an environment failed in this rollout: the first failure's line."""
+        failed = [e for e in out.episodes if e.error]
+        if not sync_any(bool(failed)):
+            return
+        tail = "; env_errors='skip' plays on and counts such episodes"
+        if not failed:
+            raise EnvFailure(f"an environment failed in another process of the run (its line is in that process's "
+                             f"output){tail}")
+        first = failed[0]
+        more = f" ({len(failed)} of {len(out.episodes)} episodes failed)" if len(failed) > 1 else ""
+        raise EnvFailure(f"{first.error}{more}{tail}", first.traceback)
 
     def _run_wave(self, pool, groups, group_size, generate, sync_any, out: Rollout) -> None:
         slots: list[dict] = []
@@ -432,11 +474,13 @@ class EpisodeRunner:
             if done:
                 st["live"] = False
                 ep.won, ep.truncated = bool(won), bool(info.get("truncated", False))
-                ep.error = str(info.get("error", ""))
+                if info.get(ENV_FAILURE):  # the pool's (or an adapter's) mark, not an "error" of the env's own info
+                    ep.error, ep.traceback = str(info.get("error", "")), str(info.get("traceback", ""))
                 ep.score = final_score(ep.task, info)
                 for r in st["rows"]:
                     r.success = ep.won
                 out.rows.extend(st["rows"])
 
 
-__all__ = ["EpisodeRunner", "Rollout", "StepRow", "Episode", "GenerateFn", "episode_metrics", "final_score"]
+__all__ = ["EpisodeRunner", "Rollout", "StepRow", "Episode", "GenerateFn", "episode_metrics", "final_score",
+           "ENV_ERRORS", "check_env_errors"]

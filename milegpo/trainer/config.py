@@ -37,6 +37,7 @@ from ..envs import EnvError, task_space
 from ..envs.registry import UnknownKind
 from ..envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
 from ..envs.pool import env_workers_setting
+from ..rollout.loop import ENV_ERRORS
 from ..rollout.prompt import PROMPT_STYLES
 from ..rollout.tasks import check_env_options
 from ..state_sketches import StateSimilarity
@@ -126,6 +127,15 @@ class MileGPOConfig(GRPOConfig):
             among the node's processes of the launch (`$LOCAL_WORLD_SIZE`), at most one per episode slot, and none
             (in-process) for worlds whose steps cost less than a round trip to a worker (household); an int:
             that many (0 steps the environments in-process, `SequentialPool`).
+        env_errors (`str`, defaults to `"raise"`): an episode whose environment failed (its step raised, returned
+            what the protocol does not take, e.g. a 4-tuple or a NaN reward, timed out, or lost its worker or
+            server): `"raise"` stops the run when the iteration's rollout ends, with one line naming the
+            environment, the method, the task and the error (`milegpo` exits 1); `"skip"` keeps the episode as it
+            ended (truncated, not won) and counts it per iteration (`episode/env_errors` in the metrics, "env
+            errors" on the console). A reset that fails always stops the run.
+        env_step_timeout (`float`, defaults to `60.0`): seconds one environment step may take in a pool worker;
+            past it the worker is killed and restarted and the step is a failure (`env_errors`). An in-process
+            pool (`num_env_workers 0`, or `"auto"` for the household world) cannot time a step out.
         rollout_parts (`int`, defaults to `2`): the live episodes are split into this many fixed parts, one
             generation call each, so that the pool plays one part while the policy generates the next (the
             shorter of generation and environment time is hidden); 1: one call for all live episodes, no
@@ -225,6 +235,12 @@ class MileGPOConfig(GRPOConfig):
                                           "may use shared among the node's processes, at most one per slot; "
                                           "in-process for worlds with cheap steps, e.g. household) or an int (0: "
                                           "in-process)."})
+    env_errors: str = field(default="raise", metadata={
+        "help": "An episode whose environment failed (raised, bad return, timeout): 'raise' stops the run in one "
+                "line naming it; 'skip' keeps it (truncated) and counts it per iteration (episode/env_errors)."})
+    env_step_timeout: float = field(default=60.0, metadata={
+        "help": "Seconds one environment step may take in a pool worker (then it is a failure, see env_errors); "
+                "an in-process pool (num_env_workers 0) cannot time a step out."})
     rollout_parts: int = field(default=2, metadata={"help": "Generation calls per environment step of the live "
                                                              "episodes: the pool plays one part while the policy "
                                                              "generates the next (1: no overlap)."})
@@ -482,6 +498,11 @@ class MileGPOConfig(GRPOConfig):
         if self.tool_timeout is not None and (isinstance(self.tool_timeout, bool) or not isinstance(
                 self.tool_timeout, (int, float)) or not math.isfinite(self.tool_timeout) or self.tool_timeout <= 0):
             raise _refused("tool_timeout", self.tool_timeout, "a number of seconds > 0, or None (no limit)")
+        if self.env_errors not in ENV_ERRORS:
+            raise _refused("env_errors", self.env_errors, f"one of {', '.join(ENV_ERRORS)}")
+        if isinstance(self.env_step_timeout, bool) or not isinstance(self.env_step_timeout, (int, float)) or \
+                not math.isfinite(self.env_step_timeout) or self.env_step_timeout <= 0:
+            raise _refused("env_step_timeout", self.env_step_timeout, "a number of seconds > 0")
         if self.prompt_style not in PROMPT_STYLES:
             raise _refused("prompt_style", self.prompt_style, f"one of {', '.join(PROMPT_STYLES)}")
         at_least = {"groups_per_iteration": 1, "horizon": 1, "num_train_tasks": 1, "eval_group_size": 1,

@@ -212,7 +212,7 @@ class MileGPOTrainer(GRPOTrainer):
         self._owns_pool = pool is None
         if pool is None:
             kinds = {t.env for t in self.train_tasks} | {t.env for v in self.eval_tasks.values() for t in v}
-            pool = make_pool(n_slots, args.num_env_workers, kinds)
+            pool = make_pool(n_slots, args.num_env_workers, kinds, step_timeout=args.env_step_timeout)
         if pool.n < n_slots:
             raise ValueError(f"the environment pool has {pool.n} slots; an iteration needs {n_slots} "
                              f"(groups_per_process x group_size)")
@@ -222,7 +222,7 @@ class MileGPOTrainer(GRPOTrainer):
                                     prompt_style=args.prompt_style, state_similarity=args.state_similarity_params(),
                                     state_anchor=args.state_anchor, show_state_context=args.show_state_context,
                                     parts=args.rollout_parts, constrain_actions=args.constrain_actions,
-                                    constrain_query=args.constrain_query)
+                                    constrain_query=args.constrain_query, env_errors=args.env_errors)
         self.last_iteration: dict[str, Any] | None = None
 
     def _init_environment_factory(self, model, args, processing_class, train_tasks, eval_tasks, pool, callbacks,

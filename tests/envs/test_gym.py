@@ -1,6 +1,8 @@
 """gymnasium text environments through the registry and the rollout loop, with no wrapper written by the user."""
 
 import random
+import re
+import time
 
 import pytest
 
@@ -8,8 +10,12 @@ gymnasium = pytest.importorskip("gymnasium")
 
 from milegpo.credit import SINK  # noqa: E402
 from milegpo.envs import EnvError, EnvPool, SequentialPool, get_spec, make_env, register, unregister  # noqa: E402
+from milegpo.envs.base import EnvFailure  # noqa: E402
 from milegpo.envs.gym import GymTextEnv  # noqa: E402
+from milegpo.job.console import iteration_line  # noqa: E402
 from milegpo.rollout import EpisodeRunner, make_tasks  # noqa: E402
+from milegpo.rollout.loop import episode_metrics  # noqa: E402
+from milegpo.usage import RunError  # noqa: E402
 
 from .text_games import FreeKeyDoor, KeyDoor, key_door_expert  # noqa: E402
 
@@ -101,6 +107,33 @@ def test_a_dotted_path_and_a_gymnasium_id_are_kinds():
         get_spec("gym:Nowhere-v9")
 
 
+def test_a_gymnasium_id_registered_in_this_process_plays_in_pool_workers():
+    """Issue 48.3: the workers got the id, not what gymnasium needs to make it (NameNotFound in every worker)."""
+    if "KeyDoorWorkers-v0" not in gymnasium.registry:
+        gymnasium.register(id="KeyDoorWorkers-v0", entry_point=KeyDoor, disable_env_checker=True)  # a class, not a path
+    kind = "gym:KeyDoorWorkers-v0"
+    out = _play(kind, EnvPool(8, 2), n_tasks=2)
+    assert out.step_batch() is not None and not any(e.error for e in out.episodes)
+    assert any(e.won for e in out.episodes)
+    local = _play(kind, SequentialPool(8), n_tasks=2)
+    assert out.step_arrays()["state"].tolist() == local.step_arrays()["state"].tolist()
+
+
+def test_gymnasiums_module_colon_id_form_imports_the_module_first():
+    """``gym:<module>:<id>``, as gymnasium.make takes it: a command line cannot import the user's module itself."""
+    kind = "gym:tests.envs.gym_registered:KeyDoorRegistered-v0"
+    spec = get_spec(kind)
+    assert spec.origin == "gymnasium id 'tests.envs.gym_registered:KeyDoorRegistered-v0'"
+    out = _play(kind, EnvPool(8, 2), n_tasks=2)
+    assert out.step_batch() is not None and not any(e.error for e in out.episodes)
+    with pytest.raises(EnvError, match=r"environment kind 'gym:tests.envs.nowhere:X-v0': 'X-v0' is not a registered "
+                                       r"gymnasium id \(ModuleNotFoundError: No module named 'tests.envs.nowhere'"):
+        get_spec("gym:tests.envs.nowhere:X-v0")
+    with pytest.raises(EnvError, match=r"'Nope-v0' is not a registered gymnasium id .*the module "
+                                       r"'tests.envs.gym_registered' did not register it"):
+        get_spec("gym:tests.envs.gym_registered:Nope-v0")
+
+
 def test_steps_map_to_gymnasiums_tuple():
     env = GymTextEnv(KeyDoor)
     task = make_tasks(f"{GAMES}:KeyDoor", "train", 1, horizon=3)[0]
@@ -147,22 +180,96 @@ def test_bad_resets_fail_at_the_reset(game, message):
 
 
 @pytest.mark.parametrize("game, why", [
-    ("RaisesOnStep", "the right room caught fire"),
-    ("OldGymStep", r"OldGymStep.step returned a 4-tuple, expected gymnasium 1.x's"),
+    ("RaisesOnStep", r"raised RuntimeError: the right room caught fire \(at text_games.py:\d+ in step\)"),
+    ("OldGymStep", r"raised TypeError: OldGymStep.step returned a 4-tuple, expected gymnasium 1.x's"),
+    ("NaNReward", r"raised TypeError: NaNReward.step returned reward nan, expected a finite number"),
 ])
-def test_a_step_that_fails_ends_its_episode_truncated_and_the_run_goes_on(game, why):
+def test_a_step_that_fails_ends_its_episode_in_the_pool_with_one_line(game, why):
     kind = f"{GAMES}:{game}"
-    pool = SequentialPool(2)
-    pool.reset(make_tasks(kind, "train", 1) * 2)
-    outs = pool.step({0: "go right", 1: "look"})
-    if game == "OldGymStep":  # every step returns the old shape
-        assert all(o.truncated and not o.won and "returned a 4-tuple, expected gymnasium 1.x's" in o.info["error"]
-                   for o in outs)
-    else:
-        assert outs[0].truncated and not outs[0].won and why in outs[0].info["error"]
-        assert not outs[1].done
-    out = _play(kind, EnvPool(8, 2), n_tasks=2)  # the rollout records truncated episodes and goes on
-    assert out.step_batch() is not None and any(e.truncated and e.error for e in out.episodes)
+    for pool in (SequentialPool(2), EnvPool(2, 2)):  # the line is made where the step ran: it crosses processes
+        with pool:
+            pool.reset(make_tasks(kind, "train", 1) * 2)
+            outs = pool.step({0: "go right", 1: "look"})
+        named = rf"^environment '{kind}': step 1 of task '{kind}/train/0' {why}"
+        failed = outs if game != "RaisesOnStep" else outs[:1]  # the others fail at every step
+        for o in failed:
+            assert o.truncated and not o.won and "\n" not in o.info["error"]
+            assert re.search(named, o.info["error"]) and "Traceback" in o.info["traceback"]
+        if game == "RaisesOnStep":
+            assert not outs[1].done
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("game, why", [
+    ("RaisesOnStep", "raised RuntimeError: the right room caught fire"),
+    ("OldGymStep", "raised TypeError: OldGymStep.step returned a 4-tuple"),
+    ("NaNReward", "raised TypeError: NaNReward.step returned reward nan"),
+])
+def test_an_environment_that_fails_stops_the_run_in_one_line(game, why, workers):
+    """Issue 48.1: every episode ended after one step, advantages all zero, and the run went on silently."""
+    kind = f"{GAMES}:{game}"
+    pool = EnvPool(8, workers) if workers else SequentialPool(8)
+    with pytest.raises(EnvFailure) as failure:
+        _play(kind, pool, n_tasks=2)
+    line = str(failure.value)
+    assert "\n" not in line and line.startswith(f"environment '{kind}': step ") and why in line
+    assert "env_errors='skip'" in line and "Traceback" in failure.value.details
+    assert isinstance(failure.value, RunError)  # milegpo prints it in one line and exits 1
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_env_errors_skip_plays_on_and_counts_the_failed_episodes(workers):
+    kind = f"{GAMES}:RaisesOnStep"
+    pool = EnvPool(8, workers) if workers else SequentialPool(8)
+    out = _play(kind, pool, n_tasks=2, env_errors="skip")
+    failed = [e for e in out.episodes if e.error]
+    assert out.step_batch() is not None and failed and all(e.truncated and not e.won for e in failed)
+    assert all("raised RuntimeError: the right room caught fire" in e.error for e in failed)
+    metrics = episode_metrics(out.episode_summaries(), prefix="episode/")
+    assert metrics["episode/env_errors"] == len(failed) > 0
+    assert "env errors" in iteration_line(metrics, 1, 2)
+    clean = _play(f"{GAMES}:KeyDoor", SequentialPool(8), n_tasks=2)
+    metrics = episode_metrics(clean.episode_summaries(), prefix="episode/")
+    assert metrics["episode/env_errors"] == 0 and "env errors" not in iteration_line(metrics, 1, 2)
+    with pytest.raises(ValueError, match="env_errors must be one of 'raise', 'skip', got 'ignore'"):
+        EpisodeRunner(SequentialPool(1), env_errors="ignore")
+
+
+def test_an_error_key_of_the_environments_own_info_is_no_failure():
+    out = _play(f"{GAMES}:ReportsErrors", SequentialPool(8), n_tasks=2)
+    assert not any(e.error for e in out.episodes) and any(e.won for e in out.episodes)
+
+
+def test_a_step_that_hangs_times_out_in_a_worker_and_stops_the_run():
+    """A gymnasium step that never returns: the worker is killed after the step timeout, and the run stops."""
+    kind = f"{GAMES}:HangsOnStep"
+    runner = EpisodeRunner(None, history_length=1, prompt_style="compact", num_env_workers=2, env_step_timeout=1.0)
+    start = time.monotonic()
+    try:
+        with pytest.raises(EnvFailure, match=rf"environment '{kind}': step \d of task '{kind}/train/\d+': worker \d "
+                                             r"\(pid \d+\) timed out after \d s in step"):
+            runner.run(make_tasks(kind, "train", 2, horizon=6), 2, scripted_policy())
+    finally:
+        runner.close()
+    assert isinstance(runner.pool, EnvPool) and time.monotonic() - start < 60
+
+
+def test_a_text_env_subclass_that_returns_a_bad_step_is_named():
+    """The base class checks what a TextEnv's own _step returns (a NaN reward was kept as a reward)."""
+    from .text_games import NaNCorridor, ShortStepCorridor
+
+    task = make_tasks(f"{GAMES}:Corridor", "train", 1)[0]
+    for cls, message in ((NaNCorridor, "NaNCorridor._step returned reward nan, expected a finite number"),
+                         (ShortStepCorridor, r"ShortStepCorridor._step returned a 4-tuple, expected \(observation, "
+                                             r"reward, won, admissible actions, info\)")):
+        env = cls()
+        env.reset(task)
+        with pytest.raises(TypeError, match=message):
+            env.step("walk right")
+    kind = f"{GAMES}:NaNCorridor"
+    with pytest.raises(EnvFailure, match=rf"environment '{kind}': step 1 of task .* raised TypeError: NaNCorridor._step "
+                                         "returned reward nan"):
+        _play(kind, EnvPool(4, 2), n_tasks=1)
 
 
 def test_bad_classes_are_refused_at_the_door():

@@ -132,10 +132,11 @@ def test_environment_exception_truncates_that_episode_only():
     assert not outs[1].done
 
 
-def test_failed_reset_raises_naming_the_slot(pool):
+def test_failed_reset_raises_naming_the_task(pool):
     from milegpo.envs import Task
+    from milegpo.envs.base import EnvFailure
 
-    with pytest.raises(EnvError, match="(?s)slot 1 .*no seed"):
+    with pytest.raises(EnvFailure, match=r"^environment 'household': reset of task 'broken' raised \w+: [^\n]*no seed"):
         pool.reset([household_tasks("train", 1)[0], Task("broken", env="household")])
     with pytest.raises(EnvError, match="unknown environment kind"):
         pool.reset([Task("x", env="nope", seed=1)])

@@ -5,12 +5,14 @@
   text and an unknown one is reported in ``info["invalid"]``. :func:`key_door_expert` plays it from the text.
 - :class:`Corridor`: a :class:`~milegpo.envs.TextEnv` (walk right ``length`` times), for the registry.
 - Broken variants: :class:`NumericObs` (reset returns an array), :class:`RaisesOnStep`, :class:`OldGymStep`
-  (gym 0.21's 4-tuple), :class:`NotAnEnv`.
+  (gym 0.21's 4-tuple), :class:`NaNReward`, :class:`HangsOnStep`, :class:`NoneReset` (reset returns None),
+  :class:`RaisesInInit`, :class:`FailsOnSecondStep`, :class:`NotAnEnv`; TextEnv subclasses :class:`NaNCorridor` and :class:`ShortStepCorridor`.
 """
 
 from __future__ import annotations
 
 import random
+import time
 
 import gymnasium
 import numpy as np
@@ -130,6 +132,53 @@ class OldGymStep(KeyDoor):
         return obs, reward, terminated or truncated, info
 
 
+class FailsOnSecondStep(KeyDoor):
+    """The second step of every episode raises, whatever the action."""
+
+    def reset(self, *, seed=None, options=None):
+        self.taken = 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self.taken += 1
+        if self.taken == 2:
+            raise RuntimeError("the floor gave way")
+        return super().step(action)
+
+
+class ReportsErrors(KeyDoor):
+    """A game whose own info says ``error`` at every step (its business, not a failure)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {**info, "error": "nothing to report, but a key named so"}
+
+
+class NaNReward(KeyDoor):
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, float("nan"), terminated, truncated, info
+
+
+class HangsOnStep(KeyDoor):
+    """``go right`` never returns (an hour)."""
+
+    def step(self, action):
+        if action == "go right":
+            time.sleep(3600)
+        return super().step(action)
+
+
+class NoneReset(KeyDoor):
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+
+
+class RaisesInInit(KeyDoor):
+    def __init__(self) -> None:
+        raise RuntimeError("no licence for the door engine")
+
+
 class NotAnEnv:
     """Has a reset but no step."""
 
@@ -155,6 +204,21 @@ class Corridor(TextEnv):
         won = self.pos >= self.length
         return ("You reached the end." if won else self._obs()), (10.0 if won else 0.0), won, \
             ([] if won else ["walk right", "wait"]), {}
+
+
+class NaNCorridor(Corridor):
+    """Its reward is NaN at every step (a TextEnv subclass: the base class checks what ``_step`` returns)."""
+
+    def _step(self, action: str):
+        obs, _, won, admissible, info = super()._step(action)
+        return obs, float("nan"), won, admissible, info
+
+
+class ShortStepCorridor(Corridor):
+    """Its ``_step`` returns 4 values."""
+
+    def _step(self, action: str):
+        return super()._step(action)[:4]
 
 
 def corridor_tasks(split: str, n: int, *, start: int = 0, task_type: str = "", horizon: int = 10,

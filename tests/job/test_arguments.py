@@ -15,14 +15,14 @@ def test_env_defaults_are_one_table_of_real_fields():
     import dataclasses
 
     from milegpo.trainer.config import MileGPOConfig
-    from milegpo.job import ENV_DEFAULTS, TINY_RUN, JobArguments
+    from milegpo.job import ANY_KIND_TINY, ENV_DEFAULTS, TINY_RUN, JobArguments
 
     fields = {f.name for f in dataclasses.fields(MileGPOConfig)} | {f.name for f in dataclasses.fields(JobArguments)}
     for env, rows in ENV_DEFAULTS.items():
         assert set(rows) == {"run", "tiny"}, env
         for row in rows.values():
             assert set(row) <= fields, (env, set(row) - fields)
-    assert set(TINY_RUN) <= fields
+    assert set(TINY_RUN) <= fields and set(ANY_KIND_TINY) <= fields
 
 
 def test_webshop_picks_its_preset_prompt_horizon_and_split_unless_flags_say_otherwise():

@@ -90,5 +90,25 @@ def test_webshop_tiny_tokenizer(tmp_path, private_webshop_cache):
     asin = get_world(tasks[0].options).shop.products[0]["asin"]
     listed, clicked = tok(f"'{asin}' [SEP]")["input_ids"][1], tok(f"click[{asin.lower()}]")["input_ids"][2]
     assert listed == clicked != tok.unk_token_id  # the ASIN on the results page is the token the click copies
-    with pytest.raises(ValueError, match="no tiny tokenizer for environment kind 'textworld'"):
-        make_tokenizer(env="textworld")
+
+
+def test_any_text_environment_gets_a_tiny_tokenizer_of_its_own_words(tmp_path):
+    """Issue 48.9: "the embedded tiny policy has a tokenizer for household, webshop only". A user's world (here a
+    gymnasium class by its dotted path) is played a few seeded episodes with its admissible actions: its words
+    are tokens, each admissible action of several words one token, the same tokenizer on every build."""
+    pytest.importorskip("gymnasium")
+    from milegpo.job.policy import make_tokenizer, reload_tokenizer
+
+    kind = "tests.envs.text_games:KeyDoor"
+    tok = make_tokenizer(env=kind)
+    assert tok.get_vocab() == make_tokenizer(env=kind).get_vocab()  # deterministic
+    for phrase in ("go left", "go right", "take key", "open door", "break door", "go back"):
+        assert tok.convert_tokens_to_ids(phrase) != tok.unk_token_id, phrase
+    prompt = "Now: You are in the left room. A key lies on the floor. holding: nothing Actions: go back, look, take key"
+    assert tok.unk_token_id not in tok(prompt)["input_ids"]
+    tok.save_pretrained(tmp_path)
+    again = reload_tokenizer(str(tmp_path))
+    text = "<think> i act </think> <action> take key </action>"
+    assert again.decode(again(text)["input_ids"]) == text
+    free = make_tokenizer(env="tests.envs.text_games:FreeKeyDoor")  # free text: the words it shows
+    assert free.unk_token_id not in free("You are in the hall. Doors lead left and right.")["input_ids"]
