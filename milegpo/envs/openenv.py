@@ -17,15 +17,16 @@ returning a result with ``observation``, ``reward``, ``done``):
 - the action sent: ``{action_key: text}`` (default ``"message"``, the field of OpenEnv's text environments);
 - success: the observation's ``won`` (or ``success``) when it reports one, else ``done and reward > 0``; a ``done``
   without success is a loss, unless the observation says ``truncated`` (OpenEnv's protocol has only ``done``: a
-  server that stops an episode at its own step limit and wants it read as truncated says so there);
+  server that stops an episode at its own step limit and wants it read as truncated says so there); a step that
+  completed one of the environment's verifiable subgoals: the observation's ``milestone`` (a bool; absent: False);
 - a server that is down at reset is an :class:`~milegpo.envs.EnvError` naming the URL; one that dies or stops
   answering mid-episode ends that episode truncated (``info["error"]`` says why) and the next reset reconnects,
   so a run goes on, as a pool does for a dead worker.
 
 :func:`serve` serves any registered kind the same way on a port (``python -m milegpo.envs.openenv --env household
 --port 8000``): an OpenEnv client, or :class:`OpenEnvTextEnv` on another machine, plays it; the observation holds
-the text, the admissible actions, the goal, the context line and ``won``, so a remote episode keys its states as
-a local one does. :func:`register_served` registers a kind whose episodes are played on such a server.
+the text, the admissible actions, the goal, the context line, ``won`` and ``milestone``, so a remote episode keys
+its states (and marks its milestones) as a local one does. :func:`register_served` registers a kind whose episodes are played on such a server.
 """
 
 from __future__ import annotations
@@ -234,6 +235,7 @@ class OpenEnvTextEnv(TextEnv):
         truncated = step_flag(observation.get("truncated", False), f"{where} observation['truncated']") and not won
         info = {"lost": done and not won and not truncated, "truncated": truncated,
                 "invalid": step_flag(observation.get("invalid", False), f"{where} observation['invalid']"),
+                "milestone": step_flag(observation.get("milestone", False), f"{where} observation['milestone']"),
                 "state_context": observation.get("state_context", "")}
         return obs, float(reward), won, self._admissible(observation), info
 
@@ -276,7 +278,7 @@ def _observation(env: TextEnv, obs: str, info: dict) -> dict:
     return {"text": obs, "admissible_actions": list(info.get("admissible_actions", [])),
             "goal": info.get("goal", ""), "state_context": info.get("state_context", ""),
             "won": bool(info.get("won", False)), "truncated": bool(info.get("truncated", False)), "invalid": bool(info.get("invalid", False)),
-            "game_id": info.get("game_id")}
+            "milestone": bool(info.get("milestone", False)), "game_id": info.get("game_id")}
 
 
 def _handler(kind: str) -> Callable:
