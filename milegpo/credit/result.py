@@ -23,7 +23,7 @@ from .config import CreditConfig
 #: the per-row and per-node arrays of int64 and bool dtype (every other is float64); each method's arrays are its
 #: ``row_keys`` / ``node_keys`` (:mod:`milegpo.credit.methods`): per row (N,) in input row order, per node (V,)
 #: sorted by (group, key) ascending (signed int64)
-INT_KEYS = ("node", "next_node", "group", "key", "dist", "n_traj", "n_pos", "n_revisit")
+INT_KEYS = ("node", "next_node", "group", "key", "dist", "n_traj", "n_pos", "n_revisit", "segment")
 BOOL_KEYS = ("is_sink", "is_milestone", "is_trap", "retained")
 
 

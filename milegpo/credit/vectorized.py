@@ -465,7 +465,7 @@ def _empty(batch: StepBatch, method: str) -> Tables:
     dev = batch.device
     f = torch.zeros(0, dtype=F64, device=dev)
     i = torch.zeros(0, dtype=torch.int64, device=dev)
-    rows = {k: f for k in spec.row_keys if k not in ("node", "next_node")}
+    rows = {k: (i if k in INT_KEYS else f) for k in spec.row_keys if k not in ("node", "next_node")}
     slots = {k: i for k in spec.row_keys if k in ("node", "next_node")}
     nodes = {k: (i if k in INT_KEYS else torch.zeros(0, dtype=torch.bool, device=dev) if k in BOOL_KEYS else f)
              for k in spec.node_keys}
