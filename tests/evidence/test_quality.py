@@ -126,7 +126,7 @@ def test_every_method_on_labelled_household_batches():
     assert bool(b.milestone[won_last].all()) and won_last.any() and 0 < int(b.milestone.sum()) < len(b) // 2
     rep = credit_quality([lb], presets.ALFWORLD, backend="torch", n_resamples=100)
     assert set(rep["methods"]) == {"grpo", "gigpo", "gigpo-verl", "graphgpo", "milegpo-md", "milegpo-rcs",
-                                   "milegpo-full", "hgpo", "g2po"}  # the registry's (hgpo, g2po: issue 42)
+                                   "milegpo-full", "hgpo", "g2po", "beacon"}  # the registry's (issues 42, 47)
     for m, entry in rep["methods"].items():
         for k in METRICS:
             assert 0.0 <= entry[k] <= 1.0 or np.isnan(entry[k])
