@@ -71,7 +71,7 @@ class CreditResult:
         """A plain-text table of the per-row values, ordered by (group, traj, t)."""
         b = self.batch
         keys = [k for k in ("r_graph", "r_shaped", "delta_pos", "delta_neg", "a_graph", "a_mix",
-                            "step_return", "episode_adv") if k in self.rows]
+                            "step_return", "segment_reward", "segment_adv", "episode_adv") if k in self.rows]
         order = torch.argsort(b.group * 0 + b.t, stable=True)
         order = order[torch.argsort(b.traj[order], stable=True)]
         order = order[torch.argsort(b.group[order], stable=True)]
