@@ -107,8 +107,9 @@ def test_credit_milegpo_full(benchmark, medians, median_of, record_ratio, rows, 
         record_ratio(benchmark, "growth_vs_6400", me / medians[f"{impl}/6400"])
 
 
-# ---- the field's methods (issue 42): HGPO and G2PO, each under its ALFWorld script's values (presets.ALFWORLD)
-FIELD_METHODS = ("hgpo", "g2po")
+# ---- the field's methods (issues 42, 47): HGPO, G2PO and BEACON, each under its ALFWorld script's values
+# (presets.ALFWORLD; benchmark_batch's milestones: a few spine states and the win)
+FIELD_METHODS = ("hgpo", "g2po", "beacon")
 FIELD_BACKENDS = ["reference", "torch", "torch_cuda", "triton"]
 _FIELD_REFERENCE: dict[tuple[str, int], torch.Tensor] = {}
 
@@ -124,7 +125,7 @@ def field_reference(method: str, rows: int) -> torch.Tensor:
 @pytest.mark.parametrize("impl", FIELD_BACKENDS)
 @pytest.mark.parametrize("method", FIELD_METHODS)
 def test_credit_field_methods(benchmark, medians, median_of, record_ratio, method, rows, impl):
-    """HGPO / G2PO end to end on the same batches as MileGPO: the plain-Python reference against the torch
+    """HGPO / G2PO / BEACON end to end on the same batches as MileGPO: the plain-Python reference against the torch
     pipeline (CPU, one thread; CUDA) and the Triton one, in one run; ``speedup_vs_reference`` as above."""
     if impl in CUDA_IMPLS and not HAS_CUDA:
         pytest.skip("needs CUDA")

@@ -47,11 +47,12 @@ def _plots_folder(flag: str, folder: str | None):
 #: the names of milegpo.credit.presets.PRESETS (tests/test_cli.py checks), without importing torch for --help
 PRESET_NAMES = ("alfworld", "webshop", "alfworld_paper", "webshop_paper", "alfworld_spec", "webshop_spec",
                 "gigpo_reference", "gigpo_reference_webshop", "graphgpo_reference", "graphgpo_reference_webshop",
-                "graphgpo_reproduction")
+                "graphgpo_reproduction", "beacon_alfworld", "beacon_webshop", "beacon_scienceworld")
 PRESET_HELP = ("alfworld = alfworld_paper, webshop = webshop_paper: paper table 5 under the paper's reading; "
                "alfworld_spec, webshop_spec: the spec's reading; gigpo_reference[_webshop], "
                "graphgpo_reference[_webshop]: what verl-agent's GiGPO / GraphGPO code computes with its ALFWorld "
-               "[WebShop] script; graphgpo_reproduction: the recipe as issue 33 described it")
+               "[WebShop] script; graphgpo_reproduction: the recipe as issue 33 described it; "
+               "beacon_alfworld / _webshop / _scienceworld: BEACON's official scripts")
 
 
 def _add_credit_args(p: argparse.ArgumentParser) -> None:

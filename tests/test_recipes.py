@@ -61,8 +61,10 @@ def test_every_recipe_builds_the_paper_s_config(path, tmp_path):
     script_args, cfg = parse_recipe(path, "--output_dir", str(tmp_path))
     method, variant = make_recipes.METHODS[name.removesuffix("_server")]
     assert script_args.model_name_or_path == "Qwen/Qwen2.5-1.5B-Instruct"
-    # every recipe names its preset (issue 40): a moved default changes no recipe
-    assert (cfg.env, cfg.credit_preset, cfg.credit_method) == (benchmark, f"{benchmark}_paper", method)
+    # every recipe names its preset (issue 40): a moved default changes no recipe; BEACON its scripts' (issue 47)
+    preset = f"beacon_{benchmark}" if method == "beacon" else f"{benchmark}_paper"
+    assert (cfg.env, cfg.credit_preset, cfg.credit_method) == (benchmark, preset, method)
+    assert cfg.invalid_action_penalty == (1.0 if (method, benchmark) == ("beacon", "webshop") else 0.1)
     if variant:
         assert cfg.credit_variant == variant
     assert (cfg.groups_per_iteration, cfg.group_size, cfg.num_generations) == (16, 8, 8)

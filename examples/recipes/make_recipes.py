@@ -30,6 +30,16 @@ METHODS: dict[str, tuple[str, str | None]] = {
     # the field's methods (issue 42): the preset carries their official scripts' values (hgpo_* / g2po_* fields)
     "hgpo": ("hgpo", None),
     "g2po": ("g2po", None),
+    # issue 47: BEACON reads the environment's milestones; its preset and penalty are its official scripts' (below)
+    "beacon": ("beacon", None),
+}
+#: BEACON's official scripts (ZJU-REAL/BEACON examples/migpo_trainer/run_*.sh), per benchmark: the preset line and
+#: the invalid-action penalty (its trainer's invalid_action_penalty_coef, on the episode score and segment reward)
+BEACON_CREDIT: dict[str, tuple[str, str]] = {
+    "alfworld": ("credit_preset: beacon_alfworld  # BEACON's ALFWorld script: gamma 0.9, w 10, mean_norm",
+                 "0.1  # BEACON's ALFWorld script (invalid_action_penalty_coef)"),
+    "webshop": ("credit_preset: beacon_webshop   # BEACON's WebShop script: gamma 0.95, w 1, mean_norm",
+                "1.0  # BEACON's WebShop script (invalid_action_penalty_coef 1)"),
 }
 #: the vLLM server-mode recipe (``trl vllm-serve`` on GPUs of its own): this method, per benchmark
 SERVER_METHOD = "milegpo_full"
@@ -142,7 +152,7 @@ temperature: 1.0             # training rollouts sample at 1.0
 credit_method: {method}
 {variant}{preset}
 state_anchor: tracked+actions  # observation + tracker context + admissible actions (GraphGPO's recipe: most likely the paper's)
-invalid_action_penalty: 0.1  # verl-agent's invalid-action penalty
+invalid_action_penalty: {penalty}
 
 # ---- loss: PPO-clip on tokens with the low-variance KL
 loss_type: dapo              # token-level sum over the iteration's tokens (verl's token-mean)
@@ -185,15 +195,17 @@ def recipe(benchmark: str, name: str, server: bool = False) -> str:
     spec = BENCHMARKS[benchmark]
     method, variant = METHODS[name]
     file = f"{name}_server" if server else name
-    label = {"grpo": "GRPO", "gigpo": "GiGPO", "graphgpo": "GraphGPO", "hgpo": "HGPO", "g2po": "G2PO"}.get(
-        name, f"MileGPO ({variant})")
+    label = {"grpo": "GRPO", "gigpo": "GiGPO", "graphgpo": "GraphGPO", "hgpo": "HGPO", "g2po": "G2PO",
+             "beacon": "BEACON"}.get(name, f"MileGPO ({variant})")
+    preset, penalty = BEACON_CREDIT[benchmark] if method == "beacon" else (
+        spec["preset"], "0.1  # verl-agent's invalid-action penalty")
     fill = dict(benchmark=benchmark, name=file, script=spec["script"])
     header = HEADER.format(title=spec["title"], label=label + (", vLLM server mode" if server else ""),
                            run_lines=(SERVER_LINES if server else RUN_LINES).format(**fill),
                            anchor_lines=ANCHOR_LINES)
     return header + BODY.format(
         environment=spec["environment"], prompt=spec["prompt"], generation=SERVER if server else COLOCATE,
-        method=method, variant=f"credit_variant: {variant}\n" if variant else "", preset=spec["preset"],
+        method=method, variant=f"credit_variant: {variant}\n" if variant else "", preset=preset, penalty=penalty,
         evaluation=spec["evaluation"])
 
 

@@ -72,6 +72,10 @@ def estimate(
         backend = ("triton" if batch.device.type == "cuda" else "torch") if backend == "auto" else backend
         result = estimate_vectorized(batch, method, config, variant, backend=backend)
     check_advantages(method, result.advantages, len(batch))  # a registered method's output: N finite floats
+    if method == "beacon":  # a batch without milestones: computed, and said (beacon.py's docstring)
+        from .beacon import warn_without_milestones
+
+        warn_without_milestones(batch)
     return result
 
 

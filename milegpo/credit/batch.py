@@ -24,9 +24,11 @@ import torch
 from ..files import atomic_write
 from ..state_keys import SINK  # re-exported: the one definition, shared with milegpo.envs
 
-FIELDS = ("group", "traj", "t", "state", "next_state", "success", "reward", "invalid")
+FIELDS = ("group", "traj", "t", "state", "next_state", "success", "reward", "invalid", "milestone")
 _INT_FIELDS = ("group", "traj", "t", "state", "next_state")
-_BOOL_FIELDS = ("success", "invalid")
+_BOOL_FIELDS = ("success", "invalid", "milestone")
+#: the fields a batch may be built without (:meth:`StepBatch.from_rows`, the constructor, a ``.npz`` file): all False
+OPTIONAL_FIELDS = ("invalid", "milestone")
 
 #: the largest sum of ``|reward|`` over one trajectory's rows (so also the largest ``|reward|`` of a row) a batch
 #: may hold; see :func:`validate_batch` for why rewards are refused above it rather than rescaled.
@@ -125,7 +127,11 @@ class StepBatch:
     t: step index 0..T-1; state / next_state: int64 state keys (next_state of a
     successful trajectory's last row is :data:`SINK`); success: bool outcome of the
     row's trajectory; reward: float64 environment reward of the step; invalid: bool,
-    the action could not be parsed or was not admissible.
+    the action could not be parsed or was not admissible; milestone: bool, the step
+    completed one of the environment's verifiable subgoals (``info["milestone"]`` of the
+    step, :mod:`milegpo.envs.base`; optional: None, or absent from a row or a file, is all
+    False). Only BEACON reads ``milestone``; every other method's result is the same
+    without it.
 
     ``row_order`` (not a field): the permutation that sorts the rows by (group, traj, t),
     found on the host while validating (where the batch is usually built: the rollout
@@ -145,11 +151,14 @@ class StepBatch:
     success: torch.Tensor
     reward: torch.Tensor
     invalid: torch.Tensor
+    milestone: torch.Tensor
 
-    def __init__(self, group, traj, t, state, next_state, success, reward, invalid, *, validate: bool = True,
-                 device=None, _row_order: torch.Tensor | None = None):
-        values = dict(zip(FIELDS, (group, traj, t, state, next_state, success, reward, invalid)))
-        tensors = {k: _to_tensor(k, v, device) for k, v in values.items()}
+    def __init__(self, group, traj, t, state, next_state, success, reward, invalid, milestone=None, *,
+                 validate: bool = True, device=None, _row_order: torch.Tensor | None = None):
+        values = dict(zip(FIELDS, (group, traj, t, state, next_state, success, reward, invalid, milestone)))
+        tensors = {k: _to_tensor(k, v, device) for k, v in values.items() if v is not None}
+        if milestone is None:  # absent: no step completed a subgoal (the shape of the other fields, their device)
+            tensors["milestone"] = torch.zeros_like(tensors["success"], dtype=torch.bool)
         lengths = {k: v.shape[0] for k, v in tensors.items()}
         if len(set(lengths.values())) > 1:
             raise BatchError(f"StepBatch fields have different lengths: {lengths}")
@@ -187,15 +196,17 @@ class StepBatch:
     # ------------------------------------------------------------------ helpers
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping[str, Any]], **kwargs) -> "StepBatch":
-        """Build from a list of dicts with the keys of :data:`FIELDS` (``invalid`` may be omitted).
+        """Build from a list of dicts with the keys of :data:`FIELDS` (``invalid`` and ``milestone`` may be
+        omitted: False).
 
         Each value must be of its field's kind as it is (see :func:`_row_column`): ids and step indices
-        ints, ``success`` / ``invalid`` bools (or 0 / 1), ``reward`` a real number; anything else, a float
-        id or a numeric string among them, is a :class:`BatchTypeError` naming the row and the field."""
+        ints, ``success`` / ``invalid`` / ``milestone`` bools (or 0 / 1), ``reward`` a real number; anything
+        else, a float id or a numeric string among them, is a :class:`BatchTypeError` naming the row and the
+        field."""
         rows = list(rows)
         cols: dict[str, list] = {k: [] for k in FIELDS}
         for i, r in enumerate(rows):
-            missing = [k for k in FIELDS if k not in r and k != "invalid"]
+            missing = [k for k in FIELDS if k not in r and k not in OPTIONAL_FIELDS]
             if missing:
                 raise BatchError(f"row {i}: missing key(s) {missing}; a row needs {list(FIELDS)}")
             extra = sorted(set(r) - set(FIELDS))
@@ -203,7 +214,7 @@ class StepBatch:
                 raise BatchError(f"row {i}: unknown key(s) {extra}; a row has {list(FIELDS)}")
             for k in FIELDS:
                 cols[k].append(r.get(k, False))
-        empty = {"reward": np.float64, "success": bool, "invalid": bool}
+        empty = {"reward": np.float64, **{k: bool for k in _BOOL_FIELDS}}
         arrays = {k: _row_column(k, v) if v else np.zeros(0, dtype=empty.get(k, np.int64)) for k, v in cols.items()}
         return cls(**arrays, **kwargs)
 
@@ -235,7 +246,8 @@ class StepBatch:
 
     def save(self, path) -> Path:
         """Write the batch as a ``.npz`` file (``replay`` reads it back), whole or not at all (a temporary file
-        renamed over ``path``); returns the file's path, ``path`` with ``.npz`` appended when it has another
+        renamed over ``path``), one array per field of :data:`FIELDS` (``milestone`` too, all False where no
+        step completed a subgoal); returns the file's path, ``path`` with ``.npz`` appended when it has another
         suffix or none (as numpy does)."""
         file = _npz_path(path)
         with atomic_write(file, "wb") as f:  # whole or absent: a crash mid-save leaves no torn batch
@@ -246,6 +258,7 @@ class StepBatch:
     def load(cls, path) -> "StepBatch":
         """The batch :meth:`save` wrote to ``path`` (``load("x")`` finds ``x.npz``, as ``save("x")`` writes it).
 
+        A file written before ``milestone`` existed (no such array) loads with ``milestone`` all False.
         A missing file is a ``FileNotFoundError``; a file that holds no StepBatch (empty, text, a single
         ``.npy`` array, truncated or corrupt) and arrays that break the batch contract are a
         :class:`BatchError`; every message names the file and what is wrong."""
@@ -280,9 +293,10 @@ _ZIP_MAGIC, _EMPTY_ZIP_MAGIC, _NPY_MAGIC = b"PK\x03\x04", b"PK\x05\x06", b"\x93N
 
 
 def _read_npz(file: Path) -> dict[str, np.ndarray]:
-    """The :data:`FIELDS` arrays of the StepBatch file ``file``; :class:`BatchError` naming the file and
-    what is wrong for anything else (a folder, an empty, text or ``.npy`` file, a truncated or corrupt
-    archive, missing arrays, pickled objects)."""
+    """The :data:`FIELDS` arrays of the StepBatch file ``file`` (``milestone`` only where the file holds it:
+    files saved before it existed lack it); :class:`BatchError` naming the file and what is wrong for anything
+    else (a folder, an empty, text or ``.npy`` file, a truncated or corrupt archive, missing arrays, pickled
+    objects)."""
     if file.is_dir():
         raise BatchError(f"{file}: a folder, not a StepBatch .npz file")
     with open(file, "rb") as f:
@@ -298,14 +312,14 @@ def _read_npz(file: Path) -> dict[str, np.ndarray]:
     try:
         with zipfile.ZipFile(file) as archive:
             members = {name[:-len(".npy")]: name for name in archive.namelist() if name.endswith(".npy")}
-            missing = [k for k in FIELDS if k not in members]
+            missing = [k for k in FIELDS if k not in members and k != "milestone"]
             if missing:
                 raise BatchError(f"{file}: not a StepBatch file, missing arrays {missing} (it holds "
                                  f"{sorted(members)})")
             # each member read whole, so that zipfile checks its CRC (np.load reads only as far as the array
             # goes: a flipped bit in the data would go unnoticed)
             return {k: np.lib.format.read_array(io.BytesIO(archive.read(members[k])), allow_pickle=False)
-                    for k in FIELDS}
+                    for k in FIELDS if k in members}
     except BatchError:
         raise
     except Exception as e:  # noqa: BLE001 - zipfile, zlib, numpy's format reader: all say "this file is damaged"
@@ -402,5 +416,5 @@ def validate_batch(batch: StepBatch) -> torch.Tensor:
     return order.index_select(0, torch.sort(batch.group.index_select(0, order), stable=True).indices)
 
 
-__all__ = ["SINK", "FIELDS", "REWARD_LIMIT", "StepBatch", "BatchError", "BatchTypeError", "validate_batch",
+__all__ = ["SINK", "FIELDS", "OPTIONAL_FIELDS", "REWARD_LIMIT", "StepBatch", "BatchError", "BatchTypeError", "validate_batch",
            "trajectory_order"]

@@ -37,6 +37,9 @@ CHOICES.update({
     "g2po_episode": ("row", "trajectory"),
     "g2po_failure_next": ("zero", "node"),
 })
+#: BEACON's switch and choice (its fields close :class:`CreditConfig`; issue 47)
+BOOL_FIELDS += ("beacon_step_penalty",)
+CHOICES["beacon_mode"] = ("mean", "mean_std")
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,17 @@ class CreditConfig:
     #: V' of a lost trajectory's last row: ``"zero"`` (the code: ``g2po_failure_value``) or ``"node"`` (V of the
     #: node of its last next_state, ``g2po_failure_value`` where no row of the group is in that state)
     g2po_failure_next: str = "zero"
+    # BEACON (docs/algorithm.md "BEACON"; defaults: the official ALFWorld script, ZJU-REAL/BEACON migpo/core_migpo.py;
+    # presets beacon_webshop / beacon_scienceworld: its other scripts)
+    #: gamma of the segment reward r_t = 10 * gamma^(m_k - t) toward the segment's milestone step m_k
+    beacon_gamma: float = 0.9
+    #: w in A = A_ep + w * A_seg
+    beacon_weight: float = 10.0
+    #: how both terms normalise (the code's ``mode``): ``"mean"`` (``mean_norm``, every script) or ``"mean_std"``
+    #: (``mean_std_norm``: divided by the sample std + ``norm_eps``); BEACON reads it instead of ``norm``
+    beacon_mode: str = "mean"
+    #: take ``invalid_penalty`` off an invalid row's segment reward (the code's trainer); off: the milestones alone
+    beacon_step_penalty: bool = True
 
     def __post_init__(self) -> None:
         import sys
@@ -232,6 +246,7 @@ class CreditConfig:
             raise ValueError("CreditConfig.invalid_penalty_in_step_reward and invalid_penalty_on_step_return are both "
                              "on: the step return would take the invalid-action penalty twice; choose one")
         _check_hgpo_g2po(self)
+        _check_beacon(self)
 
     def replace(self, **changes: Any) -> "CreditConfig":
         """A copy with some fields changed; an unknown field name is an error."""
@@ -284,12 +299,22 @@ def _check_hgpo_g2po(config: CreditConfig) -> None:
                              f"overflow float64 in the group statistics), got {getattr(config, name)}")
 
 
+def _check_beacon(config: CreditConfig) -> None:
+    """The ranges of the BEACON fields (their types are checked with the others')."""
+    if not 0.0 <= config.beacon_gamma <= 1.0:
+        raise ValueError(f"CreditConfig.beacon_gamma must be in [0, 1], got {config.beacon_gamma}")
+    if not 0.0 <= config.beacon_weight <= G2PO_MAX:  # its square in no statistic, but w * A_seg must stay finite
+        raise ValueError(f"CreditConfig.beacon_weight must be in [0, {G2PO_MAX:g}], got {config.beacon_weight}")
+
+
 #: The paper's estimator on ALFWorld: table 5's values and the paper's reading of the four points where its text
 #: and the spec's [decided] items differ (spec section 12, points 2-5: every field of :data:`PAPER_READING` on).
 #: The episode term keeps the row convention of the framework the paper ran on (point 1).
 ALFWORLD_PAPER = CreditConfig()
-#: The paper's estimator on WebShop: table 5's WebShop column, the paper's reading.
-WEBSHOP_PAPER = ALFWORLD_PAPER.replace(theta_m=0.5, kappa_bc=1, rho=0.5, eta=1.0, norm="mean")
+#: The paper's estimator on WebShop: table 5's WebShop column, the paper's reading; BEACON's WebShop script's gamma
+#: and w (its own fields: no other method reads them).
+WEBSHOP_PAPER = ALFWORLD_PAPER.replace(theta_m=0.5, kappa_bc=1, rho=0.5, eta=1.0, norm="mean", beacon_gamma=0.95,
+                                       beacon_weight=1.0)
 #: Table 5 under the spec's [decided] reading of the four points (every field of :data:`PAPER_READING` off):
 #: C(v) counts no self-loop and is max-normalised over success-visited nodes other than g; a self-loop enters
 #: neither b(v) (eq. 14) nor psi~(v) (eq. 16); psi-bar is normalised over the nodes other than g. It is what
@@ -331,11 +356,22 @@ GRAPHGPO_REFERENCE_WEBSHOP = WEBSHOP_PAPER.replace(gamma_g=0.2, norm="mean_std",
 GRAPHGPO_REPRODUCTION = ALFWORLD_SPEC.replace(gamma_g=0.1, graph_unreachable="max_plus_one",
                                               episode_penalty="trajectory", episode_norm_over="trajectories",
                                               episode_single_value="zero", invalid_penalty_in_step_reward=True)
+#: BEACON's official scripts (``ZJU-REAL/BEACON`` ``examples/migpo_trainer/run_{alfworld,webshop,sciworld}.sh``): gamma,
+#: w, the invalid-action penalty p (the trainer's ``invalid_action_penalty_coef``, on the episode score and the
+#: segment reward alike), ``mean_norm`` everywhere; each on its world's preset of the paper (ScienceWorld, which
+#: has none: the ALFWorld one). ``ALFWORLD`` / ``WEBSHOP`` hold their world's gamma and w already (p stays the
+#: paper's 0.1). In a ``milegpo train`` run ``--invalid_action_penalty`` sets p: the recipes give it.
+BEACON_ALFWORLD = ALFWORLD_PAPER.replace(beacon_gamma=0.9, beacon_weight=10.0, beacon_mode="mean", invalid_penalty=0.1)
+BEACON_WEBSHOP = WEBSHOP_PAPER.replace(beacon_gamma=0.95, beacon_weight=1.0, beacon_mode="mean", invalid_penalty=1.0)
+BEACON_SCIENCEWORLD = ALFWORLD_PAPER.replace(beacon_gamma=0.95, beacon_weight=1.0, beacon_mode="mean",
+                                             invalid_penalty=0.1)
 #: every preset by its name (``get_preset``, ``--credit_preset``, ``--preset``, recipes, task files)
 PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "alfworld_paper": ALFWORLD_PAPER, "webshop_paper": WEBSHOP_PAPER,
            "alfworld_spec": ALFWORLD_SPEC, "webshop_spec": WEBSHOP_SPEC, "gigpo_reference": GIGPO_REFERENCE,
            "gigpo_reference_webshop": GIGPO_REFERENCE_WEBSHOP, "graphgpo_reference": GRAPHGPO_REFERENCE,
-           "graphgpo_reference_webshop": GRAPHGPO_REFERENCE_WEBSHOP, "graphgpo_reproduction": GRAPHGPO_REPRODUCTION}
+           "graphgpo_reference_webshop": GRAPHGPO_REFERENCE_WEBSHOP, "graphgpo_reproduction": GRAPHGPO_REPRODUCTION,
+           "beacon_alfworld": BEACON_ALFWORLD, "beacon_webshop": BEACON_WEBSHOP,
+           "beacon_scienceworld": BEACON_SCIENCEWORLD}
 
 
 def get_preset(name: str) -> CreditConfig:
@@ -352,5 +388,5 @@ def get_preset(name: str) -> CreditConfig:
 
 __all__ = ["ALFWORLD", "WEBSHOP", "ALFWORLD_PAPER", "WEBSHOP_PAPER", "ALFWORLD_SPEC", "WEBSHOP_SPEC",
            "GRAPHGPO_REFERENCE", "GRAPHGPO_REFERENCE_WEBSHOP", "GIGPO_REFERENCE", "GIGPO_REFERENCE_WEBSHOP",
-           "GRAPHGPO_REPRODUCTION", "PRESETS", "PAPER_READING", "CHOICES", "CreditConfig", "get_preset", "VARIANTS",
+           "GRAPHGPO_REPRODUCTION", "BEACON_ALFWORLD", "BEACON_WEBSHOP", "BEACON_SCIENCEWORLD", "PRESETS", "PAPER_READING", "CHOICES", "CreditConfig", "get_preset", "VARIANTS",
            "NORMS", "MAX_COUNT"]

@@ -177,7 +177,7 @@ register(CreditMethod(
 
 
 # ------------------------------------------------------------------------------------------ the field's methods
-from . import g2po, hgpo  # noqa: E402  (they import reference / vectorized, never this module at import time)
+from . import beacon, g2po, hgpo  # noqa: E402  (they import reference / vectorized, never this module at import time)
 
 register(CreditMethod(
     "hgpo", "A = sum_m w_m * Norm_{q, last m states}(R_t), w_m ~ (m + 1)^alpha: GiGPO's step groups at depths "
@@ -187,5 +187,10 @@ register(CreditMethod(
     "g2po", "A = Norm_q(Z) + w * (Norm_{q,s}(V') + Norm_q(V' - V(s))): node values on the group's state graph "
     "(G2PO, arXiv 2606.22995)",
     g2po.g2po_reference, g2po.g2po_tables, row_keys=g2po.ROW_KEYS))
+
+register(CreditMethod(
+    "beacon", "A = Norm_q(Z) + w * Norm_{q, segment}(10 * gamma^(m_k - t)): segments between the environment's "
+    "milestones (BEACON, the official code's dynamic-milestone path)",
+    beacon.beacon_reference, beacon.beacon_tables, row_keys=beacon.ROW_KEYS))
 
 __all__ = ["CreditMethod", "METHODS", "register", "get_method", "check_method", "check_advantages", "method_variants"]

@@ -6,7 +6,8 @@
   ``webshop`` meant before 2026-12-03);
 - ``GIGPO_REFERENCE`` / ``GIGPO_REFERENCE_WEBSHOP``, ``GRAPHGPO_REFERENCE`` / ``GRAPHGPO_REFERENCE_WEBSHOP``: what
   verl-agent's GiGPO code and GraphGPO recipe compute with their ALFWorld / WebShop scripts;
-- ``GRAPHGPO_REPRODUCTION``: the GraphGPO recipe as a reproduction's docstrings describe it (issue 33).
+- ``GRAPHGPO_REPRODUCTION``: the GraphGPO recipe as a reproduction's docstrings describe it (issue 33);
+- ``BEACON_ALFWORLD``, ``BEACON_WEBSHOP``, ``BEACON_SCIENCEWORLD``: BEACON's official scripts (gamma, w, p).
 
 ``PRESETS`` maps each lower-case name (``alfworld_paper``, ...) to its value; :func:`get_preset` looks one up."""
 
@@ -14,6 +15,9 @@ from .config import (
     ALFWORLD,
     ALFWORLD_PAPER,
     ALFWORLD_SPEC,
+    BEACON_ALFWORLD,
+    BEACON_SCIENCEWORLD,
+    BEACON_WEBSHOP,
     GIGPO_REFERENCE,
     GIGPO_REFERENCE_WEBSHOP,
     GRAPHGPO_REFERENCE,
@@ -28,4 +32,4 @@ from .config import (
 
 __all__ = ["ALFWORLD", "WEBSHOP", "ALFWORLD_PAPER", "WEBSHOP_PAPER", "ALFWORLD_SPEC", "WEBSHOP_SPEC",
            "GRAPHGPO_REFERENCE", "GRAPHGPO_REFERENCE_WEBSHOP", "GIGPO_REFERENCE", "GIGPO_REFERENCE_WEBSHOP",
-           "GRAPHGPO_REPRODUCTION", "PRESETS", "get_preset"]
+           "GRAPHGPO_REPRODUCTION", "BEACON_ALFWORLD", "BEACON_WEBSHOP", "BEACON_SCIENCEWORLD", "PRESETS", "get_preset"]

@@ -23,7 +23,7 @@ from .config import CreditConfig
 #: the per-row and per-node arrays of int64 and bool dtype (every other is float64); each method's arrays are its
 #: ``row_keys`` / ``node_keys`` (:mod:`milegpo.credit.methods`): per row (N,) in input row order, per node (V,)
 #: sorted by (group, key) ascending (signed int64)
-INT_KEYS = ("node", "next_node", "group", "key", "dist", "n_traj", "n_pos", "n_revisit")
+INT_KEYS = ("node", "next_node", "group", "key", "dist", "n_traj", "n_pos", "n_revisit", "segment")
 BOOL_KEYS = ("is_sink", "is_milestone", "is_trap", "retained")
 
 
@@ -71,7 +71,7 @@ class CreditResult:
         """A plain-text table of the per-row values, ordered by (group, traj, t)."""
         b = self.batch
         keys = [k for k in ("r_graph", "r_shaped", "delta_pos", "delta_neg", "a_graph", "a_mix",
-                            "step_return", "episode_adv") if k in self.rows]
+                            "step_return", "segment_reward", "segment_adv", "episode_adv") if k in self.rows]
         order = torch.argsort(b.group * 0 + b.t, stable=True)
         order = order[torch.argsort(b.traj[order], stable=True)]
         order = order[torch.argsort(b.group[order], stable=True)]

@@ -7,7 +7,10 @@ random branch otherwise (revisits, self-loops, shared prefixes), and an invalid
 action keeps the state (a self-loop). A trajectory succeeds with probability
 ``success_p`` each time it stands in a goal-ish state (its winning step gets reward
 ``win_reward`` and next_state :data:`SINK`); otherwise it fails or is truncated at a
-random length <= ``horizon``. Deterministic by ``seed`` (numpy Generator).
+random length <= ``horizon``. Deterministic by ``seed`` (numpy Generator). The group's milestones (the
+StepBatch's ``milestone`` field) are a few fixed states of the spine (every ``n_states // 4``-th, from the
+start's) and the win: a step is a milestone when it reaches such a state for the first time in its trajectory,
+or wins (no random draw: the other fields are those of a batch without milestones).
 
 :func:`benchmark_batch` is the issue's benchmark shape: 16 groups x 8 trajectories
 x 50 steps = 6,400 rows, every trajectory exactly ``horizon`` steps long.
@@ -106,7 +109,9 @@ def random_batch(
     traj_ids = (rng.permutation(n_traj) + int(rng.integers(-1_000_000, 1_000_000))).tolist()
     n_goal = max(1, int(round(goal_frac * n_states)))
 
-    cols = {k: [] for k in ("group", "traj", "t", "state", "next_state", "success", "reward", "invalid")}
+    cols = {k: [] for k in ("group", "traj", "t", "state", "next_state", "success", "reward", "invalid", "milestone")}
+    spacing = max(1, n_states // 4)
+    marks = set(range(spacing, n_states, spacing))  # the spine's milestone states
     k_traj = 0
     for gi in range(n_groups):
         keys = _distinct_ints(rng, n_states, -(1 << 63), SINK).tolist()
@@ -116,8 +121,8 @@ def random_batch(
         for _ in range(sizes[gi]):
             length = horizon if fixed_length else int(rng.integers(1, horizon + 1))
             u = rng.random((length, 4)).tolist()
-            states, nexts, rewards, invalid = [], [], [], []
-            cur, won, seen_goal = 0, False, False
+            states, nexts, rewards, invalid, milestone = [], [], [], [], []
+            cur, won, seen_goal, reached = 0, False, False, set()
             for t in range(length):
                 ut = u[t]
                 seen_goal = seen_goal or cur in goal
@@ -131,6 +136,7 @@ def random_batch(
                     nexts.append(SINK)
                     rewards.append(win_reward)
                     invalid.append(False)
+                    milestone.append(True)
                     won = True
                     break
                 if ut[0] < invalid_p:
@@ -142,6 +148,8 @@ def random_batch(
                     invalid.append(False)
                 nexts.append(keys[nxt])
                 rewards.append(0.0)
+                milestone.append(nxt in marks and nxt not in reached)
+                reached.add(nxt)
                 cur = nxt
             n = len(states)
             cols["group"] += [group_ids[gi]] * n
@@ -152,13 +160,14 @@ def random_batch(
             cols["success"] += [won] * n
             cols["reward"] += rewards
             cols["invalid"] += invalid
+            cols["milestone"] += milestone
             k_traj += 1
     arrays = {
         "group": np.asarray(cols["group"], dtype=np.int64), "traj": np.asarray(cols["traj"], dtype=np.int64),
         "t": np.asarray(cols["t"], dtype=np.int64), "state": np.asarray(cols["state"], dtype=np.int64),
         "next_state": np.asarray(cols["next_state"], dtype=np.int64),
         "success": np.asarray(cols["success"], dtype=bool), "reward": np.asarray(cols["reward"], dtype=np.float64),
-        "invalid": np.asarray(cols["invalid"], dtype=bool),
+        "invalid": np.asarray(cols["invalid"], dtype=bool), "milestone": np.asarray(cols["milestone"], dtype=bool),
     }
     if shuffle and len(arrays["t"]):
         perm = rng.permutation(len(arrays["t"]))
@@ -174,7 +183,8 @@ def benchmark_batch(n_groups: int = 16, group_size: int = 8, horizon: int = 50, 
 
 
 def paths_batch(paths: Sequence, *, win_reward: float = 10.0, invalid: dict | None = None,
-                rewards: dict | None = None, shuffle_seed: int | None = None) -> StepBatch:
+                rewards: dict | None = None, milestones: dict | None = None,
+                shuffle_seed: int | None = None) -> StepBatch:
     """A batch from hand-written trajectories.
 
     paths: one ``(group, [s_0, s_1, ..., s_T])`` per trajectory (trajectory ids
@@ -183,11 +193,13 @@ def paths_batch(paths: Sequence, *, win_reward: float = 10.0, invalid: dict | No
       success and gets ``win_reward`` on its last step.
     invalid: {trajectory index: step indices whose action was invalid}.
     rewards: {trajectory index: list of per-step rewards} overriding the default.
+    milestones: {trajectory index: step indices that completed a subgoal} (the ``milestone`` field; none else).
     shuffle_seed: shuffle the rows with this seed (None keeps (traj, t) order).
     """
     rows = []
     invalid = invalid or {}
     rewards = rewards or {}
+    milestones = milestones or {}
     for k, (group, seq) in enumerate(paths):
         if len(seq) < 2:
             raise ValueError(f"paths_batch: trajectory {k} needs at least [s_0, s_1], got {seq}")
@@ -196,10 +208,10 @@ def paths_batch(paths: Sequence, *, win_reward: float = 10.0, invalid: dict | No
         rew = rewards.get(k, [0.0] * (steps - 1) + [win_reward if ok else 0.0])
         if len(rew) != steps:
             raise ValueError(f"paths_batch: trajectory {k} has {steps} steps but {len(rew)} rewards")
-        bad = set(invalid.get(k, ()))
+        bad, marked = set(invalid.get(k, ())), set(milestones.get(k, ()))
         for t in range(steps):
             rows.append({"group": group, "traj": k, "t": t, "state": seq[t], "next_state": seq[t + 1],
-                         "success": ok, "reward": float(rew[t]), "invalid": t in bad})
+                         "success": ok, "reward": float(rew[t]), "invalid": t in bad, "milestone": t in marked})
     if shuffle_seed is not None:
         order = np.random.default_rng(shuffle_seed).permutation(len(rows)).tolist()
         rows = [rows[i] for i in order]

@@ -160,6 +160,7 @@ class GroupOrderedRows:
     group_start, traj_start, traj_end: bool, the row starts its group / starts / ends its trajectory.
     n_groups: () int64; group_cap: the size of per-group arrays (:meth:`capacity`).
     static: arrays at their static bounds (the GPU layout: no host read); backend: of the ops.
+    milestone: bool, the batch's column (only BEACON reads it).
     """
 
     order: torch.Tensor
@@ -178,6 +179,7 @@ class GroupOrderedRows:
     group_cap: int
     static: bool
     backend: str
+    milestone: torch.Tensor
 
     def __len__(self) -> int:
         return int(self.order.shape[0])
@@ -216,7 +218,7 @@ def order_rows(batch: StepBatch, backend: str, static: bool) -> GroupOrderedRows
     n = len(batch)
     return GroupOrderedRows(order, ordered.group, ordered.state, ordered.next_state, ordered.success, ordered.invalid,
                             ordered.reward, group, traj, group_start, traj_start, ordered.last, n_groups,
-                            n if static else int(n_groups), static, backend)
+                            n if static else int(n_groups), static, backend, batch.milestone.index_select(0, order))
 
 
 def episode_terms(rows: GroupOrderedRows, config: CreditConfig) -> dict[str, torch.Tensor]:
@@ -463,7 +465,7 @@ def _empty(batch: StepBatch, method: str) -> Tables:
     dev = batch.device
     f = torch.zeros(0, dtype=F64, device=dev)
     i = torch.zeros(0, dtype=torch.int64, device=dev)
-    rows = {k: f for k in spec.row_keys if k not in ("node", "next_node")}
+    rows = {k: (i if k in INT_KEYS else f) for k in spec.row_keys if k not in ("node", "next_node")}
     slots = {k: i for k in spec.row_keys if k in ("node", "next_node")}
     nodes = {k: (i if k in INT_KEYS else torch.zeros(0, dtype=torch.bool, device=dev) if k in BOOL_KEYS else f)
              for k in spec.node_keys}

@@ -10,6 +10,12 @@ the base class counts steps, truncates at the horizon, marks invalid actions and
 attaches the canonical state key of every observation (``info["state_key"]``,
 :func:`milegpo.state_keys.state_key`).
 
+Milestones: a world whose step completed one of its verifiable subgoals says so with ``info["milestone"] =
+True`` in what :meth:`TextEnv._step` returns (a bool; absent: False). The rollout copies it into the row's
+``milestone`` field of the StepBatch (what BEACON's credit reads). The shipped worlds define theirs: the
+household world and ALFWorld from the task's structure (:mod:`milegpo.envs.household.subgoals`), WebShop its
+page phases (:mod:`milegpo.envs.webshop.phases`), TextWorld a rise of its score.
+
 This module imports nothing heavy (no torch): pool workers import it at start-up.
 """
 
@@ -218,7 +224,8 @@ class TextEnv(ABC):
     ``info`` always holds: ``state_key`` (int, :func:`state_key` of the state anchor's text),
     ``state_text`` (that text), ``state_context`` (the tracker's context line, "" where there is none; see
     :mod:`milegpo.envs.anchors`), ``admissible_actions`` (list[str]), ``step`` (steps taken so far), ``invalid`` (the
-    action was not admissible; the world answered, usually "Nothing happens."),
+    action was not admissible; the world answered, usually "Nothing happens."), ``milestone`` (the step completed
+    one of the world's verifiable subgoals: what :meth:`_step` said, False on reset and where it said nothing),
     ``truncated`` (the horizon was reached before a win), ``won``, ``lost`` (the game
     ended without a win before the horizon, e.g. a burnt meal in TextWorld), and on reset
     ``task`` (the Task as a dict), ``goal`` (the task sentence) and ``game_id`` (a
@@ -291,7 +298,9 @@ class TextEnv(ABC):
         """Play ``action``; return (observation, reward, won, admissible actions, info).
 
         ``info["lost"] = True`` ends the episode without a win (a game that can be lost); ``info["truncated"] =
-        True`` ends it truncated (the world's own time limit, a lost connection), as the horizon does.
+        True`` ends it truncated (the world's own time limit, a lost connection), as the horizon does;
+        ``info["milestone"] = True`` says the step completed one of the world's verifiable subgoals (a bool: a
+        TypeError naming the world otherwise).
         """
 
     def _invalid(self, action: str) -> bool | None:
@@ -345,7 +354,7 @@ class TextEnv(ABC):
         self.tracker = self.make_tracker()
         self.tracker.reset(obs, info)
         info.update(self._anchor_info(obs, admissible), admissible_actions=list(admissible), step=0, invalid=False,
-                    truncated=False, won=False, lost=False, task=task.to_dict())
+                    milestone=False, truncated=False, won=False, lost=False, task=task.to_dict())
         info.setdefault("goal", "")
         info.setdefault("game_id", task.task_id)
         return obs, list(admissible), info
@@ -408,8 +417,21 @@ class TextEnv(ABC):
         info = dict(info)
         self.tracker.update(action, obs, bool(invalid), info)
         info.update(self._anchor_info(obs, admissible), admissible_actions=list(admissible), step=self.steps,
-                    invalid=bool(invalid and not won), truncated=truncated, won=bool(won), lost=lost)
+                    invalid=bool(invalid and not won), milestone=self._milestone(info), truncated=truncated,
+                    won=bool(won), lost=lost)
         return obs, float(reward), bool(won or lost), truncated, info
+
+    def _milestone(self, info: dict) -> bool:
+        """``info["milestone"]`` of :meth:`_step` (False when absent); anything but a bool (or a numpy bool) is a
+        TypeError naming the world and the step (``"false"`` would have been True)."""
+        value = info.get("milestone", False)
+        dtype = getattr(value, "dtype", None)  # a numpy bool scalar (np.True_) without importing numpy here
+        if isinstance(value, bool) or (getattr(dtype, "kind", "") == "b" and getattr(value, "ndim", 1) == 0):
+            return bool(value)
+        task = self.task.task_id if self.task is not None else "?"
+        raise TypeError(f"{type(self).__name__}: step {self.steps} of task {task!r} returned info['milestone'] = "
+                        f"{type(value).__name__} {value!r:.80}, expected a bool (did the step complete one of the "
+                        "world's verifiable subgoals)")
 
 
 def success_by_task_type(task_types, won) -> dict[str, float]:

@@ -14,6 +14,8 @@ A gymnasium (1.x) ``Env`` whose observations and actions are text trains as it i
 - admissible actions: ``info["admissible_actions"]`` (or ``info["admissible_commands"]``, TextWorld's name), a
   list of str, when the environment gives them; the rollout then parses the policy's action against them and an
   action outside them is invalid. Without them the action is free text: valid unless ``info["invalid"]`` says so;
+- milestones: ``info["milestone"]`` (a bool; absent: False) when the step completed one of the environment's
+  verifiable subgoals (what BEACON's credit reads);
 - success: ``info["won"]`` (or ``"success"`` / ``"is_success"``) when the environment reports it, else
   ``terminated and reward > 0``; a termination that is no success ends the episode lost; ``truncated`` ends it
   truncated (as the task's horizon does);
@@ -27,9 +29,10 @@ A gymnasium (1.x) ``Env`` whose observations and actions are text trains as it i
 
 What does not fit is a clear error where it arrives: a reset or step that returns another shape, an observation
 that is not a str, a reward that is not a finite number, admissible actions that are not a list (or tuple) of
-str, a ``terminated`` / ``truncated`` / ``info["won"]`` / ``info["invalid"]`` that is not a bool (or 0 / 1). Such an
-error, or an exception inside ``step``, is an environment failure: the pool ends that episode truncated with the
-error's one line, and the run stops there unless ``MileGPOConfig.env_errors="skip"`` (then it is counted).
+str, a ``terminated`` / ``truncated`` / ``info["won"]`` / ``info["invalid"]`` / ``info["milestone"]`` that is not a
+bool (or 0 / 1). Such an error, or an exception inside ``step``, is an environment failure: the pool ends that
+episode truncated with the error's one line, and the run stops there unless ``MileGPOConfig.env_errors="skip"``
+(then it is counted).
 """
 
 from __future__ import annotations
@@ -163,6 +166,7 @@ class GymTextEnv(TextEnv):
         info["lost"] = terminated and not won
         info["truncated"] = truncated and not terminated
         info["invalid"] = self._flag(info.get("invalid", False), "info['invalid']")
+        info["milestone"] = self._flag(info.get("milestone", False), "info['milestone']")
         return obs, float(reward), won, admissible, info
 
     def _flag(self, value: Any, what: str) -> bool:

@@ -21,7 +21,8 @@ the session.
 - the action sent: ``{action_key: text}`` (default ``"message"``, the field of OpenEnv's text environments);
 - success: the observation's ``won`` (or ``success``) when it reports one, else ``done and reward > 0``; a ``done``
   without success is a loss, unless the observation says ``truncated`` (OpenEnv's protocol has only ``done``: a
-  server that stops an episode at its own step limit and wants it read as truncated says so there);
+  server that stops an episode at its own step limit and wants it read as truncated says so there); a step that
+  completed one of the environment's verifiable subgoals: the observation's ``milestone`` (a bool; absent: False);
 - milegpo opens one session per episode slot of its pool (``groups_per_iteration x group_size`` per process, all
   open at once): a server's capacity refusal is an :class:`~milegpo.envs.EnvError` that says what to set
   (``max_concurrent_envs``); a server down at reset is one naming the URL; a reply that is not JSON, or an error
@@ -33,9 +34,9 @@ the session.
 :func:`serve` serves any registered kind the same way on a port (``python -m milegpo.envs.openenv --env household
 --port 8000``): OpenEnv's own client (``GenericEnvClient(base_url).sync()``: ``reset(task=task.to_dict())``,
 ``step({"message": action})``, ``state()``), or :class:`OpenEnvTextEnv` on another machine, plays it; the
-observation holds the text, the admissible actions, the goal, the context line and ``won``, so a remote episode
-keys its states as a local one does. It takes any number of sessions. :func:`register_served` registers a kind
-whose episodes are played on such a server.
+observation holds the text, the admissible actions, the goal, the context line, ``won`` and ``milestone``, so a
+remote episode keys its states (and marks its milestones) as a local one does. It takes any number of sessions.
+:func:`register_served` registers a kind whose episodes are played on such a server.
 """
 
 from __future__ import annotations
@@ -317,6 +318,7 @@ class OpenEnvTextEnv(TextEnv):
         truncated = step_flag(observation.get("truncated", False), f"{where} observation['truncated']") and not won
         info = {"lost": done and not won and not truncated, "truncated": truncated,
                 "invalid": step_flag(observation.get("invalid", False), f"{where} observation['invalid']"),
+                "milestone": step_flag(observation.get("milestone", False), f"{where} observation['milestone']"),
                 "state_context": observation.get("state_context", "")}
         return obs, float(reward), won, self._admissible(observation), info
 
@@ -354,7 +356,7 @@ def _observation(env: TextEnv, obs: str, info: dict) -> dict:
     return {"text": obs, "admissible_actions": list(info.get("admissible_actions", [])),
             "goal": info.get("goal", ""), "state_context": info.get("state_context", ""),
             "won": bool(info.get("won", False)), "truncated": bool(info.get("truncated", False)), "invalid": bool(info.get("invalid", False)),
-            "game_id": info.get("game_id")}
+            "milestone": bool(info.get("milestone", False)), "game_id": info.get("game_id")}
 
 
 def _handler(kind: str) -> Callable:

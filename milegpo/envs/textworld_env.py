@@ -14,7 +14,8 @@ challenges change the level for ``ood`` (coin collector / treasure hunter: level
 Observation = TextWorld's feedback without the trailing ``> -= Room =-score/moves``
 status line (it counts moves, which would make every state unique). Reward: 10 on a win,
 else 0 (TextWorld's score is in ``info["score"]``); a lost game (e.g. burnt food) ends the
-episode. The expert follows TextWorld's ``policy_commands`` (re-planned from the current
+episode. ``info["milestone"]``: the step raised the score above the best of the episode so far (each point of
+a TextWorld quest is one of its subgoals: an ingredient taken, a step of the recipe done). The expert follows TextWorld's ``policy_commands`` (re-planned from the current
 state); ``info["walkthrough"]`` on reset is the game's walkthrough.
 """
 
@@ -182,7 +183,7 @@ class TextWorldEnv(TextEnv):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gs = self._env.reset()
-        self._state = gs
+        self._state, self._best_score = gs, gs["score"]
         digest = hashlib.blake2b(path.read_bytes(), digest_size=8).hexdigest()
         info = {"goal": gs["objective"] or "", "game_id": f"textworld-{digest}", "game_file": str(path),
                 "walkthrough": list(gs.get("extra.walkthrough") or []), "score": gs["score"],
@@ -198,8 +199,11 @@ class TextWorldEnv(TextEnv):
         self._state = gs
         won = bool(gs["won"])
         lost = bool(gs["lost"]) or (bool(done) and not won)
+        milestone = score > self._best_score
+        self._best_score = max(self._best_score, score)
         return (clean_feedback(gs.feedback), 10.0 if won else 0.0, won, self._admissible(gs),
-                {"score": score, "lost": lost, "inventory": clean_feedback(gs["inventory"] or "")})
+                {"score": score, "lost": lost, "milestone": bool(milestone),
+                 "inventory": clean_feedback(gs["inventory"] or "")})
 
     def make_tracker(self) -> "InventoryTracker":
         """The inventory TextWorld reports with every state (``EnvInfos(inventory=True)``: no action spent)."""

@@ -41,6 +41,8 @@ class PlayedEpisode:
     reward: list = field(default_factory=list)
     invalid: list = field(default_factory=list)
     action: list = field(default_factory=list)
+    #: the step completed one of the world's verifiable subgoals (``info["milestone"]``)
+    milestone: list = field(default_factory=list)
     steps_before: list = field(default_factory=list)
     steps_after: list = field(default_factory=list)
     won: bool = False
@@ -133,6 +135,7 @@ def play_episode(env: TextEnv, task: Task, choose: Chooser, label: bool = False,
             ep.texts[key] = info["state_text"]
         ep.reward.append(float(reward))
         ep.invalid.append(bool(info["invalid"]))
+        ep.milestone.append(bool(info["milestone"]))
         ep.action.append(action)
         if label:
             ep.steps_after.append(0 if won else _steps_to_win(env))
@@ -159,7 +162,8 @@ def step_batch(groups: Sequence[Sequence[PlayedEpisode]], invalid=None) -> StepB
                 raise ValueError(f"step_batch: trajectory {traj} has {len(ep)} steps and {len(flags)} invalid flags")
             rows += [StepRow(group=g, traj=traj, t=t, state=ep.state[t], next_state=ep.next_state[t],
                              reward=ep.reward[t], invalid=bool(flags[t]), prompt_ids=[], completion_ids=[],
-                             logprobs=None, completion="", action="", success=ep.won) for t in range(len(ep))]
+                             logprobs=None, completion="", action="", success=ep.won, milestone=ep.milestone[t])
+                     for t in range(len(ep))]
             traj += 1
     return Rollout(rows=rows).step_batch()
 

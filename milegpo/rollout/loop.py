@@ -90,6 +90,7 @@ class StepRow:
     completion: str
     action: str
     success: bool = False  # set when the episode ends
+    milestone: bool = False  # the step completed one of the environment's verifiable subgoals (info["milestone"])
 
 
 @dataclass
@@ -142,6 +143,7 @@ class Rollout:
             "success": np.array([x.success for x in r], dtype=bool),
             "reward": np.array([x.reward for x in r], dtype=np.float64),
             "invalid": np.array([x.invalid for x in r], dtype=bool),
+            "milestone": np.array([x.milestone for x in r], dtype=bool),
         }
 
     def episode_summaries(self) -> list[tuple[str, bool, int, int, float, float | None, bool]]:
@@ -460,7 +462,7 @@ class EpisodeRunner:
                           next_state=SINK if won else int(info["state_key"]), reward=float(reward),
                           invalid=invalid, prompt_ids=list(prompt_ids[j]), completion_ids=list(completion_ids[j]),
                           logprobs=None if logprobs is None else list(logprobs[j]), completion=texts[j],
-                          action=p.action)
+                          action=p.action, milestone=bool(info.get("milestone", False)))
             st["rows"].append(row)
             st["history"].append((st["obs"], p.action or texts[j].strip()[:80]))
             st["obs"], st["admissible"], st["key"] = obs, list(info.get("admissible_actions", [])), int(

@@ -48,6 +48,12 @@ turn, keyed with :func:`milegpo.state_keys.state_key`. By default (:func:`defaul
 - after a turn that parsed as no tool call (the episode's end), the fixed text of the failed end;
   a successful episode's last ``next_state`` is the success sink :data:`~milegpo.credit.SINK`.
 
+Milestones (the row's ``milestone``, what BEACON's credit reads): an environment that knows its verifiable
+subgoals defines ``_milestones(self) -> int``, the number of them completed so far in the episode (0 after
+``reset``, never decreasing); the runner reads it after ``reset`` and after every turn, and a turn in which the
+count rose is a milestone step. Without the method no row is a milestone. A count that is not an int >= 0, or
+that falls, is an :class:`EnvironmentProtocolError` naming the class.
+
 An environment keys its own states by defining ``_state_anchor(self, conversation) -> str`` (the
 leading underscore keeps it out of the tools, in GRPOTrainer too); a ``state_anchor`` callable
 ``fn(env, conversation) -> str`` passed to the runner wins over both. ``conversation`` is the
@@ -88,6 +94,8 @@ from .loop import Episode, Rollout, StepRow
 NOT_TOOLS = ("reset", "get_reward")
 #: the environment method that keys its states (:func:`default_tool_state` otherwise)
 STATE_HOOK = "_state_anchor"
+#: the environment method that counts its completed subgoals (a turn in which the count rose is a milestone)
+MILESTONE_HOOK = "_milestones"
 #: the version tag of the default state text (a change of the text changes it)
 TOOL_STATE_VERSION = "milegpo-tool-state/1"
 #: the name a tool message takes when the turn's call could not be parsed (no tool name to give)
@@ -170,6 +178,23 @@ def check_reward(value: Any, env) -> float:
         raise EnvironmentProtocolError(f"environment {type(env).__qualname__}: get_reward() returned {float(value)}; "
                                        f"expected a finite float")
     return float(value)
+
+
+def milestone_count(env, before: int | None = None) -> int | None:
+    """``env._milestones()``, the number of verifiable subgoals the episode has completed so far (None: the
+    environment defines no such method). Anything but an int >= 0, or a count below ``before`` (the count
+    after the previous turn), is an :class:`EnvironmentProtocolError` naming the class."""
+    hook = getattr(type(env), MILESTONE_HOOK, None)
+    if hook is None:
+        return None
+    count = getattr(env, MILESTONE_HOOK)()
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)) or count < 0:
+        raise EnvironmentProtocolError(f"environment {type(env).__qualname__}: {MILESTONE_HOOK}() returned "
+                                       f"{_describe(count, 80)}; expected an int >= 0 (the subgoals completed so far)")
+    if before is not None and count < before:
+        raise EnvironmentProtocolError(f"environment {type(env).__qualname__}: {MILESTONE_HOOK}() fell from {before} "
+                                       f"to {count}; it counts the subgoals completed so far in the episode")
+    return int(count)
 
 
 def default_tool_state(conversation: Sequence[Mapping[str, Any]]) -> str:
@@ -523,6 +548,7 @@ class ToolEpisodeRunner:
                         "conversation": messages, "ids": ids, "completion": [], "completion_ids": [], "rows": [],
                         "live": True}
                 slot["key"] = self._key(out, self._state_text(env, messages))
+                slot["milestones"] = milestone_count(env)
                 slots.append(slot)
                 out.conversations.append(messages)
         out.reset_s += time.perf_counter() - t0
@@ -575,8 +601,11 @@ class ToolEpisodeRunner:
             row.action = "; ".join(_call_text(c) for c in tool_calls)
         else:  # an answer: the episode's end
             row.action = "<answer>"
+            self._milestone(slot, row)
             self._end(slot, out, next_text=None, truncated=False, error="")
             return
+        if not hung:  # a hung call's thread may still be using the instance
+            self._milestone(slot, row)
         row.invalid = failed and not hung
         ep.invalid_steps += int(row.invalid)
         slot["conversation"].extend(tool_messages)
@@ -598,6 +627,12 @@ class ToolEpisodeRunner:
         else:
             slot["ids"] = next_ids
             slot["key"] = self._key(out, next_text)
+
+    def _milestone(self, slot: dict, row: StepRow) -> None:
+        """The row is a milestone when the environment's subgoal count (:func:`milestone_count`) rose in its turn."""
+        count = milestone_count(slot["env"], slot["milestones"])
+        row.milestone = count is not None and count > slot["milestones"]
+        slot["milestones"] = count
 
     def _end(self, slot: dict, out: ToolRollout, next_text: str | None, truncated: bool, error: str,
              score: bool = True) -> None:
@@ -629,4 +664,4 @@ def _call_text(call: Mapping[str, Any]) -> str:
 __all__ = ["ToolEpisodeRunner", "ToolRollout", "EnvironmentSpec", "EnvironmentProtocolError", "inspect_environment",
            "environment_tools", "check_reward", "default_tool_state", "tool_state_anchor", "tool_suffix_ids",
            "parse_turn",
-           "call_with_timeout", "STATE_HOOK", "NOT_TOOLS", "TOOL_STATE_VERSION", "END_STATE_TEXT"]
+           "call_with_timeout", "STATE_HOOK", "MILESTONE_HOOK", "milestone_count", "NOT_TOOLS", "TOOL_STATE_VERSION", "END_STATE_TEXT"]

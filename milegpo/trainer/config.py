@@ -176,13 +176,15 @@ class MileGPOConfig(GRPOConfig):
             `constrain_query` when on. Needs `constrain_actions`.
     Credit:
         credit_method (`str`, defaults to `"milegpo"`): a name of `milegpo.credit.METHODS`: `grpo`, `gigpo`,
-            `graphgpo`, `milegpo`, or one added by `milegpo.credit.register`.
+            `graphgpo`, `milegpo`, `hgpo`, `g2po`, `beacon` (reads the rows' milestones: the environment's
+            `info["milestone"]`), or one added by `milegpo.credit.register`.
         credit_variant (`str`, defaults to `"full"`): MileGPO ablation `md`, `rcs` or `full`.
         credit_preset (`str`, defaults to `"alfworld"`): a name of `milegpo.credit.presets.PRESETS`: `alfworld` /
             `webshop` (= `alfworld_paper` / `webshop_paper`: paper table 5 under the paper's reading),
             `alfworld_spec` / `webshop_spec` (the spec's reading), `gigpo_reference`, `graphgpo_reference` and
             their `_webshop` variants (what verl-agent's code computes with its ALFWorld / WebShop scripts),
-            `graphgpo_reproduction` (the recipe as issue 33 described it).
+            `graphgpo_reproduction` (the recipe as issue 33 described it), `beacon_alfworld` / `beacon_webshop` /
+            `beacon_scienceworld` (BEACON's official scripts; p is `invalid_action_penalty` here: 1 for WebShop's).
         credit_overrides (`dict` or `str`, *optional*): CreditConfig fields to change, e.g.
             `'{"eta": 0.5}'` on the command line.
         credit_backend (`str`, defaults to `"auto"`): `auto`, `torch`, `triton` or `reference`.
@@ -282,7 +284,9 @@ class MileGPOConfig(GRPOConfig):
                                                                       "table 5; = alfworld_paper, webshop_paper), "
                                                                       "alfworld_spec, webshop_spec, gigpo_reference"
                                                                       "[_webshop], graphgpo_reference[_webshop] "
-                                                                      "(verl-agent's code), graphgpo_reproduction."})
+                                                                      "(verl-agent's code), graphgpo_reproduction, "
+                                                                      "beacon_alfworld, beacon_webshop, "
+                                                                      "beacon_scienceworld (BEACON's scripts)."})
     credit_overrides: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "CreditConfig fields to change, as a dict or JSON string, e.g. "
                                         "'{\"eta\": 0.5}'."})
@@ -458,7 +462,7 @@ class MileGPOConfig(GRPOConfig):
             overridden = self._preset_with_overrides()
         except (TypeError, ValueError) as e:
             raise _refused("credit_overrides", self.credit_overrides, str(e)) from None
-        for owner in ("hgpo", "g2po"):  # fields only that method reads: given to another, they were ignored
+        for owner in ("hgpo", "g2po", "beacon"):  # fields only that method reads: given to another, they were ignored
             unread = sorted(k for k in self.credit_overrides or {} if k.startswith(owner + "_"))
             if unread and self.credit_method != owner:
                 raise _refused("credit_overrides", self.credit_overrides, f"{', '.join(unread)} only change credit "

@@ -49,9 +49,13 @@ def make_rows(rng: np.random.Generator, n_groups: int, k: int, horizon: int, n_s
     return rows
 
 
-def make_batch(seed: int, shuffle: bool = True, **kwargs) -> StepBatch:
+def make_batch(seed: int, shuffle: bool = True, milestone_rate: float = 0.25, **kwargs) -> StepBatch:
+    """:func:`make_rows` as a StepBatch; ``milestone`` flags drawn at ``milestone_rate`` (and on every winning step)
+    by a generator of their own, so the other fields are those the seed always gave."""
     rng = np.random.default_rng(seed)
     rows = make_rows(rng, **kwargs)
+    flags = np.random.default_rng([seed, 47]).random(len(rows)) < milestone_rate
+    rows = [{**r, "milestone": bool(f) or r["next_state"] == SINK} for r, f in zip(rows, flags)]
     if shuffle:
         rows = [rows[i] for i in rng.permutation(len(rows))]
     return StepBatch.from_rows(rows)

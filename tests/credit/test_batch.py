@@ -267,3 +267,82 @@ def test_load_of_bit_flipped_files_is_a_batch_error_or_the_same_batch(tmp_path):
             assert loaded.rows() == good.rows(), position
             outcomes["same"] += 1
     assert outcomes["refused"] > 0.5 * len(data), outcomes
+
+
+# ---------------------------------------------------------------- the milestone field (issue 47)
+def _with_milestones(rows: list, flags: list) -> list:
+    return [{**r, "milestone": m} for r, m in zip(rows, flags)]
+
+
+def test_milestone_is_optional_and_all_false_when_absent():
+    b = StepBatch.from_rows(rows_ok())
+    assert b.milestone.dtype == torch.bool and not b.milestone.any() and b.milestone.shape == (4,)
+    cols = {k: [r[k] for r in rows_ok()] for k in rows_ok()[0]}
+    assert not StepBatch(**cols).milestone.any() and not StepBatch(**cols, milestone=None).milestone.any()
+    assert [r["milestone"] for r in b.rows()] == [False] * 4
+    assert not StepBatch.from_rows([]).milestone.shape[0]
+
+
+def test_milestone_is_carried_by_every_copy():
+    flags = [True, False, False, True]
+    b = StepBatch.from_rows(_with_milestones(rows_ok(), flags))
+    assert b.milestone.tolist() == flags and [r["milestone"] for r in b.rows()] == flags
+    assert b.as_dict()["milestone"] is b.milestone and b.to_numpy()["milestone"].tolist() == flags
+    assert b.to("cpu").milestone.tolist() == flags
+    assert b.select(torch.tensor([3, 1])).milestone.tolist() == [True, False]
+    other = StepBatch.from_rows([{**r, "traj": r["traj"] + 100} for r in rows_ok()])
+    assert StepBatch.concat([b, other]).milestone.tolist() == flags + [False] * 4
+    assert StepBatch(**b.as_dict(), validate=False).milestone.tolist() == flags
+    assert StepBatch.from_rows(b.rows()).milestone.tolist() == flags
+
+
+def test_milestone_is_validated_as_invalid_is():
+    from milegpo.credit import BatchTypeError
+
+    cols = {k: [r[k] for r in rows_ok()] for k in rows_ok()[0]}
+    with pytest.raises(TypeError, match=r"StepBatch.milestone: expected bool \(or 0/1\), row 2 holds 3"):
+        StepBatch(**cols, milestone=[0, 0, 3, 0])
+    with pytest.raises(TypeError, match=r"StepBatch.milestone: expected bool, got torch.float64"):
+        StepBatch(**cols, milestone=torch.zeros(4, dtype=torch.float64))
+    with pytest.raises(BatchError, match="different lengths"):
+        StepBatch(**cols, milestone=[True, False])
+    with pytest.raises(BatchTypeError, match=r"row 1: field 'milestone' is 'yes' \(str\); expected a bool"):
+        StepBatch.from_rows(_with_milestones(rows_ok(), [False, "yes", False, False]))
+    with pytest.raises(BatchTypeError, match=r"row 0: field 'milestone' is 1.0 \(float\); expected a bool"):
+        StepBatch.from_rows(_with_milestones(rows_ok(), [1.0, False, False, False]))
+    assert StepBatch(**cols, milestone=[1, 0, 0, 1]).milestone.tolist() == [True, False, False, True]
+
+
+def test_milestone_saved_and_loaded_and_an_older_file_loads_all_false(tmp_path):
+    flags = [False, True, True, False]
+    b = StepBatch.from_rows(_with_milestones(rows_ok(), flags))
+    assert StepBatch.load(b.save(tmp_path / "b.npz")).milestone.tolist() == flags
+    # a file written before the field existed: the eight arrays only
+    old = {k: v for k, v in StepBatch.from_rows(rows_ok()).to_numpy().items() if k != "milestone"}
+    np.savez_compressed(tmp_path / "old.npz", **old)
+    loaded = StepBatch.load(tmp_path / "old.npz")
+    assert loaded.milestone.tolist() == [False] * 4 and loaded.rows() == StepBatch.from_rows(rows_ok()).rows()
+    np.savez(tmp_path / "bad.npz", **{**b.to_numpy(), "milestone": np.array([0.5, 0, 0, 0])})
+    with pytest.raises(BatchError, match=r"bad.npz: StepBatch.milestone: expected bool"):
+        StepBatch.load(tmp_path / "bad.npz")
+
+
+def test_a_batch_without_milestones_gives_every_other_method_the_same_bytes():
+    """Only BEACON reads ``milestone``: every other method's result on a batch with random flags is bit for bit
+    its result without them, on the reference and the torch pipeline."""
+    from milegpo.credit import METHODS
+
+    from .batches import make_batch
+
+    plain = make_batch(11, n_groups=3, k=4, horizon=6)
+    flags = torch.from_numpy(np.random.default_rng(3).random(len(plain)) < 0.4)
+    flagged = StepBatch(**{**plain.as_dict(), "milestone": flags})
+    assert flagged.milestone.any()
+    for method in METHODS:
+        if method == "beacon":
+            continue
+        for backend in ("reference", "torch"):
+            a, b = (estimate(x, method, backend=backend) for x in (plain, flagged))
+            assert a.advantages.numpy().tobytes() == b.advantages.numpy().tobytes(), (method, backend)
+            for k, v in a.rows.items():
+                assert v.numpy().tobytes() == b.rows[k].numpy().tobytes(), (method, backend, k)

@@ -1,4 +1,4 @@
-"""HGPO and G2PO (issue 42) are a choice wherever a credit method is: the trainer's config and its flag, the job's
+"""HGPO and G2PO (issue 42) and BEACON (issue 47) are a choice wherever a credit method is: the trainer's config and its flag, the job's
 parser (``milegpo train --credit_method``), the demo / replay commands, the quality tables, the testbed, the job's
 advantage plot."""
 
@@ -8,7 +8,11 @@ import pytest
 
 from milegpo.credit import METHODS, method_variants
 
-NEW = ("hgpo", "g2po")
+NEW = ("hgpo", "g2po", "beacon")
+#: an override each method reads, and how the config shows it
+OVERRIDES = {"hgpo": ('{"hgpo_history": 1}', lambda cfg: cfg.hgpo_history == 1),
+             "g2po": ('{"g2po_w": 0.5}', lambda cfg: cfg.g2po_w == 0.5),
+             "beacon": ('{"beacon_weight": 0.5}', lambda cfg: cfg.beacon_weight == 0.5)}
 
 
 def test_registered_and_labelled():
@@ -25,11 +29,9 @@ def test_the_trainer_config_and_the_job_parser_take_them(name):
 
     (args,) = TrlParser(MileGPOConfig).parse_args_and_config(
         ["--output_dir", "/tmp/milegpo-hgpo-test", "--report_to", "none", "--use_cpu", "true", "--bf16", "false",
-         "--credit_method", name.upper(), "--credit_preset", "webshop",
-         "--credit_overrides", '{"hgpo_history": 1}' if name == "hgpo" else '{"g2po_w": 0.5}'])
+         "--credit_method", name.upper(), "--credit_preset", "webshop", "--credit_overrides", OVERRIDES[name][0]])
     cfg = args.credit_config()
-    changed = cfg.hgpo_history == 1 if name == "hgpo" else cfg.g2po_w == 0.5
-    assert args.credit_method == name and changed and cfg.norm == "mean"
+    assert args.credit_method == name and OVERRIDES[name][1](cfg) and cfg.norm == "mean"
     # an override of the other method's fields is read by nothing: refused (tests/test_hostile_probes.py)
     _, job_cfg = parse(["--credit_method", name, "--horizon", "5", "--sft_epochs", "0"])
     assert job_cfg.credit_method == name

@@ -49,10 +49,10 @@ def test_a_registered_method_is_estimated_on_every_backend_and_listed(half_grpo)
 
 
 def test_the_paper_methods_and_their_labels():
-    # the paper's four, then the field's methods of issue 42 (HGPO, G2PO), in registration order
-    assert tuple(METHODS) == ("grpo", "gigpo", "graphgpo", "milegpo", "hgpo", "g2po")
+    # the paper's four, then the field's methods of issue 42 (HGPO, G2PO) and 47 (BEACON), in registration order
+    assert tuple(METHODS) == ("grpo", "gigpo", "graphgpo", "milegpo", "hgpo", "g2po", "beacon")
     assert list(method_variants()) == ["grpo", "gigpo", "gigpo-verl", "graphgpo", "milegpo-md", "milegpo-rcs",
-                                       "milegpo-full", "hgpo", "g2po"]
+                                       "milegpo-full", "hgpo", "g2po", "beacon"]
     assert method_variants()["gigpo-verl"] == ("gigpo", "full", {"invalid_penalty_on_step_return": True,
                                                                   "invalid_penalty_in_step_reward": False})
 

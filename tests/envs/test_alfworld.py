@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +202,33 @@ def test_the_household_tracker_follows_real_alfworld_episodes(processing_games):
         for action in ("<think>xyzzy</think>", "take the moon from the sky", "heat nothing with everything"):
             out = env.step(action)
             assert out[0] == NOTHING_HAPPENS and out[4]["state_context"] == info["state_context"]
+
+
+@pytest.mark.slow
+def test_alfworld_milestones_are_the_household_subgoals(processing_games, tmp_path):
+    """Issue 47: on ALFWorld's own engine the expert passes the four subgoals of a heat / clean task (found,
+    took, processed, placed = the win) each once; a game without traj_data.json has no milestones."""
+    import shutil
+
+    from milegpo.envs.alfworld import task_goal
+
+    env = AlfworldEnv()
+    for task in processing_games:
+        env.reset(task)
+        steps = []
+        while not env.done:
+            action = env.expert_action()
+            if env.step(action)[4]["milestone"]:
+                steps.append(action)
+        assert env.won and len(steps) == 4, steps
+        assert [a.split(" ")[0] for a in steps[1:]] == ["take", task.task_type.split("_")[1], "move"], steps
+    assert task_goal({"task_type": "pick_two_obj_and_place", "pddl_params": {"object_target": "CD",
+                                                                             "parent_target": "Safe"}}) is not None
+    assert task_goal({"task_type": "pick_and_place_with_movable_recep"}) is None
+    bare = tmp_path / "bare"
+    shutil.copytree(Path(processing_games[0].game_file).parent, bare)
+    (bare / "traj_data.json").unlink()
+    env = AlfworldEnv()
+    env.reset(dataclasses.replace(processing_games[0], game_file=str(bare / "game.tw-pddl")))
+    while not env.done:
+        assert env.step(env.expert_action())[4]["milestone"] is False

@@ -161,3 +161,32 @@ def test_state_key_takes_any_str():
                                              signed=True)
     with pytest.raises(TypeError, match="state_key: an observation is a str, got NoneType"):
         state_key(None)
+
+
+# ---------------------------------------------------------------- milestones (issue 47)
+class _Steps(envbase.TextEnv):
+    """Walk three steps; the world reports ``milestone`` as the task's option ``says`` maps the step count."""
+
+    def _reset(self, task):
+        self.pos = 0
+        return "start", ["walk"], {"goal": "walk"}
+
+    def _step(self, action):
+        self.pos += 1
+        says = dict(self.task.option("says", ()))
+        info = {"milestone": says[self.pos]} if self.pos in says else {}
+        return f"at {self.pos}", 0.0, self.pos >= 3, ["walk"], info
+
+
+def test_info_milestone_is_the_worlds_and_false_where_it_says_nothing():
+    import numpy as np
+
+    env = _Steps()
+    _, _, info = env.reset(Task("steps/0", options=(("says", ((1, True), (2, np.bool_(False)))),)))
+    assert info["milestone"] is False
+    assert [env.step("walk")[4]["milestone"] for _ in range(3)] == [True, False, False]
+    for bad, shown in (("yes", "str 'yes'"), (1, "int 1"), (None, "NoneType None")):
+        env.reset(Task("steps/1", options=(("says", ((1, bad),)),)))
+        with pytest.raises(TypeError, match=rf"_Steps: step 1 of task 'steps/1' returned info\['milestone'\] = "
+                                            rf"{shown}, expected a bool"):
+            env.step("walk")

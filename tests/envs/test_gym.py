@@ -280,3 +280,36 @@ def test_bad_classes_are_refused_at_the_door():
         register("x", NotAnEnv)
     with pytest.raises(EnvError, match="is neither"):
         get_spec(f"{GAMES}:key_door_expert")
+
+
+class _MilestoneKeyDoor(KeyDoor):
+    """Taking the key is the subgoal it reports (``info["milestone"]``)."""
+
+    says = True
+
+    def step(self, action):
+        took = action == "take key" and action in self._actions()
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {**info, "milestone": self.says if took else False}
+
+
+class _TextMilestoneKeyDoor(_MilestoneKeyDoor):
+    says = "true"
+
+
+def test_info_milestone_passes_through_to_the_rows(kinds):
+    kinds("milestone-keydoor", _MilestoneKeyDoor)
+    out = _play("milestone-keydoor", SequentialPool(8))
+    rows = out.rows
+    assert {r.milestone for r in rows if r.action == "take key" and not r.invalid} == {True}
+    assert not any(r.milestone for r in rows if r.action != "take key")
+    assert out.step_batch().milestone.sum() == sum(r.milestone for r in rows) > 0
+    env = GymTextEnv(_TextMilestoneKeyDoor)
+    for task in make_tasks(f"{GAMES}:KeyDoor", "train", 8):
+        env.reset(task)
+        if env.env.key_room == "left":
+            break
+    env.step("go left")
+    with pytest.raises(TypeError, match=r"_TextMilestoneKeyDoor.step returned info\['milestone'\] = str 'true', "
+                                        r"expected a bool"):
+        env.step("take key")

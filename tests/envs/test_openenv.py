@@ -77,13 +77,18 @@ def test_a_client_object_is_played_too():
 
         def step(self, action):
             self.n += action["message"] == "hi"
-            return type("R", (), {"observation": {"prompt": f"{self.n} of 2."}, "reward": float(self.n == 2),
-                                  "done": self.n == 2})()
+            milestone = {"milestone": action["message"] == "hi"} if action["message"] != "?" else {"milestone": "no"}
+            return type("R", (), {"observation": {"prompt": f"{self.n} of 2.", **milestone},
+                                  "reward": float(self.n == 2), "done": self.n == 2})()
 
     env = OpenEnvTextEnv(client=Client())
     obs, admissible, info = env.reset(household_tasks("train", 1)[0])
     assert obs == "Say hi twice." and admissible == []
-    assert env.step("hi")[4]["invalid"] is False  # free text: valid unless the observation says otherwise
+    assert env.step("bye")[4]["milestone"] is False
+    with pytest.raises(TypeError, match=r"observation\['milestone'\] = str 'no', expected a bool"):
+        env.step("?")
+    first = env.step("hi")[4]
+    assert first["invalid"] is False and first["milestone"] is True  # free text: valid unless the observation says so
     obs, reward, terminated, truncated, info = env.step("hi")
     assert (obs, reward, terminated, truncated, info["won"]) == ("2 of 2.", 1.0, True, False, True)
     with pytest.raises(ValueError, match="exactly one"):

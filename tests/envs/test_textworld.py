@@ -51,11 +51,16 @@ def test_expert_and_walkthrough_win(games, challenge):
     assert actions and "help" not in actions and info["walkthrough"] and info["goal"]
     assert info["state_key"] == state_key(info["state_text"]) and "-= " not in obs.splitlines()[-1][:3]
     assert info["state_context"].startswith("Inventory: ")  # reported by the engine, no action spent
-    n = 0
+    n, scores, milestones = 0, [info["score"]], []
     while not env.done:
         obs, r, terminated, truncated, info = env.step(env.expert_action())
         n += 1
+        scores.append(info["score"])
+        milestones.append(info["milestone"])
     assert info["won"] and terminated and r == 10.0 and n <= len(info["admissible_actions"]) + 60
+    # a milestone is a step that raised the score (issue 47): one per point of the quest on the expert's path
+    assert milestones == [b > max(scores[:i + 1]) for i, b in enumerate(scores[1:])]
+    assert sum(milestones) == scores[-1] - scores[0] > 0 and milestones[-1]
     # the stored walkthrough wins too
     env.reset(task)
     for a in env.reset(task)[2]["walkthrough"]:

@@ -120,9 +120,13 @@ def test_every_method_on_labelled_household_batches():
                                             "pick_clean_then_place_in_recep"]
     lb = play_mixed_expert(tasks, 4, seed=0, epsilon=(0.2, 0.9))
     assert lb.source == "expert-epsilon" and 0.0 < lb.good.mean() < 1.0
+    # the world's milestones reach the batch (issue 47): every winning step is one, and only a few steps are
+    b = lb.batch
+    won_last = b.success & (b.next_state == SINK)
+    assert bool(b.milestone[won_last].all()) and won_last.any() and 0 < int(b.milestone.sum()) < len(b) // 2
     rep = credit_quality([lb], presets.ALFWORLD, backend="torch", n_resamples=100)
     assert set(rep["methods"]) == {"grpo", "gigpo", "gigpo-verl", "graphgpo", "milegpo-md", "milegpo-rcs",
-                                   "milegpo-full", "hgpo", "g2po"}  # the registry's (hgpo, g2po: issue 42)
+                                   "milegpo-full", "hgpo", "g2po", "beacon"}  # the registry's (issues 42, 47)
     for m, entry in rep["methods"].items():
         for k in METRICS:
             assert 0.0 <= entry[k] <= 1.0 or np.isnan(entry[k])

@@ -76,8 +76,11 @@ def test_episode_loop_rows_are_a_valid_step_batch():
         assert all(r.success == e.won for r in rows)
         assert (rows[-1].next_state == SINK) == e.won
         assert e.length <= 8
+        assert rows[-1].milestone or not e.won  # the win is the household's last subgoal (issue 47)
     assert arr["success"].any() and not arr["success"].all()
     assert arr["invalid"].any()
+    assert np.array_equal(arr["milestone"], batch.milestone.numpy()) and arr["milestone"].any()
+    assert not (arr["milestone"] & arr["invalid"]).any()
     res = estimate(batch, "milegpo", presets.ALFWORLD, "full")
     assert np.isfinite(res.advantages.numpy()).all()
     m = episode_metrics(out.episode_summaries())

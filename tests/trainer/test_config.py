@@ -41,11 +41,12 @@ def test_every_field_is_a_documented_flag():
 
 @pytest.mark.parametrize("flags, match", [
     (["--credit_method", "ppo"], r"MileGPOConfig.credit_method='ppo': unknown credit method; one of grpo, gigpo, "
-                                 r"graphgpo, milegpo, hgpo, g2po$"),
+                                 r"graphgpo, milegpo, hgpo, g2po, beacon$"),
     (["--credit_variant", "xyz"], r"MileGPOConfig.credit_variant='xyz': unknown MileGPO variant; one of md, rcs, "
                                   r"full$"),
     (["--credit_preset", "atari"], r"MileGPOConfig.credit_preset='atari': unknown credit preset; one of alfworld, "
-                                   r"alfworld_paper, alfworld_spec, gigpo_reference, gigpo_reference_webshop, "
+                                   r"alfworld_paper, alfworld_spec, beacon_alfworld, beacon_scienceworld, "
+                                   r"beacon_webshop, gigpo_reference, gigpo_reference_webshop, "
                                    r"graphgpo_reference, graphgpo_reference_webshop, graphgpo_reproduction, webshop, "
                                    r"webshop_paper, webshop_spec$"),
     (["--credit_overrides", '{"nope": 1}'], r"MileGPOConfig.credit_overrides=\{'nope': 1\}: unknown CreditConfig "

@@ -165,6 +165,58 @@ def test_hanging_tool_truncates_the_episode(tok):
     assert len(rollout.rows) == 1 and rollout.tool_timeouts == 1
 
 
+class MilestoneMaze(MazeEnv):
+    """Counts the rooms reached other than the start: its verifiable subgoals (issue 47)."""
+
+    def reset(self, seed: int = 0, **kwargs) -> str:
+        text = super().reset(seed=seed, **kwargs)
+        self.visited = {self.position}
+        return text
+
+    def move(self, direction: str) -> str:
+        text = super().move(direction)
+        self.visited.add(self.position)
+        return text
+
+    def _milestones(self) -> int:
+        return len(self.visited) - 1
+
+
+def test_an_environments_subgoal_count_marks_milestone_turns(tok):
+    """_milestones() is read after reset and every turn: a turn whose count rose is a milestone row (every move of
+    the expert reaches a new room; its answer does not); an environment without it has none; the hook is no
+    tool; a count that falls or is no int is refused naming the class."""
+    from milegpo.rollout.tools import EnvironmentProtocolError, milestone_count
+
+    assert "_milestones" not in [t.__name__ for t in environment_tools(MilestoneMaze())]
+    rollout = ToolEpisodeRunner(MilestoneMaze, tok, horizon=12, tool_timeout=None).run(
+        list(dataset([3, 4])), 2, expert_policy(tok))
+    for traj in range(4):
+        steps = sorted((r for r in rollout.rows if r.traj == traj), key=lambda r: r.t)
+        assert [r.milestone for r in steps] == [True] * (len(steps) - 1) + [False]
+    assert rollout.step_batch().milestone.sum() == len(rollout.rows) - 4
+    # a turn that walks into a wall (no new room) is no milestone
+    walled = ToolEpisodeRunner(MilestoneMaze, tok, horizon=8, tool_timeout=None).run(
+        list(dataset([1])), 1, scripted(tok, [BAD_ARGUMENT]))
+    assert [r.milestone for r in sorted(walled.rows, key=lambda r: r.t)] == [False, False]
+    plain = ToolEpisodeRunner(MazeEnv, tok, horizon=12, tool_timeout=None).run(list(dataset([3])), 1,
+                                                                               expert_policy(tok))
+    assert not any(r.milestone for r in plain.rows) and milestone_count(MazeEnv()) is None
+
+    class Falling(MilestoneMaze):
+        def _milestones(self) -> int:
+            return 5 - len(self.visited)
+
+    class Texty(MilestoneMaze):
+        def _milestones(self):
+            return "1"
+
+    with pytest.raises(EnvironmentProtocolError, match=r"Falling: _milestones\(\) fell from 4 to 3"):
+        ToolEpisodeRunner(Falling, tok, horizon=12, tool_timeout=None).run(list(dataset([3])), 1, expert_policy(tok))
+    with pytest.raises(EnvironmentProtocolError, match=r"Texty: _milestones\(\) returned '1'; expected an int"):
+        ToolEpisodeRunner(Texty, tok, horizon=12, tool_timeout=None).run(list(dataset([3])), 1, expert_policy(tok))
+
+
 # ---------------------------------------------------------------------------------------------- bad input
 class NoReset:
     def move(self, direction: str) -> str:

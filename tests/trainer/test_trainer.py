@@ -161,17 +161,19 @@ def test_torchrun_each_process_credits_only_its_own_groups(tmp_path, warm_checkp
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["hgpo", "g2po"])
+@pytest.mark.parametrize("method", ["hgpo", "g2po", "beacon"])
 def test_torchrun_field_methods_credit_only_each_process_s_groups(tmp_path, warm_checkpoint, method):
-    """HGPO's history groups and G2PO's node values never cross a task group (issue 42): under 2 gloo processes
-    each process estimates its own rows once per iteration and trains on what one estimate of the whole batch
-    gives them, as for the paper's methods (test_torchrun_each_process_credits_only_its_own_groups)."""
+    """HGPO's history groups, G2PO's node values and BEACON's segments never cross a task group (issues 42, 47):
+    under 2 gloo processes each process estimates its own rows once per iteration and trains on what one estimate
+    of the whole batch gives them, as for the paper's methods (test_torchrun_each_process_credits_only_its_own_groups);
+    the household's milestones reach the gathered batch (BEACON's segments are not all one)."""
     res = torchrun(tmp_path, 2, warm_checkpoint, "credit", method)
     assert all(r["global_step"] == 2 for r in res)
     for it in range(2):
         parts = [r["iterations"][it] for r in res]
         for part in parts:
             assert part["credit_rows"] == [part["local_rows"]] and part["advantages_match"]
+            assert part["milestones"] > 0
         assert sum(p["local_rows"] for p in parts) == parts[0]["whole_rows"]
     for r in res:
         assert r["logged_iterations"] == 2 and r["metric_mismatches"] == []

@@ -133,7 +133,7 @@ def credit_run(out, method=None):
             self.nonzero_advantages += int((adv != 0).sum())
             self.iterations.append({"local_rows": len(it["rollout"].rows), "credit_rows": calls[before:],
                                     "whole_rows": len(whole), "local": [it["local"].start, it["local"].stop],
-                                    "advantages_match": match})
+                                    "advantages_match": match, "milestones": int(whole.milestone.sum())})
             return out
 
     tasks = [dataclasses.replace(t, horizon=HORIZONS[i // 2]) for i, t in enumerate(easy_tasks("train", 2 * world))]

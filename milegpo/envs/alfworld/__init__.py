@@ -9,7 +9,10 @@ present, or ones written offline by :func:`generate` (``python -m milegpo.envs.a
   ``id`` (ALFWorld's valid_seen) or ``ood`` (valid_unseen); like ALFWorld's loader it
   skips movable-receptacle and sliced tasks and games not marked ``solvable``.
 - :class:`AlfworldEnv` plays one: reward 10 on the winning step, horizon 50 (the Task's),
-  "help" removed from the admissible actions, invalid actions answer "Nothing happens.".
+  "help" removed from the admissible actions, invalid actions answer "Nothing happens.";
+  ``info["milestone"]`` on a step that completes one of the task's subgoals, read as in the household world
+  (:mod:`milegpo.envs.household.subgoals`) from the task's ``pddl_params`` in ``traj_data.json`` (none
+  without that file).
   ``info["task_type"]`` on reset feeds :func:`milegpo.envs.success_by_task_type`.
   Its expert is the game's walkthrough while the episode follows it; with the Task
   option ``("expert", True)`` it is ALFWorld's handcoded expert, re-planned every step
@@ -25,6 +28,7 @@ import os
 from pathlib import Path
 
 from ..base import DEFAULT_HORIZON, UNWINNABLE, EnvError, Task, TextEnv
+from ..household.subgoals import SUBGOALS, HouseholdGoal, HouseholdSubgoals
 from ..household.tracker import HouseholdTracker
 from .generator import TASK_TYPES, generate, patch_expert_move_tracking
 
@@ -87,6 +91,17 @@ def alfworld_tasks(split: str = "train", n: int | None = None, start: int = 0, t
     return tasks
 
 
+def task_goal(traj_data: dict) -> HouseholdGoal | None:
+    """The :class:`~milegpo.envs.household.subgoals.HouseholdGoal` of a game from its ``traj_data.json``
+    (``task_type`` and ``pddl_params``' ``object_target`` / ``parent_target``, lower-cased as the game names
+    instances), or None where it does not say (no milestones then)."""
+    params = traj_data.get("pddl_params") or {}
+    task_type, target = traj_data.get("task_type", ""), str(params.get("object_target") or "").lower()
+    if task_type not in SUBGOALS or not target:
+        return None
+    return HouseholdGoal(task_type, target, str(params.get("parent_target") or "").lower())
+
+
 class AlfworldEnv(TextEnv):
     """One ALFWorld game at a time (Task.game_file = a ``game.tw-pddl``). Reloads only when the game changes."""
 
@@ -103,6 +118,8 @@ class AlfworldEnv(TextEnv):
         self._walkthrough: list[str] = []
         self._taken: list[str] = []
         self._expert_failed = False
+        self._goal: HouseholdGoal | None = None
+        self._subgoals: HouseholdSubgoals | None = None
 
     def make_tracker(self) -> HouseholdTracker:
         """The household tracker (the same action grammar): location, object in hand, processing, moves."""
@@ -138,11 +155,14 @@ class AlfworldEnv(TextEnv):
             self._game_id = "alfworld-" + hashlib.blake2b(
                 (data["pddl_problem"] + data["grammar"]).encode(), digest_size=8).hexdigest()
             traj = path.parent / "traj_data.json"
-            self._task_type = json.loads(traj.read_text()).get("task_type", "") if traj.exists() else ""
+            meta = json.loads(traj.read_text()) if traj.exists() else {}
+            self._task_type = meta.get("task_type", "")
+            self._goal = task_goal(meta)
         gs = self._env.reset()
         if self._loaded[1]:
             patch_expert_move_tracking(self._env)
         self._state, self._taken, self._expert_failed = gs, [], False
+        self._subgoals = None if self._goal is None else HouseholdSubgoals(self._goal)
         obs = gs.feedback
         goal = obs.split("Your task is to: ", 1)[1].strip() if "Your task is to: " in obs else ""
         return obs, self._admissible(gs), {"goal": goal, "game_id": self._game_id, "game_file": str(path),
@@ -167,7 +187,8 @@ class AlfworldEnv(TextEnv):
         self._state = gs
         self._taken.append(action)
         won = bool(gs["won"])
-        return gs.feedback, (10.0 if won else 0.0), won, self._admissible(gs), {}
+        milestone = self._subgoals is not None and self._subgoals.update(action, gs.feedback, won)
+        return gs.feedback, (10.0 if won else 0.0), won, self._admissible(gs), {"milestone": milestone}
 
     def expert_action(self) -> str | None:
         if self._state is None or self.done:
@@ -200,4 +221,4 @@ class AlfworldEnv(TextEnv):
                 self._env, self._loaded = None, None
 
 
-__all__ = ["AlfworldEnv", "alfworld_tasks", "generate", "data_root", "TASK_TYPES", "SPLIT_DIRS", "SPLITS", "EVAL_SPLITS"]
+__all__ = ["AlfworldEnv", "alfworld_tasks", "task_goal", "generate", "data_root", "TASK_TYPES", "SPLIT_DIRS", "SPLITS", "EVAL_SPLITS"]

@@ -4,7 +4,8 @@ ALFWorld's commands: ``go to R``, ``open R``, ``close R``, ``take O from R``, ``
 ``clean O with R``, ``heat O with R``, ``cool O with R``, ``use desklamp N``, ``examine X``, ``inventory``,
 ``look``; one object in hand. Closed receptacles show their contents only once opened. The admissible
 actions are listed after every step; any other action answers "Nothing happens." and changes nothing;
-reward 10 on the winning step, else 0. Two experts re-plan from the current state, so they also finish
+reward 10 on the winning step, else 0; ``info["milestone"]`` on a step that completes one of the task's subgoals
+(:mod:`milegpo.envs.household.subgoals`: found, took, processed, placed the object). Two experts re-plan from the current state, so they also finish
 episodes that started badly: the oracle (:meth:`HouseholdEnv.expert_action`, knows every object's place)
 and the searching expert (:meth:`HouseholdEnv.search_action`, acts on what it has observed).
 """
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..base import NOTHING_HAPPENS, EnvError, Task, TextEnv
+from .subgoals import HouseholdGoal, HouseholdSubgoals
 from .tracker import HouseholdTracker
 from .generator import RECEPTACLES, ROLE_OF_PROP, ROOMS, Game, generate_game, type_of
 
@@ -131,6 +133,8 @@ class HouseholdEnv(TextEnv):
         self.game = generate_game(task.split, int(task.seed), task.task_type, int(task.option("max_receptacles", 0)))
         self.s = _State(contents=copy.deepcopy(self.game.contents))
         self._seen = {}
+        self._subgoals = HouseholdSubgoals(HouseholdGoal(self.game.task_type, self.game.target_type,
+                                                         self.game.dest_type))
         obs = f"{self._room_view()}\n\nYour task is to: {self.game.goal_text}"
         return obs, self.admissible_actions(), {"goal": self.game.goal_text, "game_id": self.game.game_id,
                                                 "task_type": self.game.task_type, "room": self.game.room}
@@ -186,7 +190,8 @@ class HouseholdEnv(TextEnv):
         if s.location and self._is_open(s.location):  # the observation showed what is there now
             self._seen[s.location] = list(s.contents[s.location])
         won = self._won()
-        return obs, (10.0 if won else 0.0), won, self.admissible_actions(), {}
+        return obs, (10.0 if won else 0.0), won, self.admissible_actions(), {
+            "milestone": self._subgoals.update(action, obs, won)}
 
     # ------------------------------------------------------------------ experts
     def expert_action(self) -> str | None:

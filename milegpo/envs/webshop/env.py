@@ -19,6 +19,9 @@ the episode ends lost. The reward of the purchase is the Task option ``reward`` 
 ``"win"`` (the default, verl-agent's: 10 for a win, else 0) or ``"score"`` (10 x the raw score, WebShop's
 own partial credit: a purchase that meets half the goal earns 5); every other step earns 0.
 ``info["score"]`` is the raw score on every step (0.0 before a purchase), ``info["reward_info"]`` its parts.
+``info["milestone"]``: the step completed the next of BEACON's page phases (a search listing a product that can
+meet the goal, opening one, selecting the goal's options, a purchase meeting the goal's constraints:
+:mod:`milegpo.envs.webshop.phases`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..base import UNWINNABLE, EnvError, Task, TextEnv
 from .catalog import DEFAULT_PRODUCTS, DEFAULT_SEED, embedded_catalog
 from .data import TEST_GOALS, ShopData, cache_root, load_shop, split_goals
 from .pages import BACK_TO_SEARCH, END_BUTTON, NEXT_PAGE, PREV_PAGE, SEARCH_BOX, SUB_PAGES, Page, Session, render
+from .phases import ShoppingPhases
 from .reward import best_options, get_reward, goal_option_values, option_hits
 from .search import PRODUCT_WINDOW, SEARCH_RETURN_N, SearchEngine, product_document
 
@@ -240,6 +244,7 @@ class WebShopEnv(TextEnv):
                            f"got {reward!r}")
         self.reward = reward
         self.session, self.trace = Session(), []
+        self.phases = ShoppingPhases(self.world, self.goal)
         self._render()
         return self.page.observation, self._admissible(), {
             "goal": self.goal["instruction_text"], "game_id": f"webshop-{self.world.fingerprint}-{self.goal_index}",
@@ -265,16 +270,27 @@ class WebShopEnv(TextEnv):
         before, options = self.page.observation, tuple(self.admissible)
         reward, won, info = 0.0, False, {"score": 0.0}
         name, arg = split_action(action)
+        milestone = False
         if name == "search" and arg is not None and arg.strip() and (self.page.has_search_bar or self.search_anywhere):
             self._search(arg.split(" "), 1)
+            milestone = self.phases.listed(self._listed())
         elif name == "click" and arg in self.page.clickables and arg != "search":
+            kind, payload = self.page.clickables[arg]
             info = self._click(arg)
             if self.session.page == "done":
                 won = info["score"] == 1.0
                 reward = purchase_reward(info["score"], self.reward)
                 info["lost"] = not won
+            milestone = self.phases.clicked(kind, payload, arg, info.get("reward_info"))
+            if self.session.page == "results":  # a page turned (or back from a product)
+                milestone = self.phases.listed(self._listed()) or milestone
         self.trace.append((before, options, action))
-        return self.page.observation, reward, won, self._admissible(), info
+        return self.page.observation, reward, won, self._admissible(), {**info, "milestone": milestone}
+
+    def _listed(self) -> tuple[str, ...]:
+        """The ASINs the results page on screen lists."""
+        start = (self.session.page_num - 1) * PRODUCT_WINDOW
+        return self.session.results[start:start + PRODUCT_WINDOW]
 
     def _search(self, keywords: list[str], page_num: int) -> None:
         s = self.session
