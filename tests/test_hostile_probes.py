@@ -114,8 +114,7 @@ def step_raising_anchor(observation, context, admissible):
     ("my..anchors:key", r"state_anchor 'my\.\.anchors:key': not a dotted path; a dotted path to a callable is"),
     ("my.anchors:", r"state_anchor 'my\.anchors:': not a dotted path"),
     ("my anchors.key", r"not a dotted path"),
-    ("no_such_module_44:key", r"state_anchor 'no_such_module_44:key': cannot import it \(no module named "
-                              r"'no_such_module_44'\); a dotted"),
+    ("no_such_module_44:key", r"cannot import it \(no module named 'no_such_module_44'\)"),
     ("tests.test_hostile_probes:no_such_anchor", r"module 'tests\.test_hostile_probes' has no attribute 'no_such_anchor'"),
     ("tests.test_hostile_probes:raising_anchor", r"^milegpo train: error: --state_anchor tests\.test_hostile_probes:"
                                                  r"raising_anchor: state_anchor tests\.test_hostile_probes:"
@@ -581,6 +580,7 @@ def test_hgpo_g2po_numbers_that_overflow_are_refused_at_the_config(changes, name
     (["--credit_method", "g2po", "--credit_overrides", '{"hgpo_history": 3}'],
      r"credit method 'g2po' does not read hgpo_history \(read by hgpo\)"),
     (["--credit_overrides", '{"g2po_w": 2.0}'], r"credit method 'milegpo' does not read g2po_w \(read by g2po\)"),
+    (["--credit_method", "hgpo", "--credit_overrides", '{"hgpo_alpha": 1e300}'], r"hgpo_alpha must be at most"),
     # issue 48.6: a switch of another method (was: accepted silently), one message naming the methods that read it
     (["--credit_method", "gigpo", "--credit_overrides", '{"degree_self_loops": false}'],
      r"credit method 'gigpo' does not read degree_self_loops \(read by milegpo\)"),
@@ -590,7 +590,6 @@ def test_hgpo_g2po_numbers_that_overflow_are_refused_at_the_config(changes, name
      r"credit method 'g2po' does not read graph_penalty \(read by graphgpo, milegpo\)"),
     (["--credit_method", "grpo", "--credit_overrides", '{"gamma": 0.9, "eta": 0.5}'],
      r"'grpo' does not read eta \(read by milegpo\); gamma \(read by gigpo, hgpo\)"),
-    (["--credit_method", "hgpo", "--credit_overrides", '{"hgpo_alpha": 1e300}'], r"hgpo_alpha must be at most"),
 ])
 def test_a_variant_or_override_the_method_does_not_read_is_refused(capsys, tmp_path, argv, message):
     line = one_line_error(capsys, ["train", *argv, "--output_dir", str(tmp_path / "run")])

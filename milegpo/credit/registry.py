@@ -10,8 +10,8 @@ nothing of :mod:`milegpo.credit` at all: each method's module registers itself, 
 
 Who reads it: :func:`milegpo.credit.estimate` (:func:`check_method`, :func:`check_fields`), ``CreditConfig``
 (the fields and their checks, :data:`CONFIG_FIELDS`), ``MileGPOConfig`` (``credit_method``, ``credit_variant``,
-``credit_overrides``) and the ``--credit_method`` flag (:data:`METHOD_NAMES`), ``milegpo demo`` / ``replay``,
-the quality tables, the job's advantage plot and the experiments (:func:`method_variants`).
+``credit_overrides``) and the ``--credit_method`` flag's help (``milegpo.job.build_parser``), ``milegpo demo`` /
+``replay``, the quality tables, the job's advantage plot and the experiments (:func:`method_variants`).
 
 Adding a method
 ---------------
@@ -156,27 +156,6 @@ CONFIG_FIELDS: dict[str, ConfigField] = {}
 _CHECKS: dict[str, Callable[[Any], None]] = {}
 
 
-class _MethodNames:
-    """The registered methods' names as a live, case-blind container: the ``choices`` of ``--credit_method`` (a
-    method registered after the parser was built is one of them)."""
-
-    def __contains__(self, name) -> bool:
-        return isinstance(name, str) and name.lower() in METHODS
-
-    def __iter__(self):
-        return iter(list(METHODS))
-
-    def __len__(self) -> int:
-        return len(METHODS)
-
-    def __repr__(self) -> str:
-        return repr(tuple(METHODS))
-
-
-#: the names of the registered methods, live (``choices`` of the ``--credit_method`` flag)
-METHOD_NAMES = _MethodNames()
-
-
 def declare_fields(*fields: ConfigField) -> None:
     """Declare CreditConfig fields (``milegpo/credit/config.py``'s; a method's come with :func:`register`). A name
     declared already is an error unless the declaration is the same one."""
@@ -303,6 +282,6 @@ def run_variant(method: str, variant: str) -> str:
     return variant if variant in spec.variants else spec.variants[-1]
 
 
-__all__ = ["ConfigField", "CreditMethod", "METHODS", "METHOD_NAMES", "CONFIG_FIELDS", "VARIANTS", "declare_fields",
+__all__ = ["ConfigField", "CreditMethod", "METHODS", "CONFIG_FIELDS", "VARIANTS", "declare_fields",
            "register", "unregister", "get_method", "check_method", "check_fields", "unread_fields", "field_readers",
            "config_checks", "method_variants", "run_variant"]
