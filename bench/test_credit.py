@@ -159,3 +159,34 @@ def test_credit_field_methods(benchmark, medians, median_of, record_ratio, metho
             record_ratio(benchmark, name, medians[f"{method}/{other}/{rows}"] / me)
     if rows == 64000 and f"{method}/{impl}/6400" in medians:
         record_ratio(benchmark, "growth_vs_6400", me / medians[f"{method}/{impl}/6400"])
+
+
+# ---- HGPO's history past the batch's longest episode (issue 48.6): the depths stop at the longest episode
+@pytest.mark.parametrize("depths", ["uncapped", "capped"])
+def test_credit_hgpo_long_history(benchmark, medians, median_of, record_ratio, depths, monkeypatch):
+    """HGPO with ``hgpo_history=64`` on episodes of at most 10 steps (160 groups x 8 trajectories, 12,800 rows;
+    torch, CPU, one thread). ``capped`` forms the depths up to the longest episode (10), as the estimator does;
+    ``uncapped`` all 65 (the cap switched off: the same advantages, checked); ``speedup_vs_uncapped`` is
+    uncapped median / capped median, in this run."""
+    from milegpo.credit import hgpo
+
+    benchmark.group = "credit hgpo, hgpo_history 64, episodes <= 10 steps"
+    b = benchmark_batch(n_groups=160, group_size=8, horizon=10, seed=0)
+    config = presets.ALFWORLD.replace(hgpo_history=64)
+    want = estimate(b, "hgpo", config, backend="torch").advantages
+    if depths == "uncapped":
+        monkeypatch.setattr(hgpo, "depth_count", lambda config, longest: int(config.hgpo_history) + 1)
+
+    def run():
+        return estimate(b, "hgpo", config, backend="torch").advantages
+
+    with intra_op_threads(1):
+        assert torch.equal(run(), want)  # the same numbers either way
+        benchmark.pedantic(run, rounds=5, iterations=1, warmup_rounds=1)
+    benchmark.extra_info.update(op="credit_hgpo_history_64", impl=depths, rows=len(b), torch_threads=1)
+    me = median_of(benchmark)
+    if me is None:
+        return
+    medians[f"hgpo-long/{depths}"] = me
+    if depths == "capped" and "hgpo-long/uncapped" in medians:
+        record_ratio(benchmark, "speedup_vs_uncapped", medians["hgpo-long/uncapped"] / me)

@@ -44,7 +44,7 @@ CONVENTIONS = {
     "default": {},
     "trajectory-penalty": {"episode_penalty": "trajectory"},
     "per-trajectory": {"episode_penalty": "trajectory", "episode_norm_over": "trajectories"},
-    "step-reward-penalty": {"invalid_penalty_in_step_reward": True},
+    "step-reward-penalty": {"step_penalty": "reward"},
     "recipe": {k: v for k, v in presets.GRAPHGPO_REPRODUCTION.to_dict().items()
                if presets.ALFWORLD_SPEC.to_dict()[k] != v},
 }

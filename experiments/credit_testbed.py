@@ -165,7 +165,9 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     t0 = time.perf_counter()
     s = settings
     method, variant = METHODS[method_label]
-    config = presets.get_preset(s["preset"]).replace(invalid_penalty=s["invalid_penalty"], **s.get("overrides", {}))
+    # the overrides are every method's run's (a preset of them all: each method reads its own fields)
+    config = presets.get_preset(s["preset"]).replace(invalid_penalty=s["invalid_penalty"],
+                                                     **s.get("overrides", {})).as_preset()
     tasks = quality_tasks(s["env"], "train", s["tasks"], seed, s["horizon"], s["options"])
     policy = TabularPolicy(s["prior"], s["invalid_logit"], np.random.default_rng(seed),
                            sees_context=s.get("policy_sees", "observation") == "context")

@@ -86,7 +86,7 @@ def paired(out: Path, seeds: int, groups: int, group_size: int, say=print) -> di
             comparisons = [(f"{m}: paper - spec", m, "paper", "spec") for m in ("milegpo-md", "milegpo-rcs",
                                                                                 "milegpo-full")]
             comparisons.append(("graphgpo: recipe - paper preset", "graphgpo", "recipe", "paper"))
-            # gigpo-verl is gigpo with invalid_penalty_on_step_return: verl-agent's GiGPO (gigpo_reference)
+            # gigpo-verl is gigpo with step_penalty="return": verl-agent's GiGPO (gigpo_reference)
             comparisons.append(("gigpo: verl-agent (gigpo-verl) - paper preset", ("gigpo-verl", "gigpo"), "paper",
                                 "paper"))
             for label, method, a, b in comparisons:

@@ -11,7 +11,7 @@ independent implementation of tests/credit/test_reference_parity.py (written fro
 GRPO, GiGPO and GraphGPO, against that credit:
 
 - ``before``: the closest config milegpo had, ``presets.ALFWORLD_SPEC`` with gamma_G = 0.1 (the recipe's omega),
-  for GiGPO also with ``invalid_penalty_on_step_return`` (verl-agent's trainer; the closer of the two is kept);
+  for GiGPO also with ``step_penalty="return"`` (verl-agent's trainer; the closer of the two is kept);
 - ``after``: ``presets.GRAPHGPO_REPRODUCTION``;
 - ``without X``: the preset with one of its conventions back at milegpo's default (:data:`LEAVE_ONE_OUT`),
   what that convention alone accounts for.
@@ -46,7 +46,7 @@ LEAVE_ONE_OUT = {
     "trajectory penalty": dict(episode_norm_over="rows", episode_penalty="row"),
     "one value -> 0": dict(episode_single_value="unit"),
     "max + 1": dict(graph_unreachable="zero"),
-    "penalty in step reward": dict(invalid_penalty_in_step_reward=False),
+    "penalty in step reward": dict(step_penalty="none"),
 }
 TIE = 1e-9
 
@@ -60,10 +60,10 @@ def batch_of(seed: int):
 
 
 def candidates(method: str) -> dict:
-    old = presets.ALFWORLD_SPEC.replace(gamma_g=0.1)
+    old = presets.ALFWORLD_SPEC.replace(gamma_g=0.1).as_preset()  # a preset of every method here
     out = {"alfworld, gamma_G 0.1": old}
     if method == "gigpo":
-        out["+ invalid_penalty_on_step_return"] = old.replace(invalid_penalty_on_step_return=True)
+        out["+ step_penalty=return"] = old.replace(step_penalty="return")
     return out
 
 
@@ -107,7 +107,8 @@ def measure(n_batches: int) -> dict:
             want = np.array(recipe_credit(rows, method))
             configs = {**{f"before: {k}": v for k, v in candidates(method).items()},
                        "after: graphgpo_reproduction": presets.GRAPHGPO_REPRODUCTION,
-                       **{f"without {k}": presets.GRAPHGPO_REPRODUCTION.replace(**v) for k, v in LEAVE_ONE_OUT.items()
+                       **{f"without {k}": presets.GRAPHGPO_REPRODUCTION.replace(**v).as_preset()
+                          for k, v in LEAVE_ONE_OUT.items()
                           if method == "gigpo" or k != "penalty in step reward"}}
             if method != "graphgpo":  # only r^G reads it
                 configs.pop("without max + 1")

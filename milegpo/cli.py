@@ -58,7 +58,8 @@ PRESET_HELP = ("alfworld = alfworld_paper, webshop = webshop_paper: paper table 
 def _add_credit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="alfworld", type=str.lower, choices=PRESET_NAMES,
                    help=f"credit preset ({PRESET_HELP})")
-    p.add_argument("--variant", default="full", choices=["md", "rcs", "full"], help="MileGPO ablation")
+    p.add_argument("--variant", default="full", choices=["md", "rcs", "full"],
+                   help="MileGPO's ablation (the methods of one variant run their own)")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
 
 
@@ -68,13 +69,14 @@ def _run_methods(batch, preset: str, variant: str, backend: str, show_rows: int,
 
     from milegpo.credit import METHODS, diagnostics, estimate, presets
     from milegpo.credit.diagnostic_metrics import diagnostics_text
+    from milegpo.credit.registry import run_variant
 
     config = presets.get_preset(preset)
     results = {}
     timings = {}
     for method in tqdm(METHODS, desc="credit", unit="method"):
         t0 = time.perf_counter()
-        results[method] = estimate(batch, method, config, variant=variant, backend=backend)
+        results[method] = estimate(batch, method, config, variant=run_variant(method, variant), backend=backend)
         timings[method] = time.perf_counter() - t0
     n = len(batch)
     if n == 0:

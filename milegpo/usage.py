@@ -196,5 +196,30 @@ class OneLineParser(argparse.ArgumentParser):
         return None
 
 
-__all__ = ["UsageError", "RunError", "OneLineParser", "check_writable", "check_range", "closest_flag", "word_match", "parser_flags", "unknown_arguments",
-           "NAME_CUTOFF", "SUGGEST_CUTOFF"]
+#: a dotted path to an object: ``"package.module:name"`` (the name may be dotted, ``"module:Class.attr"``) or
+#: ``"package.module.name"``
+DOTTED_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)?$")
+
+
+def resolve_dotted(path: str):
+    """The object a dotted path names (:func:`pkgutil.resolve_name`, which imports what it must). A path of another
+    form (a bare module, a relative path), a module that is missing or raises while it is imported, or a name
+    the module lacks is a ValueError, one line saying which (the caller names what the path was for)."""
+    import pkgutil
+
+    if not isinstance(path, str) or not DOTTED_PATH.match(path) or (":" not in path and "." not in path):
+        relative = " (a relative path names no package)" if isinstance(path, str) and path.startswith(".") else ""
+        raise ValueError(f"not a dotted path{relative}")
+    try:
+        return pkgutil.resolve_name(path)
+    except ModuleNotFoundError as e:
+        raise ValueError(f"cannot import it (no module named {e.name!r})") from None
+    except AttributeError as e:
+        raise ValueError(str(e).splitlines()[0]) from None
+    except Exception as e:  # noqa: BLE001 - a module may raise anything while it is imported
+        raise ValueError(f"cannot import it ({type(e).__name__}{': ' + str(e).splitlines()[0] if str(e) else ''})"
+                         ) from None
+
+
+__all__ = ["UsageError", "RunError", "OneLineParser", "check_writable", "check_range", "closest_flag", "word_match",
+           "parser_flags", "unknown_arguments", "resolve_dotted", "DOTTED_PATH", "NAME_CUTOFF", "SUGGEST_CUTOFF"]

@@ -1,8 +1,9 @@
-"""The package's layers: every import, function-local ones included, runs one way.
+"""The package's layers: every import, function-local ones included, runs one way, and no circle of files.
 
 Each module of ``milegpo`` and ``milegpo_kernels`` belongs to the unit of :data:`LAYERS` that is the longest
 prefix of its dotted name; a module may import its own unit and the units of lower layers, never one of its
-own layer or above. The order, lowest first, and why:
+own layer or above. :data:`LAYERS` is read from the layer table of docs/house.md (the house's one-page map), so
+the map and the test are one list. The order, lowest first, and why:
 
 - ``milegpo_kernels``: tensor ops, no milegpo, no TRL (the credit pipeline and the policy loss run on them);
 - ``state_keys`` / ``usage`` / ``files``: a state's key, the one-line usage error, whole-or-nothing file writes, the
@@ -16,36 +17,53 @@ own layer or above. The order, lowest first, and why:
 - ``cli``: the ``milegpo`` command; ``milegpo`` itself: the package's lazy names.
 
 The imports are read with :mod:`ast` (every ``import`` and ``from ... import`` anywhere in a module, and
-``importlib.import_module`` of a constant), so an upward import cannot hide in a function. Apart from that,
-no module outside a package imports one of its private (``_name``) modules, in the tests, benchmarks and
-scripts too, and inside ``milegpo_kernels`` a family's ``torch_ops`` never imports its Triton kernels and no
-op imports the test machinery.
+``importlib.import_module`` of a constant), so an upward import cannot hide in a function. Inside a unit, no
+circle of files: no module imports, through any chain of imports (function-local and ``TYPE_CHECKING`` ones
+included), a module that imports it back (:data:`CIRCLES_BEING_REMOVED` lists the circles another branch is
+removing; it is empty). The credit registry imports nothing of ``milegpo.credit`` (it is the leaf every method
+registers with). No file outside ``milegpo_kernels`` is over :data:`MAX_LINES` lines unless its docstring says
+why. Apart from that, no module outside a package imports one of its private (``_name``) modules, in the tests,
+benchmarks and scripts too, and inside ``milegpo_kernels`` a family's ``torch_ops`` never imports its Triton
+kernels and no op imports the test machinery.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("milegpo", "milegpo_kernels")
-#: the layers, lowest first; a unit imports its own modules and lower layers' only
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("milegpo_kernels",),
-    ("milegpo.state_keys", "milegpo.usage", "milegpo.files"),
-    ("milegpo.state_sketches",),
-    ("milegpo.credit",),
-    ("milegpo.envs",),
-    ("milegpo.rollout",),
-    ("milegpo.trainer",),
-    ("milegpo.job",),
-    ("milegpo.evidence",),
-    ("milegpo.cli",),
-    ("milegpo",),
-)
+#: the house's map, whose layer table is :data:`LAYERS`
+HOUSE = ROOT / "docs" / "house.md"
+
+
+def read_layers(text: str) -> tuple[tuple[str, ...], ...]:
+    """The layers of the table under "## The layers" of docs/house.md, lowest first: each row ``| n | `unit`,
+    `unit` | ...``, its units the backticked names of its second cell; the rows must be numbered 0, 1, 2..."""
+    section = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if re.match(r"^\| *\d+ *\|", line)]
+    numbers = [int(number) for number, _ in rows]
+    assert numbers == list(range(len(rows))), f"docs/house.md: layer rows numbered {numbers}, expected 0, 1, 2..."
+    return tuple(tuple(re.findall(r"`([\w.]+)`", units)) for _, units in rows)
+
+
+#: the layers, lowest first (docs/house.md's table); a unit imports its own modules and lower layers' only
+LAYERS: tuple[tuple[str, ...], ...] = read_layers(HOUSE.read_text())
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+#: circles of files that another branch is taking apart (the trainer's rewrite into rollout sources: branch
+#: ``trainer``, in ``milegpo/trainer/`` and ``milegpo/rollout/tools.py``), each a sorted tuple of module names; it
+#: may only shrink, and is empty: no circle is left anywhere
+CIRCLES_BEING_REMOVED: tuple[tuple[str, ...], ...] = ()
+#: the most lines a file outside milegpo_kernels has without a reason at its top
+MAX_LINES = 700
+#: files over MAX_LINES being split on another branch (branch ``trainer`` splits the trainer into rollout sources)
+SPLIT_ELSEWHERE = ("milegpo/trainer/milegpo_trainer.py",)
 #: the folders besides the packages whose imports of private modules are checked
 OTHER_CODE = ("tests", "bench", "scripts", "experiments", "examples")
 
@@ -117,6 +135,142 @@ def test_the_layer_test_sees_function_local_and_relative_imports(tmp_path, monke
     assert {"os", "milegpo.job", "milegpo.job.parse", "milegpo.credit", "milegpo.credit.batch",
             "milegpo.trainer"} <= found
     assert unit_of("milegpo.job.parse") == "milegpo.job" and RANK["milegpo.job"] > RANK["milegpo.credit"]
+
+
+def test_the_layer_table_is_the_house_map():
+    """The table is read from docs/house.md, and it is whole: every package's top unit is in it, once."""
+    units = [unit for layer in LAYERS for unit in layer]
+    assert len(units) == len(set(units)) and {"milegpo_kernels", "milegpo", "milegpo.credit"} <= set(units)
+    assert LAYERS[0] == ("milegpo_kernels",) and LAYERS[-1] == ("milegpo",)
+    table = "## The layers\n\n| layer | units |\n| --- | --- |\n| 0 | `a.b`, `c` |\n| 1 | `d` |\n\n## Next\n| 7 | `x` |"
+    assert read_layers(table) == (("a.b", "c"), ("d",))
+
+
+def imports_of_from(path: Path, node: ast.ImportFrom) -> set[str]:
+    """The modules ``from m import a, b`` in ``path`` imports: ``m.a`` where that is a module, and ``m`` for a name
+    that is not (importing a submodule runs its package's ``__init__`` too: Python's order of loading, not an
+    import of that file, so it is not counted)."""
+    name = module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    base = package[:len(package) - node.level + 1] if node.level else []
+    module = ".".join(base + ([node.module] if node.module else []))
+    subs = {f"{module}.{alias.name}" for alias in node.names if _is_module(f"{module}.{alias.name}")}
+    return subs | ({module} if len(subs) < len(node.names) else set())
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the modules of the packages it imports anywhere (function-local, ``TYPE_CHECKING`` and
+    ``import_module`` of a constant included; ``from`` imports as :func:`imports_of_from` reads them)."""
+    graph = {}
+    for path in package_files():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                targets |= imports_of_from(path, node)
+            elif isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) ==
+                  "import_module" and node.args and isinstance(node.args[0], ast.Constant)):
+                targets.add(node.args[0].value)
+        graph[module_name(path)] = {t for t in targets if t.split(".")[0] in PACKAGES and _is_module(t)}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """The circles of ``graph``: its strongly connected components of more than one module (or a module that
+    imports itself), each a sorted tuple (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph.get(node, ()):
+                    found.append(tuple(sorted(component)))
+    return sorted(found)
+
+
+def test_no_circle_of_files():
+    """No module imports, through any chain of imports, a module that imports it back (a circle held together by
+    imports moved into functions was six files of milegpo.credit, issue 49)."""
+    found = circles(import_graph())
+    new = [c for c in found if c not in CIRCLES_BEING_REMOVED]
+    assert not new, "circles of imports (a module imports, however indirectly, one that imports it back):\n" + \
+        "\n".join(" -> ".join(c) for c in new)
+    gone = [c for c in CIRCLES_BEING_REMOVED if c not in found]
+    assert not gone, f"circles no longer there: remove them from CIRCLES_BEING_REMOVED: {gone}"
+
+
+def test_a_planted_circle_fails_the_circle_test(tmp_path, monkeypatch):
+    """The circle test itself: two credit modules that import each other, one of them in a function and the
+    other under TYPE_CHECKING, are a circle; a third module importing both is not in it."""
+    pkg = tmp_path / "milegpo" / "credit"
+    pkg.mkdir(parents=True)
+    (tmp_path / "milegpo" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from . import a, b, c\n")
+    (pkg / "a.py").write_text("def f():\n    from .b import g\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n")
+    (pkg / "c.py").write_text("from . import a, b\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGES", ("milegpo",))
+    graph = import_graph()
+    assert graph["milegpo.credit.c"] == {"milegpo.credit.a", "milegpo.credit.b"}
+    assert circles(graph) == [("milegpo.credit.a", "milegpo.credit.b")]
+    with pytest.raises(AssertionError, match="milegpo.credit.a -> milegpo.credit.b"):
+        test_no_circle_of_files()
+
+
+def test_the_credit_registry_is_a_leaf():
+    """milegpo/credit/registry.py imports no module of milegpo.credit: every method registers with it, none is
+    imported by it (gymnasium's registration.py imports no environment)."""
+    graph = import_graph()
+    assert not {t for t in graph["milegpo.credit.registry"] if t.startswith("milegpo.credit")}
+    methods = {m for m in graph if m.startswith("milegpo.credit.") and "milegpo.credit.registry" in graph[m]}
+    assert {"milegpo.credit.paper", "milegpo.credit.hgpo", "milegpo.credit.g2po"} <= methods
+
+
+def test_no_file_is_long_without_a_reason():
+    """A file outside milegpo_kernels over MAX_LINES lines says why at its top (a docstring line holding "over
+    700 lines")."""
+    long = []
+    for folder in ("milegpo", "tests", "bench", "scripts", "experiments", "examples"):
+        for path in sorted((ROOT / folder).rglob("*.py")) if (ROOT / folder).is_dir() else ():
+            lines = path.read_text().splitlines()
+            where = str(path.relative_to(ROOT))
+            if len(lines) > MAX_LINES and where not in SPLIT_ELSEWHERE:
+                docstring = ast.get_docstring(ast.parse("\n".join(lines))) or ""
+                if f"over {MAX_LINES} lines" not in docstring.lower():
+                    long.append(f"{where}: {len(lines)} lines, no reason in its docstring")
+    assert not long, "\n".join(long)
 
 
 def _private_part(module: str) -> str | None:

@@ -18,10 +18,15 @@ from . import presets
 from .batch import FIELDS, REWARD_LIMIT, SINK, BatchError, BatchTypeError, StepBatch
 from .config import VARIANTS, CreditConfig
 from .diagnostic_metrics import diagnostic_parts, diagnostics, diagnostics_from_parts, merge_diagnostic_parts
-from .methods import METHODS, CreditMethod, check_advantages, check_method, get_method, method_variants, register
-from .result import CreditResult
+from .registry import (METHODS, ConfigField, CreditMethod, check_fields, check_method, field_readers, get_method,
+                       method_variants, register, unregister)
+from .result import CreditResult, check_finite
 from .similarity import SketchTable, merge_similar_states
 from ..state_sketches import StateSimilarity
+
+# the registration line: each module registers its method(s) (registry.py's "Adding a method"); this order is the
+# order of every table
+from . import paper, hgpo, g2po, beacon  # noqa: E402,F401  isort: skip
 
 BACKENDS = ("auto", "reference", "torch", "triton")
 
@@ -38,11 +43,13 @@ def estimate(
     """Advantages of one rollout batch.
 
     batch: a validated :class:`StepBatch` of N rows.
-    method: a name of :data:`METHODS` (``grpo`` | ``gigpo`` | ``graphgpo`` | ``milegpo``, and any
-      :func:`register` added; :mod:`milegpo.credit.methods`).
-    config: a :class:`CreditConfig` (``presets.ALFWORLD`` or ``presets.WEBSHOP``).
-    variant: MileGPO ablation ``md`` (eq. 7) | ``rcs`` (eq. 8) | ``full`` (eq. 19);
-      ignored by the other methods.
+    method: a name of :data:`METHODS` (``grpo`` | ``gigpo`` | ``graphgpo`` | ``milegpo`` | ``hgpo`` | ``g2po`` |
+      ``beacon``,
+      and any :func:`register` added; :mod:`milegpo.credit.registry`).
+    config: a :class:`CreditConfig` (``presets.ALFWORLD`` or ``presets.WEBSHOP``); a field it changes from its
+      preset (:attr:`CreditConfig.changed`) that ``method`` does not read is refused (:func:`check_fields`).
+    variant: MileGPO ablation ``md`` (eq. 7) | ``rcs`` (eq. 8) | ``full`` (eq. 19); a method of one
+      variant takes ``full`` only (:func:`check_method`).
     backend: ``auto`` | ``reference`` | ``torch`` | ``triton``.
     cuda_graph: replay the pipeline as a CUDA graph captured once per batch size
       (CUDA batch, ``triton``/``auto`` backend; see :mod:`milegpo.credit.cuda_graph`):
@@ -53,29 +60,28 @@ def estimate(
     """
     if not isinstance(batch, StepBatch):
         raise TypeError(f"estimate: batch must be a StepBatch, got {type(batch).__name__}")
-    check_method(method, variant)
+    spec = check_method(method, variant)
     if not isinstance(config, CreditConfig):
         raise TypeError(f"estimate: config must be a CreditConfig, got {type(config).__name__}")
+    check_fields(method, config.changed)
     if backend not in BACKENDS:
         raise ValueError(f"unknown credit backend {backend!r}; expected one of {BACKENDS}")
     if cuda_graph:
         from .cuda_graph import estimate_graphed
 
-        result = estimate_graphed(batch, method, config, variant, backend)
+        result = estimate_graphed(batch, spec, config, variant, backend)
     elif backend == "reference":
         from .reference import estimate_reference
 
-        result = estimate_reference(batch, method, config, variant)
+        result = estimate_reference(batch, spec, config, variant)
     else:
         from .vectorized import estimate_vectorized
 
         backend = ("triton" if batch.device.type == "cuda" else "torch") if backend == "auto" else backend
-        result = estimate_vectorized(batch, method, config, variant, backend=backend)
-    check_advantages(method, result.advantages, len(batch))  # a registered method's output: N finite floats
-    if method == "beacon":  # a batch without milestones: computed, and said (beacon.py's docstring)
-        from .beacon import warn_without_milestones
-
-        warn_without_milestones(batch)
+        result = estimate_vectorized(batch, spec, config, variant, backend=backend)
+    check_finite(method, result.advantages)  # its shape and dtype were checked where they entered
+    if spec.batch_check is not None:  # what the batch lacks for this method, said (BEACON: no milestone row)
+        spec.batch_check(batch)
     return result
 
 
@@ -99,8 +105,9 @@ def estimate_merged(batch: StepBatch, runs: Mapping[str, tuple[str, str, CreditC
 
 
 __all__ = [
-    "BACKENDS", "FIELDS", "METHODS", "REWARD_LIMIT", "SINK", "VARIANTS", "BatchError", "BatchTypeError",
-    "CreditConfig", "CreditMethod", "CreditResult", "SketchTable", "StateSimilarity", "StepBatch", "check_method",
-    "diagnostic_parts", "diagnostics", "diagnostics_from_parts", "estimate", "estimate_merged", "get_method",
-    "merge_diagnostic_parts", "merge_similar_states", "method_variants", "presets", "register",
+    "BACKENDS", "FIELDS", "METHODS", "REWARD_LIMIT", "SINK", "VARIANTS", "BatchError", "BatchTypeError", "ConfigField",
+    "CreditConfig", "CreditMethod", "CreditResult", "SketchTable", "StateSimilarity", "StepBatch", "check_fields",
+    "check_method", "diagnostic_parts", "diagnostics", "diagnostics_from_parts", "estimate", "estimate_merged",
+    "field_readers", "get_method", "merge_diagnostic_parts", "merge_similar_states", "method_variants", "presets",
+    "register", "unregister",
 ]

@@ -11,7 +11,7 @@ cuts each trajectory into segments:
 - (B1) milestone steps: m_1 < m_2 < ... < m_K, the steps t of the trajectory with ``milestone`` true;
 - (B2) segment reward: r_t = :data:`MILESTONE_REWARD` * gamma^(m_k - t) for the steps m_(k-1)+1 .. m_k of the
   k-th segment (m_0 = -1; the milestone step itself gets 10), 0 after the last milestone and on every step of a
-  trajectory without one; then r_t - p on an invalid row (p = ``invalid_penalty``, ``beacon_step_penalty``;
+  trajectory without one; then r_t - p on an invalid row (p = ``invalid_penalty``, ``beacon_penalty="return"``;
   gamma = ``beacon_gamma``);
 - (B3) segment index: s = the number of the trajectory's milestone steps strictly before the row (a milestone
   step closes its segment, the steps after it start the next);
@@ -33,24 +33,24 @@ This module holds the plain-Python oracle (one function per equation, :func:`bea
 vectorised pipeline over :mod:`milegpo_kernels` ops (:func:`beacon_tables`): the segment rewards are one
 discounted scan that restarts at every milestone, the segment indices a cumulative count of milestones, the
 (group, segment) pairs dense ids, the segment term one segment normalisation. No new kernel, no host read.
+Its fields (``beacon_*``, their WebShop values where its WebShop script differs) and its presets
+(``beacon_alfworld`` / ``beacon_webshop`` / ``beacon_scienceworld``) are declared here, with its registration at the
+bottom.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
 
 import torch
 
 from milegpo_kernels import dense_ids, discounted_returns, segment_normalize
 
-from .config import CreditConfig
+from .batch import StepBatch
+from .config import ALFWORLD_PAPER, WEBSHOP_PAPER, CreditConfig, add_preset, non_negative, unit_interval
 from .reference import ReferenceTerms, decayed, normalize_episode, normalize_segments
-
-if TYPE_CHECKING:  # the pipeline's types (vectorized imports the registry, which imports this module)
-    from .batch import StepBatch
-    from .result import Tables
-    from .vectorized import GroupOrderedRows
+from .registry import ConfigField, CreditMethod, register
+from .vectorized import GroupOrderedRows, MethodOutput, episode_terms as episode_stage
 
 F64 = torch.float64
 
@@ -72,14 +72,14 @@ def milestone_steps(traj: list, rows: list) -> list:
 def segment_rewards(traj: list, rows: list, config: CreditConfig) -> dict:
     """(B2) r_t of one trajectory: 10 * gamma^(m_k - t) in the segment closed by milestone step m_k (gamma^(m_k - t)
     as m_k - t multiplications of 10, :func:`~milegpo.credit.reference.decayed`), 0 after the last milestone;
-    minus ``invalid_penalty`` on an invalid row with ``beacon_step_penalty``. Returns {row index: r}."""
+    minus ``invalid_penalty`` on an invalid row with ``beacon_penalty="return"``. Returns {row index: r}."""
     out = {i: 0.0 for i in traj}
     start = 0
     for m in milestone_steps(traj, rows):
         for t in range(start, m + 1):
             out[traj[t]] = decayed(MILESTONE_REWARD, config.beacon_gamma, m - t)
         start = m + 1
-    if config.beacon_step_penalty:
+    if config.beacon_penalty == "return":
         for i in traj:
             if rows[i]["invalid"]:
                 out[i] = out[i] - config.invalid_penalty
@@ -143,7 +143,7 @@ def segment_reward_terms(rows: GroupOrderedRows, config: CreditConfig) -> torch.
     back from the segment's milestone, 0 after the last), then the invalid-action penalty."""
     reward = rows.milestone.to(F64) * MILESTONE_REWARD
     out = discounted_returns(reward, rows.traj_end | rows.milestone, config.beacon_gamma, **rows.ops)
-    if config.beacon_step_penalty:
+    if config.beacon_penalty == "return":
         out = torch.where(rows.invalid, out - config.invalid_penalty, out)
     return out
 
@@ -167,20 +167,17 @@ def segment_adv_terms(rewards: torch.Tensor, segments: torch.Tensor, rows: Group
 
 
 def beacon_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
-                  variant: str) -> Tables:
+                  variant: str) -> MethodOutput:
     """BEACON on the (group, traj, t)-ordered rows: (B2) :func:`segment_reward_terms`, (B3)
     :func:`segment_index_terms`, (B4) :func:`segment_adv_terms`, (B5) the episode stage with ``beacon_mode``
     (the one computed already where ``norm`` is the same), (B6)."""
-    from .vectorized import episode_terms as episode_stage, method_tables
-
     rewards = segment_reward_terms(rows, config)
     segments = segment_index_terms(rows)
     segment_adv = segment_adv_terms(rewards, segments, rows, config)
     episode = row_values if config.norm == config.beacon_mode else episode_stage(rows, _episode_config(config))
     adv = episode["episode_adv"] + config.beacon_weight * segment_adv
-    return method_tables("beacon", rows, adv, {**row_values, "episode_adv": episode["episode_adv"],
-                                               "segment_reward": rewards, "segment": segments,
-                                               "segment_adv": segment_adv})
+    return MethodOutput(adv, {**row_values, "episode_adv": episode["episode_adv"], "segment_reward": rewards,
+                              "segment": segments, "segment_adv": segment_adv})
 
 
 # --------------------------------------------------------------------------------------- helpers
@@ -199,6 +196,50 @@ def warn_without_milestones(batch: StepBatch) -> None:
                       UserWarning, stacklevel=3)
 
 
-__all__ = ["ROW_KEYS", "MILESTONE_REWARD", "beacon_reference", "beacon_tables", "milestone_steps", "segment_rewards",
+# --------------------------------------------------------------------------------------- fields, registration
+#: the largest BEACON weight w (its square enters no statistic, but w * A_seg must stay finite)
+BEACON_MAX_WEIGHT = 1e100
+
+
+def _weight(name: str, v) -> None:
+    if not 0.0 <= v <= BEACON_MAX_WEIGHT:
+        raise ValueError(f"CreditConfig.{name} must be in [0, {BEACON_MAX_WEIGHT:g}], got {v}")
+
+
+#: BEACON's fields: the defaults are its ALFWorld script's, the WebShop values its WebShop script's (a preset of the
+#: world ``webshop``, ``presets.WEBSHOP`` and those built from it, reads them: ``CreditConfig.world``)
+BEACON_FIELDS = (
+    ConfigField("beacon_gamma", 0.9, "gamma of the segment reward r_t = 10 * gamma^(m_k - t) toward the segment's "
+                "milestone step m_k (B2; the scripts: ALFWorld 0.9, WebShop and ScienceWorld 0.95).", float,
+                unit_interval, world_defaults=(("webshop", 0.95),)),
+    ConfigField("beacon_weight", 10.0, "w in A = A_ep + w * A_seg (B6; the scripts: ALFWorld 10, WebShop and "
+                "ScienceWorld 1).", float, _weight, world_defaults=(("webshop", 1.0),)),
+    ConfigField("beacon_mode", "mean", "how both of BEACON's terms normalise (B4, B5; the code's mode): \"mean\" "
+                "(mean_norm, every script) or \"mean_std\" (mean_std_norm: divided by the sample std + norm_eps); "
+                "BEACON reads it instead of norm.", ("mean", "mean_std")),
+    ConfigField("beacon_penalty", "return", "where invalid_penalty enters BEACON's segment reward (B2; "
+                "PENALTY_PLACES): \"return\" (the code's trainer: off an invalid row's decayed segment reward r_t) "
+                "or \"none\" (the milestones alone).", ("none", "return")),
+)
+
+register(CreditMethod(
+    "beacon", "A = Norm_q(Z) + w * Norm_{q, segment}(10 * gamma^(m_k - t)): segments between the environment's "
+    "milestones (BEACON, the official code's dynamic-milestone path)",
+    beacon_reference, beacon_tables, row_keys=ROW_KEYS, fields=BEACON_FIELDS, batch_check=warn_without_milestones))
+
+#: BEACON's official scripts (``ZJU-REAL/BEACON`` ``examples/migpo_trainer/run_{alfworld,webshop,sciworld}.sh``): gamma,
+#: w, the invalid-action penalty p (the trainer's ``invalid_action_penalty_coef``, on the episode score and the
+#: segment reward alike), ``mean_norm`` everywhere; each on its world's preset of the paper (ScienceWorld, which
+#: has none: the ALFWorld one). ``ALFWORLD`` / ``WEBSHOP`` hold their world's gamma and w already (p stays the
+#: paper's 0.1). In a ``milegpo train`` run ``--invalid_action_penalty`` sets p: the recipes give it.
+BEACON_ALFWORLD = add_preset("beacon_alfworld", ALFWORLD_PAPER.replace(
+    beacon_gamma=0.9, beacon_weight=10.0, beacon_mode="mean", invalid_penalty=0.1))
+BEACON_WEBSHOP = add_preset("beacon_webshop", WEBSHOP_PAPER.replace(
+    beacon_gamma=0.95, beacon_weight=1.0, beacon_mode="mean", invalid_penalty=1.0))
+BEACON_SCIENCEWORLD = add_preset("beacon_scienceworld", ALFWORLD_PAPER.replace(
+    beacon_gamma=0.95, beacon_weight=1.0, beacon_mode="mean", invalid_penalty=0.1))
+
+
+__all__ = ["ROW_KEYS", "BEACON_FIELDS", "BEACON_ALFWORLD", "BEACON_WEBSHOP", "BEACON_SCIENCEWORLD", "MILESTONE_REWARD", "beacon_reference", "beacon_tables", "milestone_steps", "segment_rewards",
            "segment_indices", "segment_terms", "episode_terms", "beacon_advantage", "segment_reward_terms",
            "segment_index_terms", "segment_adv_terms", "warn_without_milestones"]

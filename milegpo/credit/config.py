@@ -1,320 +1,324 @@
 """CreditConfig: every parameter of docs/algorithm.md, and the presets: the paper's (table 5 under the paper's
-reading, the defaults), the spec's reading of the same table, and what verl-agent's GiGPO / GraphGPO code computes."""
+reading, the defaults), the spec's reading of the same table, and what verl-agent's GiGPO / GraphGPO code computes.
+
+The fields are declared, as :class:`~milegpo.credit.registry.ConfigField` (name, default, help with the equation,
+kind, range check), in :data:`PAPER_FIELDS` here (the paper's four methods and the episode term every method
+shares) and by the other methods in their own modules (``hgpo_*`` in :mod:`milegpo.credit.hgpo`, ``g2po_*`` in
+:mod:`milegpo.credit.g2po`): :class:`CreditConfig` takes every field of the registry
+(:data:`milegpo.credit.registry.CONFIG_FIELDS`), and which method reads which field is each method's declaration.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+import math
+import sys
 from typing import Any
 
 from milegpo_kernels.scoring import VARIANTS  # re-exported: the variants graph_scores computes
+
+from .registry import CONFIG_FIELDS, ConfigField, config_checks, declare_fields, field_readers
 
 NORMS = ("mean_std", "mean")
 #: the largest count threshold (``min_node_support``, ``min_trap_visits``): int32's maximum, the width the Triton
 #: kernels take a Python int scalar at; no batch holds more trajectories (a larger threshold overflowed there)
 MAX_COUNT = 2 ** 31 - 1
-#: the CreditConfig switches (every other field is a number, or one of :data:`CHOICES`)
-BOOL_FIELDS = ("invalid_penalty_on_step_return", "invalid_penalty_in_step_reward", "centrality_self_loops",
-               "centrality_norm_with_sink", "incoming_self_loops", "progress_norm_with_sink",
-               "invalid_penalty_on_graph_return")
+#: where the invalid-action penalty enters a method's step term, one vocabulary for every method's
+#: ``<term>_penalty`` field (``step_penalty``, ``graph_penalty``, ``hgpo_penalty``, ``g2po_penalty``); it enters the
+#: episode score Z (eq. 22) in every case (``episode_penalty`` says how):
+#: ``"none"``: nowhere else; ``"reward"``: off an invalid row's reward before the step return is discounted, so
+#: the trajectory's earlier rows carry it too; ``"return"``: off an invalid row's own step-term target after
+#: discounting (GiGPO's and HGPO's R_t, GraphGPO's and MileGPO's r^G, G2PO's reached value V')
+PENALTY_PLACES = ("none", "reward", "return")
+
+
+# ------------------------------------------------------------------------------------------ range checks
+def unit_interval(name: str, v) -> None:
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"CreditConfig.{name} must be in [0, 1], got {v}")
+
+
+def non_negative(name: str, v) -> None:
+    if v < 0:
+        raise ValueError(f"CreditConfig.{name} must be >= 0, got {v}")
+
+
+def zero_or_one(name: str, v) -> None:
+    if v not in (0, 1):
+        raise ValueError(f"CreditConfig.{name} must be 0 or 1, got {v}")
+
+
+def trajectory_count(name: str, v) -> None:
+    if int(v) != v or not 1 <= v <= MAX_COUNT:
+        raise ValueError(f"CreditConfig.{name} must be a whole number in [1, {MAX_COUNT}] (a count of "
+                         f"trajectories), got {v}")
+
+
+def _field(name: str, default: Any, kind: Any, help: str, check=None, every_method: bool = False) -> ConfigField:
+    return ConfigField(name, default, " ".join(help.split()), kind, check, every_method)
+
+
+# ------------------------------------------------------------------------------------------ the paper's fields
+#: the fields of the paper's four methods and the episode term (spec section 8), in the order ``to_dict`` lists them
+PAPER_FIELDS = (
+    # GraphGPO return (eq. 1)
+    _field("c", 10.0, float, "c of eq. 1, r^G = c * gamma_G^d(s_{t+1}, g), and of r^M (eq. 20).", non_negative),
+    _field("gamma_g", 0.2, float, "gamma_G of eq. 1, the decay of r^G per hop to g.", unit_interval),
+    _field("graph_distance_offset", 0, int, """hops added to d(s_{t+1}, g) in eq. 1, 0 or 1: 0 (the spec, and the
+        public GraphGPO recipe: r^G = c * gamma_G^d(s_{t+1}, g), c on the winning row) or 1 (the GraphGPO paper's
+        eq. 4: c * gamma_G^(d(s_{t+1}, g) + 1)). Unreachable stays unreachable.""", zero_or_one),
+    _field("graph_unreachable", "zero", ("zero", "max_plus_one"), """r^G (eq. 1) of a row whose s_{t+1} cannot reach
+        g: "zero" (the spec and the paper: the distance is infinite, r^G = 0; a group without a success has r^G = 0
+        everywhere) or "max_plus_one" (verl-agent's GraphGPO recipe, all_to_target_shortest_paths: such a node is at
+        distance (the largest finite d(., g) in its group, g's 0 included) + 1, then graph_distance_offset is added;
+        in a group without a success every node is at 0 + 1, so r^G = c * gamma_G on every row, which normalises to
+        0 unless graph_penalty moves some rows). Only r^G reads it: PCC's dd(e) (eq. 15) and the node table's dist
+        keep the search's distances (-1: unreachable)."""),
+    _field("graph_penalty", "none", ("none", "return"), """where invalid_penalty enters r^G (eq. 1; PENALTY_PLACES):
+        "none" (the spec and the paper: the episode score only) or "return" (verl-agent's GraphGPO recipe trainer,
+        its apply_invalid_action_penalty on step_rewards, which hold r^G there: r^G_t - invalid_penalty on an
+        invalid row, in every group, an all-fail one too; r^M (eq. 20) is built on the penalised r^G)."""),
+    # potentials and shaping (eqs. 7-10, 20)
+    _field("omega", 0.2, float, "omega of eqs. 7, 8, 19: a potential's decay per hop to its candidate.",
+           unit_interval),
+    _field("gamma_phi", 1.0, float, "gamma_Phi of the shaping terms delta+ / delta- (eqs. 9-10).", unit_interval),
+    _field("lam", 0.25, float, "lambda of r^M = r^G + c * lambda * (delta+ - delta-) (eq. 20).", non_negative),
+    _field("w_pos", 1.0, float, "w+ of delta+ (eq. 9).", non_negative),
+    _field("w_neg", 0.25, float, "w- of delta- (eq. 10).", non_negative),
+    # milestone / trap scores (eqs. 2-6)
+    _field("w_s", 1.0, float, "w_s, the weight of the lift l+(v) in S0+(v) (eq. 5).", non_negative),
+    _field("w_m", 1.0, float, "w_m, the weight of the coverage m(v) in S0+(v) (eq. 5).", non_negative),
+    _field("w_c", 0.25, float, "w_c, the weight of the centrality C(v) in S0+(v) (eq. 5).", non_negative),
+    _field("w_f", 1.0, float, "w_f, the weight of the lift l-(v) in S-(v) (eq. 6).", non_negative),
+    _field("w_l", 0.25, float, "w_l, the weight of f-(v) * L(v) in S-(v) (eq. 6).", non_negative),
+    _field("min_node_support", 1, int, "won trajectories a milestone candidate needs (S+, eq. 2).",
+           trajectory_count),
+    _field("degree_self_loops", True, bool, """deg(v) of C(v) (eq. 5) counts a self-loop (v, v): once in the
+        in-degree and once in the out-degree (the paper: C(v) is v's in-degree plus out-degree; spec section 12,
+        point 2). False (the spec [decided]): self-loops not counted. Edges into g count either way."""),
+    _field("degree_max_with_sink", True, bool, """the max of deg that C(v) (eq. 5) is divided by runs over the
+        success-visited nodes with g among them (the paper: every won trajectory visits g; point 3): deg(g) = its
+        distinct incoming edges. False (the spec [decided]): g is in no max-normaliser. g is never a milestone
+        either way."""),
+    _field("min_trap_visits", 2, int, "failed trajectories a trap candidate needs without a revisit (S-, eq. 6).",
+           trajectory_count),
+    _field("min_trap_score", 0.10, float, "the least S-(v) of a trap (eq. 6).", non_negative),
+    # progress-contrastive calibration (eqs. 11-19)
+    _field("evidence_self_loops", True, bool, """a self-loop (v, v) is an incoming edge of v in the branch evidence
+        b(v) (eq. 14) and the progress evidence psi~(v) (eq. 16) (the paper: every incoming e = (u, v); point 4).
+        False (the spec [decided]): u != v there. A self-loop is a branch of v in eq. 12 either way."""),
+    _field("progress_max_with_sink", True, bool, """g's own psi~ (its incoming edges u -> g, eq. 16) is in the max
+        over all nodes V_q that psi-bar is divided by (the paper; point 5), and psi-bar(g) is reported as psi~(g) /
+        that max. False (the spec [decided]): the max over the nodes other than g, psi-bar(g) = 0. g is never a
+        milestone either way."""),
+    _field("a_d", 1.0, float, "a_d, the weight of the distance gain dd(e) in psi(e) (eq. 15).", non_negative),
+    _field("a_s", 1.0, float, "a_s, the weight of p+(v) - p_q+ in psi(e) (eq. 15).", non_negative),
+    _field("a_f", 1.0, float, "a_f, the weight of the failure lift l-(e) in psi(e) (eq. 15).", non_negative),
+    _field("w_bc", 1.0, float, "w_bc, the weight of b(v) in E(v) (eq. 17).", non_negative),
+    _field("w_pg", 1.0, float, "w_pg, the weight of psi-bar(v) in E(v) (eq. 17).", non_negative),
+    _field("w_pcc", 1.0, float, "w_pcc of S_pcc+ = S0+ * (1 + w_pcc * E) (eq. 18).", non_negative),
+    _field("theta_m", 1.1, float, "theta_m: a candidate with m(v) >= theta_m is retained (eq. 18).", non_negative),
+    _field("kappa_bc", 0, int, "kappa_bc, 0 or 1: 1 retains a candidate with b(v) > 0 (eq. 18).", zero_or_one),
+    _field("rho", 0.0, float, "rho: S_pcc+ = rho * S0+ for a candidate not retained (eq. 18).", non_negative),
+    # advantage (eqs. 21-22)
+    _field("eta", 0.20, float, "eta of A = w_step * (A^G + eta * A^res) + w_ep * Norm_q(Z) (eq. 22).", non_negative),
+    _field("w_step", 1.0, float, "w_step of eq. 22 (GraphGPO, MileGPO).", non_negative),
+    _field("w_ep", 1.0, float, "w_ep of eq. 22 (GraphGPO, MileGPO).", non_negative),
+    _field("norm", "mean_std", NORMS, """Norm of eqs. 21-22 (and of every method's step groups): "mean_std" (x -
+        mean) / (std + norm_eps), sample std, or "mean" x - mean.""", every_method=True),
+    _field("norm_eps", 1e-6, float, "eps of Norm's std (eqs. 21-22).", non_negative, every_method=True),
+    _field("invalid_penalty", 0.1, float, "subtracted from the episode score Z of an invalid row (eq. 22; "
+           "episode_penalty says how; each method's <term>_penalty where else).", non_negative, every_method=True),
+    _field("episode_penalty", "row", ("row", "trajectory"), """how invalid_penalty enters the episode score Z (eq.
+        22): "row" (the spec): Z of a row is its trajectory's summed reward, minus invalid_penalty when that row is
+        invalid; "trajectory" (the public GraphGPO recipe): every row of a trajectory gets its return, the summed
+        reward minus invalid_penalty times the trajectory's number of invalid rows (10 * success - 0.1 * n_invalid
+        on ALFWorld, where the winning row's reward is 10 and every other is 0).""", every_method=True),
+    _field("episode_norm_over", "rows", ("rows", "trajectories"), """what Norm_q (eq. 22) standardises over in a
+        task group: "rows" (the spec, and the recipe's original helper): the Z of every row, a trajectory's score
+        counted once per row (long trajectories weigh more); "trajectories" (the public GraphGPO recipe): the K
+        trajectory returns, once each, the value broadcast to the trajectory's rows. "trajectories" needs
+        episode_penalty="trajectory" (one score per trajectory).""", every_method=True),
+    _field("episode_single_value", "unit", ("unit", "zero"), """Norm_q (eq. 22) of a group holding one value (one
+        row under "rows", one trajectory under "trajectories"): "unit" (the spec, verl-agent's episode_norm_reward:
+        mean 0, std 1, the value itself / (1 + norm_eps)) or "zero" (the public GraphGPO recipe: 0, as for zero
+        variance).""", every_method=True),
+    # GiGPO baseline (spec section 9)
+    _field("gamma", 0.95, float, "gamma of GiGPO's and HGPO's step return R_t = sum_k gamma^(k-t) r_k.",
+           unit_interval),
+    _field("step_weight", 1.0, float, "GiGPO's A = Norm_q(Z) + step_weight * Norm_{q,s}(R_t).", non_negative),
+    _field("step_penalty", "none", PENALTY_PLACES, """where invalid_penalty enters GiGPO's step return R_t
+        (PENALTY_PLACES): "none" (the spec: the episode score only); "reward" (the public GraphGPO recipe's GiGPO:
+        R_t = sum_{k >= t} gamma^(k-t) (reward_k - invalid_penalty * invalid_k), so the penalty is discounted into
+        the trajectory's earlier rows); "return" (verl-agent's trainer, apply_invalid_action_penalty on its
+        step_rewards, on in its example scripts: R_t - invalid_penalty on an invalid row, after discounting)."""),
+    _field("threshold_tol", 1e-12, float, """the thresholds "x > 0" and "x >= theta" of eqs. 6, 14, 16, 18 are taken
+        as x > tol and x >= theta - tol, so that a value mathematically on the threshold is not moved across it by a
+        rounding residue (e.g. a sibling mean of three equal 1/3s).""", non_negative),
+)
+declare_fields(*PAPER_FIELDS)
+
 #: the switches between the paper's text and the spec's [decided] reading (spec section 12, points 2-5): True is
 #: the paper's (the defaults, ``ALFWORLD_PAPER``), False the spec's (``ALFWORLD_SPEC``)
-PAPER_READING = ("centrality_self_loops", "centrality_norm_with_sink", "incoming_self_loops",
-                 "progress_norm_with_sink")
-#: the CreditConfig fields that take one of a few names, with those names (the spec's first)
-CHOICES = {
-    "norm": NORMS,
-    "episode_penalty": ("row", "trajectory"),
-    "episode_norm_over": ("rows", "trajectories"),
-    "episode_single_value": ("unit", "zero"),
-    "graph_unreachable": ("zero", "max_plus_one"),
-}
-#: HGPO's and G2PO's switches and choices (their fields close :class:`CreditConfig`; issue 42)
-BOOL_FIELDS += ("hgpo_base_group", "g2po_nc_penalty")
-CHOICES.update({
-    "hgpo_std": ("population", "sample"),
-    "hgpo_penalty": ("step_return", "reward", "none"),
-    "g2po_episode": ("row", "trajectory"),
-    "g2po_failure_next": ("zero", "node"),
-})
-#: BEACON's switch and choice (its fields close :class:`CreditConfig`; issue 47)
-BOOL_FIELDS += ("beacon_step_penalty",)
-CHOICES["beacon_mode"] = ("mean", "mean_std")
+PAPER_READING = ("degree_self_loops", "degree_max_with_sink", "evidence_self_loops", "progress_max_with_sink")
 
 
-@dataclass(frozen=True)
+def choices() -> dict[str, tuple[str, ...]]:
+    """The CreditConfig fields that take one of a few names, with those names (the spec's first)."""
+    return {name: f.kind for name, f in CONFIG_FIELDS.items() if isinstance(f.kind, tuple)}
+
+
+def check_value(f: ConfigField, v: Any) -> None:
+    """Refuse value ``v`` of field ``f``: a TypeError for the wrong kind, a ValueError out of range, each naming
+    ``CreditConfig.<name>``."""
+    name = f.name
+    if isinstance(f.kind, tuple):
+        if not isinstance(v, str) or v not in f.kind:
+            raise ValueError(f"CreditConfig.{name} must be one of {f.kind}, got {v!r}")
+        return
+    if f.kind is bool:
+        if not isinstance(v, bool):
+            raise TypeError(f"CreditConfig.{name} must be a bool, got {type(v).__name__} {v!r}")
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"CreditConfig.{name} must be a number, got {type(v).__name__} {v!r}")
+    if f.kind is int and not isinstance(v, int):  # a count or a 0/1 switch: 1.0 failed in the kernels
+        raise TypeError(f"CreditConfig.{name} must be an int, got {type(v).__name__} {v!r}")
+    float_max = sys.float_info.max  # a number field given a larger int (c: 10**400) overflowed at the first step
+    if isinstance(v, int) and f.kind is not int and not -float_max <= v <= float_max:
+        shown = f"{str(v)[:12]}... ({len(str(abs(v)))} digits)" if len(str(v)) > 24 else str(v)
+        raise ValueError(f"CreditConfig.{name} must be finite as a float (|x| <= {float_max:.4g}), got {shown}")
+    if v != v or v in (math.inf, -math.inf):
+        raise ValueError(f"CreditConfig.{name} must be finite, got {v}")
+    if f.check is not None:
+        f.check(name, v)
+
+
+def _check_episode_term(config: "CreditConfig") -> None:
+    if config.episode_norm_over == "trajectories" and config.episode_penalty != "trajectory":
+        raise ValueError("CreditConfig.episode_norm_over='trajectories' needs episode_penalty='trajectory' (one "
+                         f"score per trajectory to standardise), got episode_penalty={config.episode_penalty!r}")
+
+
 class CreditConfig:
-    """Parameters of the MileGPO estimator and its baselines (spec section 8).
+    """Parameters of the MileGPO estimator and its baselines (spec section 8): one value per field of the registry
+    (:data:`milegpo.credit.registry.CONFIG_FIELDS`; :func:`help_text` lists them with their help), read as attributes.
 
-    Field names follow the spec's symbols: ``lam`` is lambda, ``w_pos``/``w_neg`` are
-    w+/w-, ``gamma_g`` is gamma_G, ``gamma_phi`` is gamma_Phi.
-    """
+    Field names follow the spec's symbols: ``lam`` is lambda, ``w_pos``/``w_neg`` are w+/w-, ``gamma_g`` is
+    gamma_G, ``gamma_phi`` is gamma_Phi. Frozen, compared and hashed by value; every value is checked where it
+    enters (a TypeError or ValueError naming ``CreditConfig.<field>``). A field declared after a config was built
+    (a method registered later) reads its default there.
 
-    # GraphGPO return (eq. 1)
-    c: float = 10.0
-    gamma_g: float = 0.2
-    #: hops added to d(s_{t+1}, g) in eq. 1, 0 or 1: 0 (the spec, and the public GraphGPO recipe:
-    #: r^G = c * gamma_G^d(s_{t+1}, g), c on the winning row) or 1 (the GraphGPO paper's eq. 4:
-    #: c * gamma_G^(d(s_{t+1}, g) + 1)). Unreachable stays unreachable.
-    graph_distance_offset: int = 0
-    #: r^G of a row whose s_{t+1} cannot reach g: ``"zero"`` (the spec and the paper: the distance is
-    #: infinite, r^G = 0; a group without a success has r^G = 0 everywhere) or ``"max_plus_one"`` (verl-agent's
-    #: GraphGPO recipe, ``all_to_target_shortest_paths``: such a node is at distance (the largest finite d(., g)
-    #: in its group, g's 0 included) + 1, then ``graph_distance_offset`` is added; in a group without a success
-    #: g is still at distance 0 and every node at 0 + 1, so r^G = c * gamma_G on every row, which normalises to
-    #: 0 unless ``invalid_penalty_on_graph_return`` moves some rows). Only r^G reads it: PCC's dd(e) (eq. 15)
-    #: and the node table's ``dist`` keep the search's distances (-1: unreachable).
-    graph_unreachable: str = "zero"
-    #: verl-agent's GraphGPO recipe trainer: ``invalid_penalty`` is also subtracted from an invalid row's graph
-    #: return, r^G_t - invalid_penalty (its ``apply_invalid_action_penalty`` on ``step_rewards``, which hold
-    #: r^G there), in every group, an all-fail one too; r^M (eq. 20) is built on the penalised r^G. Off (the
-    #: spec and the paper): the penalty enters the episode score only.
-    invalid_penalty_on_graph_return: bool = False
-    # potentials and shaping (eqs. 7-10, 20)
-    omega: float = 0.2
-    gamma_phi: float = 1.0
-    lam: float = 0.25
-    w_pos: float = 1.0
-    w_neg: float = 0.25
-    # milestone / trap scores (eqs. 5-6)
-    w_s: float = 1.0
-    w_m: float = 1.0
-    w_c: float = 0.25
-    w_f: float = 1.0
-    w_l: float = 0.25
-    min_node_support: int = 1
-    #: deg(v) of C(v) (eq. 5) counts a self-loop (v, v): once in the in-degree and once in the out-degree (the
-    #: paper: C(v) is v's in-degree plus out-degree; spec section 12, point 2). False (the spec [decided]):
-    #: self-loops not counted. Edges into g count either way.
-    centrality_self_loops: bool = True
-    #: the success sink g belongs to the set C(v) is max-normalised over (the paper: the largest degree over
-    #: the success-visited states, and every won trajectory visits g; point 3): deg(g) = its distinct incoming
-    #: edges. False (the spec [decided]): g is in no max-normaliser. g is never a milestone either way.
-    centrality_norm_with_sink: bool = True
-    min_trap_visits: int = 2
-    min_trap_score: float = 0.10
-    # progress-contrastive calibration (eqs. 11-19)
-    #: a self-loop (v, v) is an incoming edge of v in b(v) (eq. 14) and psi~(v) (eq. 16) (the paper: every
-    #: incoming e = (u, v); point 4). False (the spec [decided]): u != v there. A self-loop is a branch of v in
-    #: eq. 12 either way.
-    incoming_self_loops: bool = True
-    #: g's own psi~ (its incoming edges u -> g, eq. 16) belongs to psi-bar's normaliser, the max over all nodes
-    #: V_q of the group (the paper; point 5), and psi-bar(g) is reported as psi~(g) / that max. False (the spec
-    #: [decided]): the max over the nodes other than g, psi-bar(g) = 0. g is never a milestone either way.
-    progress_norm_with_sink: bool = True
-    a_d: float = 1.0
-    a_s: float = 1.0
-    a_f: float = 1.0
-    w_bc: float = 1.0
-    w_pg: float = 1.0
-    w_pcc: float = 1.0
-    theta_m: float = 1.1
-    kappa_bc: int = 0
-    rho: float = 0.0
-    # advantage (eqs. 21-22)
-    eta: float = 0.20
-    w_step: float = 1.0
-    w_ep: float = 1.0
-    norm: str = "mean_std"
-    norm_eps: float = 1e-6
-    invalid_penalty: float = 0.1
-    #: where ``invalid_penalty`` enters the episode score Z (eq. 22): ``"row"`` (the spec): Z of a row is its
-    #: trajectory's summed reward, minus ``invalid_penalty`` when that row is invalid; ``"trajectory"`` (the
-    #: public GraphGPO recipe): every row of a trajectory gets its return, the summed reward minus
-    #: ``invalid_penalty`` times the trajectory's number of invalid rows (10 * success - 0.1 * n_invalid on
-    #: ALFWorld, where the winning row's reward is 10 and every other is 0)
-    episode_penalty: str = "row"
-    #: what Norm_q (eq. 22) standardises over in a task group: ``"rows"`` (the spec, and the recipe's original
-    #: helper): the Z of every row, a trajectory's score counted once per row (long trajectories weigh more);
-    #: ``"trajectories"`` (the public GraphGPO recipe): the K trajectory returns, once each, the value
-    #: broadcast to the trajectory's rows. ``"trajectories"`` needs ``episode_penalty="trajectory"`` (one
-    #: score per trajectory).
-    episode_norm_over: str = "rows"
-    #: Norm_q of a group holding one value (one row under ``"rows"``, one trajectory under
-    #: ``"trajectories"``): ``"unit"`` (the spec, verl-agent's episode_norm_reward: mean 0, std 1, the value
-    #: itself / (1 + norm_eps)) or ``"zero"`` (the public GraphGPO recipe: 0, as for zero variance)
-    episode_single_value: str = "unit"
-    # GiGPO baseline (spec section 9)
-    gamma: float = 0.95
-    step_weight: float = 1.0
-    #: verl-agent parity (GiGPO): also subtract ``invalid_penalty`` from an invalid row's step return R_t,
-    #: after discounting, as verl-agent's trainer does (``apply_invalid_action_penalty`` on its
-    #: ``step_rewards``, on in its example scripts). Off (the spec): the penalty enters the episode score only.
-    invalid_penalty_on_step_return: bool = False
-    #: the public GraphGPO recipe's GiGPO: a row's immediate reward is its reward minus ``invalid_penalty`` when
-    #: it is invalid, before discounting (so the penalty is discounted into the trajectory's earlier rows:
-    #: R_t = sum_{k >= t} gamma^(k-t) (reward_k - invalid_penalty * invalid_k)). Off (the spec): R_t sums the
-    #: rewards alone. Not together with ``invalid_penalty_on_step_return`` (the penalty would count twice).
-    invalid_penalty_in_step_reward: bool = False
-    #: thresholds "x > 0" and "x >= theta" are taken as x > tol and x >= theta - tol
-    #: so that a value that is mathematically on the threshold is not moved across
-    #: it by a rounding residue (e.g. a sibling mean of three equal 1/3s).
-    threshold_tol: float = 1e-12
-    # HGPO (docs/algorithm.md "HGPO"; defaults: the official ALFWorld / WebShop scripts, verl-agent recipe/hgpo)
-    #: K, the depths of history: steps are grouped by their last m states, m = 1..K + 1 (0: GiGPO's step groups)
-    hgpo_history: int = 2
-    #: alpha, the exponent of a level's weight L^alpha (0: the levels weigh the same)
-    hgpo_alpha: float = 1.0
-    #: the std of a level's mean_std normalisation: ``"population"`` (the code: divide by n) or ``"sample"``
-    hgpo_std: str = "population"
-    #: L = m + ``hgpo_weight_shift`` for the group of the last m states: 1 (the code: 2 : 3 : 4 for K = 2) or 0
-    #: (the paper's k + 1: 1 : 2 : 3)
-    hgpo_weight_shift: int = 1
-    #: the code's ``base_group``: GRPO's Norm_q(Z) enters the weighted mean as one more level (L = 1); off in the scripts
-    hgpo_base_group: bool = False
-    #: where ``invalid_penalty`` enters HGPO's step return: ``"step_return"`` (the code: off the invalid row's own
-    #: discounted return), ``"reward"`` (off its reward, before discounting) or ``"none"``
-    hgpo_penalty: str = "step_return"
-    #: the eps of the level weights' denominator, sum of the kept L^alpha + eps
-    hgpo_weight_eps: float = 1e-6
-    # G2PO (docs/algorithm.md "G2PO"; defaults: the official scripts, Nala-YN/G2PO g2po/core_g2po.py)
-    #: w in A = A_EP + w * (A_NC + A_EC) (0: GRPO)
-    g2po_w: float = 1.0
-    #: the discount of a visit's value v = gamma^(T - t) * R (the code's literal 0.95, not ``gamma``)
-    g2po_gamma: float = 0.95
-    #: V' of a won trajectory's last row (the code's SUCCESS_REWARD, undiscounted)
-    g2po_success_value: float = 10.0
-    #: V' of a lost trajectory's last row
-    g2po_failure_value: float = 0.0
-    #: A_EP: ``"row"`` (the code: GRPO's Norm_q(Z), ``episode_*`` fields) or ``"trajectory"`` (the paper: the
-    #: trajectories' summed rewards, once each, no penalty; one trajectory: 0)
-    g2po_episode: str = "row"
-    #: take ``invalid_penalty`` off an invalid row's x = V' in A_NC (the code); off: the paper
-    g2po_nc_penalty: bool = True
-    #: V' of a lost trajectory's last row: ``"zero"`` (the code: ``g2po_failure_value``) or ``"node"`` (V of the
-    #: node of its last next_state, ``g2po_failure_value`` where no row of the group is in that state)
-    g2po_failure_next: str = "zero"
-    # BEACON (docs/algorithm.md "BEACON"; defaults: the official ALFWorld script, ZJU-REAL/BEACON migpo/core_migpo.py;
-    # presets beacon_webshop / beacon_scienceworld: its other scripts)
-    #: gamma of the segment reward r_t = 10 * gamma^(m_k - t) toward the segment's milestone step m_k
-    beacon_gamma: float = 0.9
-    #: w in A = A_ep + w * A_seg
-    beacon_weight: float = 10.0
-    #: how both terms normalise (the code's ``mode``): ``"mean"`` (``mean_norm``, every script) or ``"mean_std"``
-    #: (``mean_std_norm``: divided by the sample std + ``norm_eps``); BEACON reads it instead of ``norm``
-    beacon_mode: str = "mean"
-    #: take ``invalid_penalty`` off an invalid row's segment reward (the code's trainer); off: the milestones alone
-    beacon_step_penalty: bool = True
+    :attr:`changed`: the fields named since the preset this config came from (``CreditConfig(eta=0.5)``,
+    ``.replace(eta=0.5)``, ``from_dict``), which :func:`milegpo.credit.estimate` refuses when the method does not
+    read them (:func:`milegpo.credit.check_fields`); a preset changes none (:meth:`as_preset`)."""
 
-    def __post_init__(self) -> None:
-        import sys
+    def __init__(self, **values: Any) -> None:
+        unknown = sorted(set(values) - set(CONFIG_FIELDS))
+        if unknown:
+            raise TypeError(f"CreditConfig got unknown field(s) {unknown}; known fields: {sorted(CONFIG_FIELDS)}")
+        self._build(values, frozenset(values), None)
 
-        float_max = sys.float_info.max  # a number field given a larger int (c: 10**400) overflowed at the first step
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if f.name in CHOICES:
-                if v not in CHOICES[f.name]:
-                    raise ValueError(f"CreditConfig.{f.name} must be one of {CHOICES[f.name]}, got {v!r}")
-                continue
-            if f.name in BOOL_FIELDS:
-                if not isinstance(v, bool):
-                    raise TypeError(f"CreditConfig.{f.name} must be a bool, got {type(v).__name__} {v!r}")
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise TypeError(f"CreditConfig.{f.name} must be a number, got {type(v).__name__} {v!r}")
-            if f.type in ("int", int) and not isinstance(v, int):  # a count or a 0/1 switch: 1.0 failed in the kernels
-                raise TypeError(f"CreditConfig.{f.name} must be an int, got {type(v).__name__} {v!r}")
-            if isinstance(v, int) and f.type not in ("int", int) and not -float_max <= v <= float_max:
-                shown = f"{str(v)[:12]}... ({len(str(abs(v)))} digits)" if len(str(v)) > 24 else str(v)
-                raise ValueError(f"CreditConfig.{f.name} must be finite as a float (|x| <= {float_max:.4g}), got "
-                                 f"{shown}")
-            if v != v or v in (float("inf"), float("-inf")):
-                raise ValueError(f"CreditConfig.{f.name} must be finite, got {v}")
-        for name in ("gamma_g", "omega", "gamma_phi", "gamma"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"CreditConfig.{name} must be in [0, 1], got {v}")
-        for name in (
-            "c", "lam", "w_pos", "w_neg", "w_s", "w_m", "w_c", "w_f", "w_l", "min_trap_score",
-            "a_d", "a_s", "a_f", "w_bc", "w_pg", "w_pcc", "theta_m", "rho", "eta", "w_step",
-            "w_ep", "norm_eps", "invalid_penalty", "step_weight", "threshold_tol",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"CreditConfig.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("min_node_support", "min_trap_visits"):
-            v = getattr(self, name)
-            if int(v) != v or not 1 <= v <= MAX_COUNT:
-                raise ValueError(f"CreditConfig.{name} must be a whole number in [1, {MAX_COUNT}] (a count of "
-                                 f"trajectories), got {v}")
-        for name in ("kappa_bc", "graph_distance_offset"):
-            if getattr(self, name) not in (0, 1):
-                raise ValueError(f"CreditConfig.{name} must be 0 or 1, got {getattr(self, name)}")
-        if self.episode_norm_over == "trajectories" and self.episode_penalty != "trajectory":
-            raise ValueError("CreditConfig.episode_norm_over='trajectories' needs episode_penalty='trajectory' (one "
-                             f"score per trajectory to standardise), got episode_penalty={self.episode_penalty!r}")
-        if self.invalid_penalty_in_step_reward and self.invalid_penalty_on_step_return:
-            raise ValueError("CreditConfig.invalid_penalty_in_step_reward and invalid_penalty_on_step_return are both "
-                             "on: the step return would take the invalid-action penalty twice; choose one")
-        _check_hgpo_g2po(self)
-        _check_beacon(self)
+    def _build(self, values: dict[str, Any], changed: frozenset, world: str | None) -> None:
+        for name, f in CONFIG_FIELDS.items():
+            v = values.get(name, f.default_in(world))
+            check_value(f, v)
+            object.__setattr__(self, name, v)
+        object.__setattr__(self, "_changed", changed)
+        object.__setattr__(self, "_world", world)
+        _check_episode_term(self)
+        for check in config_checks():
+            check(self)
+
+    def __getattr__(self, name: str) -> Any:
+        # only for a name the instance lacks: a field declared after it was built reads its default there (its
+        # world's, :attr:`ConfigField.world_defaults`, in a world's preset)
+        if not name.startswith("_") and name in CONFIG_FIELDS:
+            return CONFIG_FIELDS[name].default_in(self.__dict__.get("_world"))
+        raise AttributeError(f"CreditConfig has no field {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}: a CreditConfig is frozen (use .replace)")
+
+    __delattr__ = __setattr__
+
+    @property
+    def world(self) -> str | None:
+        """The benchmark whose preset this config comes from (``"alfworld"``, ``"webshop"``; None for one built from
+        nothing, ``CreditConfig(...)``): a method's field whose official value differs per benchmark reads that
+        world's value (:attr:`~milegpo.credit.registry.ConfigField.world_defaults`) when this config does not set
+        it. Kept by :meth:`replace` and :meth:`as_preset`."""
+        return self.__dict__.get("_world")
+
+    @property
+    def changed(self) -> frozenset:
+        """The fields named since the preset this config came from (empty for a preset)."""
+        return self._changed
+
+    def values(self) -> dict[str, Any]:
+        """field -> value of every declared field, in declaration order."""
+        return {name: getattr(self, name) for name in CONFIG_FIELDS}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CreditConfig):
+            return NotImplemented
+        return self.values() == other.values()
+
+    def __hash__(self) -> int:
+        # the fields off their defaults: the hash stays when a method registered later declares more fields
+        return hash(tuple((name, v) for name, v in self.values().items() if v != CONFIG_FIELDS[name].default))
+
+    def __repr__(self) -> str:
+        return f"CreditConfig({', '.join(f'{name}={v!r}' for name, v in self.values().items())})"
 
     def replace(self, **changes: Any) -> "CreditConfig":
-        """A copy with some fields changed; an unknown field name is an error."""
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(changes) - known)
+        """A copy with some fields changed (they join :attr:`changed`); an unknown field name is an error."""
+        unknown = sorted(set(changes) - set(CONFIG_FIELDS))
         if unknown:
-            raise ValueError(f"unknown CreditConfig field(s) {unknown}; known fields: {sorted(known)}")
-        return dataclasses.replace(self, **changes)
+            raise ValueError(f"unknown CreditConfig field(s) {unknown}; known fields: {sorted(CONFIG_FIELDS)}")
+        out = object.__new__(CreditConfig)
+        out._build({**self.values(), **changes}, self._changed | frozenset(changes), self.world)
+        return out
+
+    def as_preset(self) -> "CreditConfig":
+        """The same values as a preset: no field counts as changed (a config shared by several methods, each of
+        which reads its own fields)."""
+        out = object.__new__(CreditConfig)
+        out._build(self.values(), frozenset(), self.world)
+        return out
+
+    def in_world(self, world: str) -> "CreditConfig":
+        """The same values as a preset of ``world`` (see :attr:`world`)."""
+        out = object.__new__(CreditConfig)
+        out._build(self.values(), frozenset(), world)
+        return out
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], base: "CreditConfig | None" = None) -> "CreditConfig":
         return (base or cls()).replace(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return self.values()
 
 
-#: The largest magnitude of a G2PO value or weight (see :func:`_check_hgpo_g2po`).
-G2PO_MAX = 1e100
+def help_text(name: str) -> str:
+    """The help of CreditConfig field ``name``, with the methods that read it."""
+    f = CONFIG_FIELDS[name]
+    return f"{f.help} Read by: {'every method' if f.every_method else ', '.join(field_readers(name)) or 'no method'}."
 
 
-def _check_hgpo_g2po(config: CreditConfig) -> None:
-    """The ranges of the HGPO and G2PO fields (their types are checked with the others')."""
-    if int(config.hgpo_history) != config.hgpo_history or not 0 <= config.hgpo_history <= 64:
-        raise ValueError(f"CreditConfig.hgpo_history must be a whole number in [0, 64] (previous states), got "
-                         f"{config.hgpo_history}")
-    if config.hgpo_weight_shift not in (0, 1):
-        raise ValueError(f"CreditConfig.hgpo_weight_shift must be 0 or 1, got {config.hgpo_weight_shift}")
-    for name in ("hgpo_alpha", "hgpo_weight_eps", "g2po_w"):
-        if getattr(config, name) < 0:
-            raise ValueError(f"CreditConfig.{name} must be >= 0, got {getattr(config, name)}")
-    if not 0.0 <= config.g2po_gamma <= 1.0:
-        raise ValueError(f"CreditConfig.g2po_gamma must be in [0, 1], got {config.g2po_gamma}")
-    import math
-    import sys
-
-    # (H5) L^alpha with L up to K + 1 + shift, summed over K + 2 items, must stay a finite float64 (1e300 was an
-    # OverflowError at the first credit step)
-    longest = int(config.hgpo_history) + 1 + config.hgpo_weight_shift
-    if longest > 1:
-        top = math.log(sys.float_info.max / (int(config.hgpo_history) + 2)) / math.log(longest)
-        if config.hgpo_alpha > top:
-            raise ValueError(f"CreditConfig.hgpo_alpha must be at most {top:.4g} with hgpo_history="
-                             f"{config.hgpo_history} (L^alpha of the longest context, L = {longest}, must be a "
-                             f"finite float64), got {config.hgpo_alpha}")
-    # (G3, G7) values and weight whose squares in the group statistics overflow gave NaN / inf advantages
-    for name in ("g2po_success_value", "g2po_failure_value", "g2po_w"):
-        if abs(getattr(config, name)) > G2PO_MAX:
-            raise ValueError(f"CreditConfig.{name} must be at most {G2PO_MAX:g} in magnitude (larger values "
-                             f"overflow float64 in the group statistics), got {getattr(config, name)}")
-
-
-def _check_beacon(config: CreditConfig) -> None:
-    """The ranges of the BEACON fields (their types are checked with the others')."""
-    if not 0.0 <= config.beacon_gamma <= 1.0:
-        raise ValueError(f"CreditConfig.beacon_gamma must be in [0, 1], got {config.beacon_gamma}")
-    if not 0.0 <= config.beacon_weight <= G2PO_MAX:  # its square in no statistic, but w * A_seg must stay finite
-        raise ValueError(f"CreditConfig.beacon_weight must be in [0, {G2PO_MAX:g}], got {config.beacon_weight}")
+def _preset(base: CreditConfig, **changes: Any) -> CreditConfig:
+    return base.replace(**changes).as_preset()
 
 
 #: The paper's estimator on ALFWorld: table 5's values and the paper's reading of the four points where its text
 #: and the spec's [decided] items differ (spec section 12, points 2-5: every field of :data:`PAPER_READING` on).
 #: The episode term keeps the row convention of the framework the paper ran on (point 1).
-ALFWORLD_PAPER = CreditConfig()
-#: The paper's estimator on WebShop: table 5's WebShop column, the paper's reading; BEACON's WebShop script's gamma
-#: and w (its own fields: no other method reads them).
-WEBSHOP_PAPER = ALFWORLD_PAPER.replace(theta_m=0.5, kappa_bc=1, rho=0.5, eta=1.0, norm="mean", beacon_gamma=0.95,
-                                       beacon_weight=1.0)
+ALFWORLD_PAPER = CreditConfig().in_world("alfworld")
+#: The paper's estimator on WebShop: table 5's WebShop column, the paper's reading (a preset of the world
+#: ``webshop``: a method's field whose WebShop script differs, BEACON's gamma and w, reads its WebShop value here).
+WEBSHOP_PAPER = _preset(ALFWORLD_PAPER, theta_m=0.5, kappa_bc=1, rho=0.5, eta=1.0, norm="mean").in_world("webshop")
 #: Table 5 under the spec's [decided] reading of the four points (every field of :data:`PAPER_READING` off):
 #: C(v) counts no self-loop and is max-normalised over success-visited nodes other than g; a self-loop enters
 #: neither b(v) (eq. 14) nor psi~(v) (eq. 16); psi-bar is normalised over the nodes other than g. It is what
@@ -322,9 +326,9 @@ WEBSHOP_PAPER = ALFWORLD_PAPER.replace(theta_m=0.5, kappa_bc=1, rho=0.5, eta=1.0
 #: figures can be reproduced and compared, paired, with the paper's reading. It changes C(v) of looping states,
 #: b(v) / psi~(v) where a state's best incoming edge is its own loop, and the scale of psi-bar (hence E(v)) in
 #: most groups with a success; r^G, the episode term and every baseline are the same.
-ALFWORLD_SPEC = ALFWORLD_PAPER.replace(**{name: False for name in PAPER_READING})
+ALFWORLD_SPEC = _preset(ALFWORLD_PAPER, **{name: False for name in PAPER_READING})
 #: WebShop's column of table 5 under the spec's reading (see :data:`ALFWORLD_SPEC`).
-WEBSHOP_SPEC = WEBSHOP_PAPER.replace(**{name: False for name in PAPER_READING})
+WEBSHOP_SPEC = _preset(WEBSHOP_PAPER, **{name: False for name in PAPER_READING})
 #: The benchmarks' default presets: the paper's estimator.
 ALFWORLD = ALFWORLD_PAPER
 WEBSHOP = WEBSHOP_PAPER
@@ -332,46 +336,44 @@ WEBSHOP = WEBSHOP_PAPER
 #: the row episode score Z = summed reward - 0.1 on an invalid row, standardised over the task group's rows
 #: (sample std, + 1e-6; one row: mean 0, std 1), R_t discounted with 0.95 and 0.1 subtracted from an invalid
 #: row's R_t after discounting, step groups by exact state, A = episode + step (weight 1): the paper's preset
-#: with ``invalid_penalty_on_step_return``. Not reproduced: float32 arithmetic and its zero-variance residue,
-#: the trainer's random duplicate rows (docs/algorithm.md section 9).
-GIGPO_REFERENCE = ALFWORLD_PAPER.replace(invalid_penalty_on_step_return=True)
+#: with ``step_penalty="return"``. Not reproduced: float32 arithmetic and its zero-variance residue, the trainer's
+#: random duplicate rows (docs/algorithm.md section 9).
+GIGPO_REFERENCE = _preset(ALFWORLD_PAPER, step_penalty="return")
 #: verl-agent's GiGPO with its WebShop script: as :data:`GIGPO_REFERENCE`, mean normalisation (``mean_norm``).
-GIGPO_REFERENCE_WEBSHOP = WEBSHOP_PAPER.replace(invalid_penalty_on_step_return=True)
+GIGPO_REFERENCE_WEBSHOP = _preset(WEBSHOP_PAPER, step_penalty="return")
 #: What verl-agent's GraphGPO recipe computes with its ALFWorld script (``recipe/GraphGPO/core_graph.py`` as its
 #: trainer calls it): GiGPO's episode term, r^G = 10 * 0.1^d(s_{t+1}, g) with a node that cannot reach g at the
 #: group's largest finite distance + 1 (a group without a success: 10 * 0.1 on every row), 0.1 subtracted from
 #: an invalid row's r^G, standardised per (group, state); A = graph + episode (weights 1). ``milegpo`` under it
 #: runs the paper's shaping on that r^G. Not reproduced: float32 and its zero-variance residue (up to 0.0074).
-GRAPHGPO_REFERENCE = ALFWORLD_PAPER.replace(gamma_g=0.1, graph_unreachable="max_plus_one",
-                                            invalid_penalty_on_graph_return=True)
+GRAPHGPO_REFERENCE = _preset(ALFWORLD_PAPER, gamma_g=0.1, graph_unreachable="max_plus_one", graph_penalty="return")
 #: verl-agent's GraphGPO recipe with its WebShop script: as :data:`GRAPHGPO_REFERENCE` with gamma_G 0.2 and
 #: ``mean_std_norm`` (the recipe's, not table 5's mean), on WebShop's table-5 shaping values.
-GRAPHGPO_REFERENCE_WEBSHOP = WEBSHOP_PAPER.replace(gamma_g=0.2, norm="mean_std", graph_unreachable="max_plus_one",
-                                                   invalid_penalty_on_graph_return=True)
+GRAPHGPO_REFERENCE_WEBSHOP = _preset(WEBSHOP_PAPER, gamma_g=0.2, norm="mean_std", graph_unreachable="max_plus_one",
+                                     graph_penalty="return")
 #: The GraphGPO recipe as a third-party reproduction's docstrings describe it (issue 33), which is NOT what
 #: verl-agent's code computes (``GRAPHGPO_REFERENCE`` is): a trajectory's return 10 * success - 0.1 * n_invalid
 #: on all its rows, standardised once per trajectory (one trajectory or zero variance: 0); r^G = 10 *
 #: 0.1^d(s_{t+1}, g), max + 1 for unreachable nodes, no penalty on r^G; GiGPO's immediate reward -0.1 on an
 #: invalid row, discounted with 0.95. Kept so that the issue-33 measurements (notes/parity.md) stay reproducible.
-GRAPHGPO_REPRODUCTION = ALFWORLD_SPEC.replace(gamma_g=0.1, graph_unreachable="max_plus_one",
-                                              episode_penalty="trajectory", episode_norm_over="trajectories",
-                                              episode_single_value="zero", invalid_penalty_in_step_reward=True)
-#: BEACON's official scripts (``ZJU-REAL/BEACON`` ``examples/migpo_trainer/run_{alfworld,webshop,sciworld}.sh``): gamma,
-#: w, the invalid-action penalty p (the trainer's ``invalid_action_penalty_coef``, on the episode score and the
-#: segment reward alike), ``mean_norm`` everywhere; each on its world's preset of the paper (ScienceWorld, which
-#: has none: the ALFWorld one). ``ALFWORLD`` / ``WEBSHOP`` hold their world's gamma and w already (p stays the
-#: paper's 0.1). In a ``milegpo train`` run ``--invalid_action_penalty`` sets p: the recipes give it.
-BEACON_ALFWORLD = ALFWORLD_PAPER.replace(beacon_gamma=0.9, beacon_weight=10.0, beacon_mode="mean", invalid_penalty=0.1)
-BEACON_WEBSHOP = WEBSHOP_PAPER.replace(beacon_gamma=0.95, beacon_weight=1.0, beacon_mode="mean", invalid_penalty=1.0)
-BEACON_SCIENCEWORLD = ALFWORLD_PAPER.replace(beacon_gamma=0.95, beacon_weight=1.0, beacon_mode="mean",
-                                             invalid_penalty=0.1)
+GRAPHGPO_REPRODUCTION = _preset(ALFWORLD_SPEC, gamma_g=0.1, graph_unreachable="max_plus_one",
+                                episode_penalty="trajectory", episode_norm_over="trajectories",
+                                episode_single_value="zero", step_penalty="reward")
 #: every preset by its name (``get_preset``, ``--credit_preset``, ``--preset``, recipes, task files)
 PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "alfworld_paper": ALFWORLD_PAPER, "webshop_paper": WEBSHOP_PAPER,
            "alfworld_spec": ALFWORLD_SPEC, "webshop_spec": WEBSHOP_SPEC, "gigpo_reference": GIGPO_REFERENCE,
            "gigpo_reference_webshop": GIGPO_REFERENCE_WEBSHOP, "graphgpo_reference": GRAPHGPO_REFERENCE,
-           "graphgpo_reference_webshop": GRAPHGPO_REFERENCE_WEBSHOP, "graphgpo_reproduction": GRAPHGPO_REPRODUCTION,
-           "beacon_alfworld": BEACON_ALFWORLD, "beacon_webshop": BEACON_WEBSHOP,
-           "beacon_scienceworld": BEACON_SCIENCEWORLD}
+           "graphgpo_reference_webshop": GRAPHGPO_REFERENCE_WEBSHOP, "graphgpo_reproduction": GRAPHGPO_REPRODUCTION}
+
+
+def add_preset(name: str, config: CreditConfig) -> CreditConfig:
+    """Name a preset of a method's own (``beacon_webshop``, registered by :mod:`milegpo.credit.beacon`): ``config``
+    as a preset under the lower-case ``name``, which every place that takes a preset's name then takes (a name
+    taken is an error). Returns the preset."""
+    if not isinstance(name, str) or not name or name.lower() != name or name in PRESETS:
+        raise ValueError(f"add_preset: {name!r} must be a new lower-case name (taken: {sorted(PRESETS)})")
+    PRESETS[name] = config.as_preset()
+    return PRESETS[name]
 
 
 def get_preset(name: str) -> CreditConfig:
@@ -388,5 +390,6 @@ def get_preset(name: str) -> CreditConfig:
 
 __all__ = ["ALFWORLD", "WEBSHOP", "ALFWORLD_PAPER", "WEBSHOP_PAPER", "ALFWORLD_SPEC", "WEBSHOP_SPEC",
            "GRAPHGPO_REFERENCE", "GRAPHGPO_REFERENCE_WEBSHOP", "GIGPO_REFERENCE", "GIGPO_REFERENCE_WEBSHOP",
-           "GRAPHGPO_REPRODUCTION", "BEACON_ALFWORLD", "BEACON_WEBSHOP", "BEACON_SCIENCEWORLD", "PRESETS", "PAPER_READING", "CHOICES", "CreditConfig", "get_preset", "VARIANTS",
-           "NORMS", "MAX_COUNT"]
+           "GRAPHGPO_REPRODUCTION", "PRESETS", "PAPER_READING", "PAPER_FIELDS", "PENALTY_PLACES", "CreditConfig",
+           "get_preset", "add_preset", "choices", "check_value", "help_text", "unit_interval", "non_negative", "zero_or_one",
+           "trajectory_count", "VARIANTS", "NORMS", "MAX_COUNT"]

@@ -25,6 +25,7 @@ import torch
 
 from .batch import FIELDS, StepBatch
 from .config import CreditConfig
+from .registry import CreditMethod
 from .result import CreditResult
 from .vectorized import credit_tables, estimate_vectorized
 
@@ -46,7 +47,7 @@ def _copy_out(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 class _GraphedEstimate:
-    def __init__(self, batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str):
+    def __init__(self, batch: StepBatch, method: CreditMethod, config: CreditConfig, variant: str, backend: str):
         order = None if batch.row_order is None else batch.row_order.clone()
         self.static = StepBatch(**{k: getattr(batch, k).clone() for k in FIELDS}, validate=False).with_row_order(order)
         device = batch.device
@@ -69,7 +70,7 @@ class _GraphedEstimate:
             raise RuntimeError(f"estimate(cuda_graph=True): capturing the {backend} credit pipeline failed "
                                f"({e}); call estimate without cuda_graph") from e
         self.outputs = self.tables.tensors()
-        self.method, self.config, self.variant, self.backend = method, config, variant, backend
+        self.method, self.config, self.variant, self.backend = method.name, config, variant, backend
 
     def __call__(self, batch: StepBatch) -> CreditResult:
         for k in FIELDS:
@@ -81,7 +82,7 @@ class _GraphedEstimate:
         return tables.result(batch, self.method, self.config, self.variant, self.backend)
 
 
-def estimate_graphed(batch: StepBatch, method: str, config: CreditConfig, variant: str,
+def estimate_graphed(batch: StepBatch, method: CreditMethod, config: CreditConfig, variant: str,
                      backend: str) -> CreditResult:
     """See :func:`milegpo.credit.estimate` with ``cuda_graph=True``."""
     if batch.device.type != "cuda":
@@ -92,7 +93,7 @@ def estimate_graphed(batch: StepBatch, method: str, config: CreditConfig, varian
     if len(batch) == 0:
         return estimate_vectorized(batch, method, config, variant, backend="triton")
     # a batch that brings its row order runs a pipeline without the row sort: its own graph
-    key = (batch.device, len(batch), method, variant, config, "triton", batch.row_order is not None)
+    key = (batch.device, len(batch), method.name, variant, config, "triton", batch.row_order is not None)
     g = _GRAPHS.get(key)
     if g is None:
         g = _GraphedEstimate(batch, method, config, variant, "triton")

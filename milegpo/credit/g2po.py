@@ -13,7 +13,7 @@ computes under its ALFWorld / WebShop scripts, the paper's readings are switches
   the trajectory won, else ``g2po_failure_value`` (or, ``g2po_failure_next="node"``, V of its
   next_state's node where rows of the group are in that state);
 - (G4) node-centric term: A_NC = Norm over the rows of the node (q, s) of x = V' - p * invalid
-  (``g2po_nc_penalty``); a one-row node: 0;
+  (``g2po_penalty="return"``; ``"none"``: x = V'); a one-row node: 0;
 - (G5) edge-centric term: A_EC = Norm over the rows of the task group of delta = V' - V(q, s); a one-row
   group: 0;
 - (G6) episode term: A_EP = Norm_q(Z), GRPO's (``g2po_episode="row"``), or the trajectories' summed
@@ -25,23 +25,19 @@ Norm is ``norm``: (x - mean) / (sample std + ``norm_eps``) or x - mean; equal va
 This module holds the plain-Python oracle (one function per equation, :func:`g2po_reference`) and the
 vectorised pipeline over :mod:`milegpo_kernels` ops (:func:`g2po_tables`): node ids by ``dense_ids``,
 visit values by a discounted scan, node means and the two normalisations by segment ops. No graph search,
-no host read on CUDA.
+no host read on CUDA. Its fields (``g2po_*``) are declared here, with its registration at the bottom.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import torch
 
 from milegpo_kernels import dense_ids, discounted_returns, episode_scores, segment_normalize, segment_sum
 
-from .config import CreditConfig
+from .config import CreditConfig, non_negative, unit_interval
 from .reference import ReferenceTerms, decayed, normalize_segment, normalize_segments
-
-if TYPE_CHECKING:  # the pipeline's types (vectorized imports the registry, which imports this module)
-    from .result import Tables
-    from .vectorized import GroupOrderedRows
+from .registry import ConfigField, CreditMethod, register
+from .vectorized import GroupOrderedRows, MethodOutput, per_trajectory_norm
 
 F64 = torch.float64
 
@@ -99,8 +95,8 @@ def reached_values(trajs: list, rows: list, values: dict, config: CreditConfig) 
 
 def node_centric_terms(rows: list, reached: dict, config: CreditConfig) -> dict:
     """(G4) A_NC = Norm over the rows of each (group, state) of x = V' - p * invalid (p only with
-    ``g2po_nc_penalty``); a one-row node: 0. Returns {row index: A_NC}."""
-    p = config.invalid_penalty if config.g2po_nc_penalty else 0.0
+    ``g2po_penalty="return"``); a one-row node: 0. Returns {row index: A_NC}."""
+    p = config.invalid_penalty if config.g2po_penalty == "return" else 0.0
     x = {i: reached[i] - p if rows[i]["invalid"] else reached[i] for i in reached}
     keys = {i: (rows[i]["group"], rows[i]["state"]) for i in x}
     return normalize_segments(x, keys, config.norm, config.norm_eps, "zero")
@@ -200,16 +196,15 @@ def node_value_terms(rows: GroupOrderedRows, visit: torch.Tensor, config: Credit
 
 
 def g2po_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
-                variant: str) -> Tables:
+                variant: str) -> MethodOutput:
     """G2PO on the (group, traj, t)-ordered rows: (G1) :func:`visit_value_terms`, (G2, G3)
     :func:`node_value_terms`, (G4, G5) two segment normalisations, (G6) GRPO's term or the trajectories',
     (G7) the sum."""
-    from .vectorized import method_tables, per_trajectory_norm
-
     ops = rows.ops
     visit = visit_value_terms(rows, config)
     value, reached, node, cap = node_value_terms(rows, visit, config)
-    x = torch.where(rows.invalid, reached - config.invalid_penalty, reached) if config.g2po_nc_penalty else reached
+    penalised = config.g2po_penalty == "return"
+    x = torch.where(rows.invalid, reached - config.invalid_penalty, reached) if penalised else reached
     a_nc = segment_normalize(x, node, cap, config.norm, config.norm_eps, "zero", **ops)
     a_ec = segment_normalize(reached - value, rows.group, rows.group_cap, config.norm, config.norm_eps, "zero", **ops)
     if config.g2po_episode == "row":
@@ -218,10 +213,52 @@ def g2po_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], con
         total = episode_scores(rows.reward, torch.zeros_like(rows.invalid), rows.traj_end, 0.0, **ops)
         a_ep = per_trajectory_norm(rows, total, config.replace(episode_single_value="zero"))
     adv = a_ep + config.g2po_w * (a_nc + a_ec)
-    return method_tables("g2po", rows, adv, {**row_values, "visit_value": visit, "node_value": value,
-                                             "next_value": reached, "a_nc": a_nc, "a_ec": a_ec, "a_ep": a_ep})
+    return MethodOutput(adv, {**row_values, "visit_value": visit, "node_value": value, "next_value": reached,
+                              "a_nc": a_nc, "a_ec": a_ec, "a_ep": a_ep})
 
 
-__all__ = ["ROW_KEYS", "g2po_reference", "g2po_tables", "visit_values", "node_values", "reached_values",
-           "node_centric_terms", "edge_centric_terms", "trajectory_episode_terms", "g2po_advantage",
+# --------------------------------------------------------------------------------------- the registration
+#: The largest magnitude of a G2PO value or weight: their squares in the group statistics overflowed float64 past it
+#: (NaN / inf advantages)
+G2PO_MAX = 1e100
+
+
+def _magnitude(name: str, v) -> None:
+    if abs(v) > G2PO_MAX:
+        raise ValueError(f"CreditConfig.{name} must be at most {G2PO_MAX:g} in magnitude (larger values "
+                         f"overflow float64 in the group statistics), got {v}")
+
+
+def _weight(name: str, v) -> None:
+    non_negative(name, v)
+    _magnitude(name, v)
+
+
+#: G2PO's CreditConfig fields (defaults: the official scripts, Nala-YN/G2PO g2po/core_g2po.py)
+G2PO_FIELDS = (
+    ConfigField("g2po_w", 1.0, "w in A = A_EP + w * (A_NC + A_EC) (G7; 0: GRPO).", float, _weight),
+    ConfigField("g2po_gamma", 0.95, "the discount of a visit's value v = gamma^(T - t) * R (G1; the code's literal "
+                "0.95, not gamma).", float, unit_interval),
+    ConfigField("g2po_success_value", 10.0, "V' of a won trajectory's last row (G3; the code's SUCCESS_REWARD, "
+                "undiscounted).", float, _magnitude),
+    ConfigField("g2po_failure_value", 0.0, "V' of a lost trajectory's last row (G3).", float, _magnitude),
+    ConfigField("g2po_episode", "row", "A_EP (G6): \"row\" (the code: GRPO's Norm_q(Z), episode_* fields) or "
+                "\"trajectory\" (the paper: the trajectories' summed rewards, once each, no penalty; one "
+                "trajectory: 0).", ("row", "trajectory")),
+    ConfigField("g2po_penalty", "return", "where invalid_penalty enters G2PO's node-centric term (G4; "
+                "PENALTY_PLACES): \"return\" (the code: off an invalid row's reached value, x = V' - "
+                "invalid_penalty) or \"none\" (the paper).", ("none", "return")),
+    ConfigField("g2po_failure_next", "zero", "V' of a lost trajectory's last row (G3): \"zero\" (the code: "
+                "g2po_failure_value) or \"node\" (V of the node of its last next_state, g2po_failure_value where no "
+                "row of the group is in that state).", ("zero", "node")),
+)
+
+register(CreditMethod(
+    "g2po", "A = Norm_q(Z) + w * (Norm_{q,s}(V') + Norm_q(V' - V(s))): node values on the group's state graph "
+    "(G2PO, arXiv 2606.22995)",
+    g2po_reference, g2po_tables, row_keys=ROW_KEYS, fields=G2PO_FIELDS))
+
+
+__all__ = ["ROW_KEYS", "G2PO_FIELDS", "G2PO_MAX", "g2po_reference", "g2po_tables", "visit_values", "node_values",
+           "reached_values", "node_centric_terms", "edge_centric_terms", "trajectory_episode_terms", "g2po_advantage",
            "visit_value_terms", "node_value_terms"]

@@ -6,9 +6,10 @@ under its ALFWorld / WebShop scripts, the paper's readings are switches (``hgpo_
 :class:`~milegpo.credit.CreditConfig`):
 
 - (H1) step return: R_t = sum_{j >= t} gamma^(j - t) r_j, minus ``invalid_penalty`` on an invalid row
-  after discounting (``hgpo_penalty="step_return"``; ``"reward"``: off the reward before; ``"none"``);
+  after discounting (``hgpo_penalty="return"``; ``"reward"``: off the reward before; ``"none"``);
 - (H2) contexts: C_m(t) = (s_{t-m+1}, ..., s_t), the trajectory's last m states, m = 1..K+1, formed only
-  where t >= m - 1 (K = ``hgpo_history``);
+  where t >= m - 1 (K = ``hgpo_history``; so a depth past the batch's longest episode T forms none, and
+  both estimators stop at m = min(K + 1, T): :func:`depth_count`);
 - (H3) groups: G_m(q, c) = the rows of task group q whose depth-m context is c;
 - (H4) level advantage: A_m = (R - mean_G R) / (std_G R + eps) (population std, ``hgpo_std``) or
   R - mean_G R (``norm="mean"``); a one-row group or equal returns: 0;
@@ -21,25 +22,24 @@ This module holds the plain-Python oracle (one function per equation, :func:`hgp
 vectorised pipeline over :mod:`milegpo_kernels` ops (:func:`hgpo_tables`): the contexts are exact
 dense ids, depth by depth (the depth-m context of a row is the depth-(m-1) context of the row before
 it plus its own state), the levels one stacked segment normalisation, the aggregation a weighted mean
-over at most K + 2 items per row. No host read on CUDA.
+over at most K + 2 items per row. No host read on CUDA (so there, on the static layout, every depth up
+to K + 1 is formed: :func:`longest_episode`). Its fields (``hgpo_*``) are declared here, with its
+registration at the bottom.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
+import sys
 
 import torch
 
 from milegpo_kernels import dense_ids, discounted_returns, segment_normalize, segment_sum
 
-from .config import CreditConfig
+from .config import PENALTY_PLACES, CreditConfig, non_negative, zero_or_one
 from .reference import ReferenceTerms, all_equal, normalize_segment
-
-if TYPE_CHECKING:  # the pipeline's types (vectorized imports the registry, which imports this module)
-    from .result import Tables
-    from .vectorized import GroupOrderedRows
+from .registry import ConfigField, CreditMethod, register
+from .vectorized import GroupOrderedRows, MethodOutput
 
 F64 = torch.float64
 
@@ -50,7 +50,7 @@ ROW_KEYS = ("episode_score", "episode_adv", "step_return", "depth1_adv")
 # --------------------------------------------------------------------------------------- the oracle
 def hgpo_step_returns(trajs: list, rows: list, config: CreditConfig) -> dict:
     """(H1) R_t = sum_{j >= t} gamma^(j - t) r_j, backward (running = r_t + gamma * running), with
-    ``hgpo_penalty``: ``"step_return"`` R_t - p on an invalid row after discounting; ``"reward"``
+    ``hgpo_penalty``: ``"return"`` R_t - p on an invalid row after discounting; ``"reward"``
     r_t - p on an invalid row before; ``"none"``. Returns {row index: R_t}."""
     p = config.invalid_penalty
     out = {}
@@ -61,7 +61,7 @@ def hgpo_step_returns(trajs: list, rows: list, config: CreditConfig) -> dict:
             if config.hgpo_penalty == "reward" and rows[i]["invalid"]:
                 reward = reward - p
             running = reward + config.gamma * running
-            out[i] = running - p if config.hgpo_penalty == "step_return" and rows[i]["invalid"] else running
+            out[i] = running - p if config.hgpo_penalty == "return" and rows[i]["invalid"] else running
     return out
 
 
@@ -115,11 +115,19 @@ def weighted_levels(items: list, config: CreditConfig) -> float:
     return out
 
 
+def depth_count(config: CreditConfig, longest: int) -> int:
+    """(H2) The depths of history formed: m = 1..K + 1, up to the batch's longest episode T (``longest``): a
+    depth m > T forms no context (t >= m - 1 holds on no row), so each of its groups is one row, its A_m is 0
+    and it is not kept (H5): the same advantages, without K + 1 - T passes that change nothing."""
+    return max(1, min(int(config.hgpo_history) + 1, int(longest)))
+
+
 def hgpo_reference(terms: ReferenceTerms) -> list:
     """HGPO, plain Python: (H1) per trajectory, (H3, H4) per task group and depth, (H5, H6) per row.
     Fills ``step_return`` and ``depth1_adv``; returns the N advantages."""
     rows, config, row_vals = terms.rows, terms.config, terms.row_vals
     n = len(rows)
+    longest = max((len(tr) for trajs in terms.groups.values() for tr in trajs), default=1)
     items: list = [[] for _ in range(n)]
     if config.hgpo_base_group:
         for i in range(n):
@@ -129,7 +137,7 @@ def hgpo_reference(terms: ReferenceTerms) -> list:
         returns.update(hgpo_step_returns(trajs, rows, config))
     depth1 = [0.0] * n
     for trajs in terms.groups.values():
-        for depth in range(1, int(config.hgpo_history) + 2):
+        for depth in range(1, depth_count(config, longest) + 1):
             for members in history_groups(trajs, rows, depth):
                 for i, a in zip(members, level_advantages([returns[i] for i in members], config)):
                     items[i].append((depth, a))
@@ -148,20 +156,35 @@ def hgpo_step_return_terms(rows: GroupOrderedRows, config: CreditConfig) -> torc
     if config.hgpo_penalty == "reward":
         reward = torch.where(rows.invalid, reward - config.invalid_penalty, reward)
     returns = discounted_returns(reward, rows.traj_end, config.gamma, **rows.ops)
-    if config.hgpo_penalty == "step_return":
+    if config.hgpo_penalty == "return":
         returns = torch.where(rows.invalid, returns - config.invalid_penalty, returns)
     return returns
 
 
-def context_ids(rows: GroupOrderedRows, depth_count: int) -> tuple[torch.Tensor, int]:
+def step_indices(rows: GroupOrderedRows) -> torch.Tensor:
+    """t of every row, (N,) int64: its distance from its trajectory's first row (rows are in (group, traj, t)
+    order)."""
+    row_ids = torch.arange(len(rows), device=rows.state.device)
+    return row_ids - torch.cummax(torch.where(rows.traj_start, row_ids, 0), 0).values
+
+
+def longest_episode(rows: GroupOrderedRows, t: torch.Tensor) -> int:
+    """The batch's longest episode T (rows) on the host layout, where reading it is free; on the GPU's static
+    layout, which reads nothing on the host (a sync, and no CUDA graph could be captured), the bound N instead:
+    every depth up to K + 1 is formed there (the same numbers; the extra depths are a few kernel launches)."""
+    if rows.static:
+        return len(rows)
+    return int(t.max()) + 1 if len(rows) else 1
+
+
+def context_ids(rows: GroupOrderedRows, t: torch.Tensor, depth_count: int) -> tuple[torch.Tensor, int]:
     """(H2, H3) the group of every row at each depth m = 1..``depth_count``: (depth_count, N) int64 ids,
     each depth's in [0, cap), and cap. Depth 1 numbers (group, s_t); depth m numbers (the depth-(m-1) id
     of the row before, s_t), exact tuples, no hash to collide; a row with t < m - 1 (its history is
-    shorter than m) gets an id of its own (a one-row group, whose advantage is 0)."""
+    shorter than m) gets an id of its own (a one-row group, whose advantage is 0). t: the rows' step
+    indices (:func:`step_indices`)."""
     n, ops = len(rows), rows.ops
     row_ids = torch.arange(n, device=rows.state.device)
-    # t of each row: its distance from its trajectory's first row (rows are in (group, traj, t) order)
-    t = row_ids - torch.cummax(torch.where(rows.traj_start, row_ids, 0), 0).values
     first = dense_ids(rows.group, rows.state, **ops)
     cap = rows.capacity(first.count, n)
     levels = [first.ids]
@@ -211,19 +234,63 @@ def weighted_level_terms(level_adv: torch.Tensor, config: CreditConfig) -> torch
 
 
 def hgpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
-                variant: str) -> Tables:
+                variant: str) -> MethodOutput:
     """HGPO on the (group, traj, t)-ordered rows: (H1) :func:`hgpo_step_return_terms`, (H2, H3)
-    :func:`context_ids`, (H4) :func:`level_advantage_terms`, (H5, H6) :func:`weighted_level_terms`."""
-    from .vectorized import method_tables
-
+    :func:`context_ids` up to :func:`depth_count`, (H4) :func:`level_advantage_terms`, (H5, H6)
+    :func:`weighted_level_terms`."""
     returns = hgpo_step_return_terms(rows, config)
-    levels, cap = context_ids(rows, int(config.hgpo_history) + 1)
+    t = step_indices(rows)
+    levels, cap = context_ids(rows, t, depth_count(config, longest_episode(rows, t)))
     level_adv = level_advantage_terms(returns, levels, cap, rows, config)
     items = torch.cat([row_values["episode_adv"].unsqueeze(0), level_adv]) if config.hgpo_base_group else level_adv
     adv = weighted_level_terms(items, config)
-    return method_tables("hgpo", rows, adv, {**row_values, "step_return": returns, "depth1_adv": level_adv[0]})
+    return MethodOutput(adv, {**row_values, "step_return": returns, "depth1_adv": level_adv[0]})
 
 
-__all__ = ["ROW_KEYS", "hgpo_reference", "hgpo_tables", "hgpo_step_returns", "history_contexts", "history_groups",
-           "level_advantages", "level_weight", "weighted_levels", "hgpo_step_return_terms", "context_ids",
-           "level_advantage_terms", "weighted_level_terms"]
+# --------------------------------------------------------------------------------------- the registration
+def _history(name: str, v) -> None:
+    if int(v) != v or not 0 <= v <= 64:
+        raise ValueError(f"CreditConfig.{name} must be a whole number in [0, 64] (previous states), got {v}")
+
+
+def check_weights(config: CreditConfig) -> None:
+    """(H5) L^alpha with L up to K + 1 + shift, summed over K + 2 items, must stay a finite float64 (1e300 was an
+    OverflowError at the first credit step)."""
+    longest = int(config.hgpo_history) + 1 + config.hgpo_weight_shift
+    if longest > 1:
+        top = math.log(sys.float_info.max / (int(config.hgpo_history) + 2)) / math.log(longest)
+        if config.hgpo_alpha > top:
+            raise ValueError(f"CreditConfig.hgpo_alpha must be at most {top:.4g} with hgpo_history="
+                             f"{config.hgpo_history} (L^alpha of the longest context, L = {longest}, must be a "
+                             f"finite float64), got {config.hgpo_alpha}")
+
+
+#: HGPO's CreditConfig fields (defaults: the official ALFWorld / WebShop scripts, verl-agent recipe/hgpo)
+HGPO_FIELDS = (
+    ConfigField("hgpo_history", 2, "K, the depths of history (H2): steps are grouped by their last m states, m = 1..K "
+                "+ 1 (0: GiGPO's step groups); depths past the batch's longest episode form no group.", int, _history),
+    ConfigField("hgpo_alpha", 1.0, "alpha, the exponent of a level's weight L^alpha (H5; 0: the levels weigh the "
+                "same).", float, non_negative),
+    ConfigField("hgpo_std", "population", "the std of a level's mean_std normalisation (H4): \"population\" (the "
+                "code: divide by n) or \"sample\".", ("population", "sample")),
+    ConfigField("hgpo_weight_shift", 1, "L = m + hgpo_weight_shift for the group of the last m states (H5): 1 (the "
+                "code: 2 : 3 : 4 for K = 2) or 0 (the paper's k + 1: 1 : 2 : 3).", int, zero_or_one),
+    ConfigField("hgpo_base_group", False, "the code's base_group: GRPO's Norm_q(Z) enters the weighted mean as one "
+                "more level, L = 1 (H5); off in the scripts.", bool),
+    ConfigField("hgpo_penalty", "return", "where invalid_penalty enters HGPO's step return R_t (H1; PENALTY_PLACES): "
+                "\"return\" (the code: off the invalid row's own discounted return), \"reward\" (off its reward, "
+                "before discounting) or \"none\".", PENALTY_PLACES),
+    ConfigField("hgpo_weight_eps", 1e-6, "the eps of the level weights' denominator, sum of the kept L^alpha + eps "
+                "(H5).", float, non_negative),
+)
+
+register(CreditMethod(
+    "hgpo", "A = sum_m w_m * Norm_{q, last m states}(R_t), w_m ~ (m + 1)^alpha: GiGPO's step groups at depths "
+    "of history 1..K+1 (HGPO, arXiv 2602.22817)",
+    hgpo_reference, hgpo_tables, row_keys=ROW_KEYS, fields=("gamma", *HGPO_FIELDS), check=check_weights))
+
+
+__all__ = ["ROW_KEYS", "HGPO_FIELDS", "hgpo_reference", "hgpo_tables", "hgpo_step_returns", "history_contexts",
+           "history_groups", "level_advantages", "level_weight", "weighted_levels", "depth_count",
+           "hgpo_step_return_terms", "step_indices", "longest_episode", "context_ids", "level_advantage_terms",
+           "weighted_level_terms", "check_weights"]

@@ -28,7 +28,8 @@ import torch
 
 from .batch import SINK, StepBatch
 from .config import CreditConfig
-from .result import BOOL_KEYS, INT_KEYS, CreditResult
+from .registry import CreditMethod, get_method
+from .result import BOOL_KEYS, INT_KEYS, CreditResult, check_advantages
 
 
 #: relative width under which a normalisation segment counts as all-equal
@@ -203,7 +204,7 @@ def return_distance(graph: RolloutGraph, dist_g: dict, node, config: CreditConfi
 def graph_return(graph: RolloutGraph, rows: list, dist_g: dict, config: CreditConfig) -> dict:
     """Eq. 1: r^G_t = c * gamma_G ^ d(s_{t+1}, g) (d as :func:`return_distance` takes it); 0 when unreachable
     or the group has no success; minus ``invalid_penalty`` on an invalid row with
-    ``invalid_penalty_on_graph_return`` (verl-agent's GraphGPO trainer), in every group.
+    ``graph_penalty="return"`` (verl-agent's GraphGPO trainer), in every group.
 
     Returns {row index: r^G}.
     """
@@ -212,7 +213,7 @@ def graph_return(graph: RolloutGraph, rows: list, dist_g: dict, config: CreditCo
         for i in tr:
             d = return_distance(graph, dist_g, rows[i]["next_state"], config)
             r = decayed(config.c, config.gamma_g, d) if d is not None else 0.0
-            out[i] = r - config.invalid_penalty if config.invalid_penalty_on_graph_return and rows[i]["invalid"] else r
+            out[i] = r - config.invalid_penalty if config.graph_penalty == "return" and rows[i]["invalid"] else r
     return out
 
 
@@ -224,8 +225,8 @@ def milestone_candidates(graph: RolloutGraph, config: CreditConfig) -> list:
 
 def node_degree(graph: RolloutGraph, config: CreditConfig) -> dict:
     """deg(v) = v's distinct incoming edges + its distinct outgoing edges, edges to g counted (eq. 5); a self-loop
-    (v, v) counts in both with ``centrality_self_loops`` (the paper), in neither without (the spec [decided])."""
-    loops = config.centrality_self_loops
+    (v, v) counts in both with ``degree_self_loops`` (the paper), in neither without (the spec [decided])."""
+    loops = config.degree_self_loops
     return {v: sum(1 for u in graph.pred[v] if loops or u != v) + sum(1 for w in graph.succ[v] if loops or w != v)
             for v in graph.nodes}
 
@@ -237,10 +238,10 @@ def coverage(graph: RolloutGraph) -> dict:
 
 def centrality(graph: RolloutGraph, config: CreditConfig) -> dict:
     """Eq. 5's C(v) = deg(v) / max deg over the success-visited nodes (0 where that max is 0): g among them
-    with ``centrality_norm_with_sink`` (the paper: every won trajectory visits g), not without (the spec).
+    with ``degree_max_with_sink`` (the paper: every won trajectory visits g), not without (the spec).
     Returns {node other than g: C(v)}."""
     deg = node_degree(graph, config)
-    with_sink = config.centrality_norm_with_sink
+    with_sink = config.degree_max_with_sink
     top = max((deg[v] for v in graph.nodes if (with_sink or v != SINK) and graph.n_pos[v] >= 1), default=0)
     return {v: (deg[v] / top if top > 0 else 0.0) for v in graph.nodes if v != SINK}
 
@@ -359,9 +360,9 @@ def branch_contrast(graph: RolloutGraph, config: CreditConfig) -> dict:
 
 def branch_evidence(graph: RolloutGraph, contrast: dict, config: CreditConfig) -> dict:
     """Eq. 14: b(v) = max c(e) over incoming e = (u, v) with c(e) > 0, else 0 (g: 0); a self-loop u = v is one
-    of them with ``incoming_self_loops`` (the paper), not without (the spec [decided])."""
+    of them with ``evidence_self_loops`` (the paper), not without (the spec [decided])."""
     tol = config.threshold_tol
-    loops = config.incoming_self_loops
+    loops = config.evidence_self_loops
     out = {}
     for v in graph.nodes:
         best = 0.0
@@ -401,13 +402,13 @@ def progress_evidence(graph: RolloutGraph, psi: dict, config: CreditConfig) -> d
     """Eq. 16: psi-bar(v) = psi~(v) / max psi~ over the group's nodes.
 
     psi~(v) = max psi(e) over incoming e = (u, v) with |T+(e)| >= 1 and psi(e) > 0, 0 otherwise; a
-    self-loop u = v is one of them with ``incoming_self_loops`` (the paper), not without (the spec). g's
-    psi~ (its edges u -> g) is in the max and psi-bar(g) = psi~(g) / max with ``progress_norm_with_sink``
+    self-loop u = v is one of them with ``evidence_self_loops`` (the paper), not without (the spec). g's
+    psi~ (its edges u -> g) is in the max and psi-bar(g) = psi~(g) / max with ``progress_max_with_sink``
     (the paper: the max over all of V_q); without it (the spec) g is left out and psi-bar(g) = 0.
     Returns {node: psi-bar}.
     """
     tol = config.threshold_tol
-    loops, with_sink = config.incoming_self_loops, config.progress_norm_with_sink
+    loops, with_sink = config.evidence_self_loops, config.progress_max_with_sink
     raw = {}
     for v in graph.nodes:
         best = 0.0
@@ -527,8 +528,8 @@ def episode_scores(trajs: list, rows: list, config: CreditConfig) -> dict:
 
 def step_reward(row: dict, config: CreditConfig) -> float:
     """GiGPO's immediate reward of a row: its reward, minus invalid_penalty on an invalid row with
-    ``invalid_penalty_in_step_reward`` (the GraphGPO recipe)."""
-    if config.invalid_penalty_in_step_reward and row["invalid"]:
+    ``step_penalty="reward"`` (the GraphGPO recipe)."""
+    if config.step_penalty == "reward" and row["invalid"]:
         return row["reward"] - config.invalid_penalty
     return row["reward"]
 
@@ -545,7 +546,7 @@ def gigpo_step_returns(trajs: list, rows: list, config: CreditConfig) -> dict:
 
 
 def penalised_step_returns(returns: dict, rows: list, config: CreditConfig) -> dict:
-    """verl-agent's GiGPO step return (``invalid_penalty_on_step_return``): R_t - invalid_penalty on an
+    """verl-agent's GiGPO step return (``step_penalty="return"``): R_t - invalid_penalty on an
     invalid row, after discounting (its trainer's ``apply_invalid_action_penalty`` on ``step_rewards``)."""
     return {i: r - config.invalid_penalty if rows[i]["invalid"] else r for i, r in returns.items()}
 
@@ -595,7 +596,7 @@ def _tensor(name: str, values: list) -> torch.Tensor:
 @dataclass
 class ReferenceTerms:
     """What every method's reference estimator starts from (:attr:`CreditMethod.reference
-    <milegpo.credit.methods.CreditMethod.reference>`): one batch, plain Python.
+    <milegpo.credit.registry.CreditMethod.reference>`): one batch, plain Python.
 
     rows: the batch's N rows (dicts of the spec's fields), input order; groups: task group -> its
     trajectories (row index lists in t order); episode_adv: row index -> Norm_q(Z) (eq. 22); row_vals:
@@ -611,17 +612,16 @@ class ReferenceTerms:
     node_vals: dict
 
 
-def estimate_reference(batch: StepBatch, method: str, config: CreditConfig, variant: str) -> CreditResult:
+def estimate_reference(batch: StepBatch, method: str | CreditMethod, config: CreditConfig,
+                       variant: str) -> CreditResult:
     """Advantages and intermediates of ``method`` on ``batch``, plain Python, per task group.
 
     batch: N rows in any order. Returns a :class:`CreditResult` with backend
     ``"reference"``: rows (N,) in input order with exactly the method's ``row_keys``; nodes
-    (V,) sorted by (group, key) with exactly its ``node_keys`` (:mod:`milegpo.credit.methods`).
+    (V,) sorted by (group, key) with exactly its ``node_keys`` (:class:`~milegpo.credit.registry.CreditMethod`).
+    The variant is the caller's to check (:func:`milegpo.credit.estimate` does).
     """
-    from .methods import check_advantages, check_method, get_method
-
-    check_method(method, variant)
-    spec = get_method(method)
+    spec = method if isinstance(method, CreditMethod) else get_method(method)
     rows = batch.rows()
     n = len(rows)
     groups = group_trajectories(rows)
@@ -636,121 +636,21 @@ def estimate_reference(batch: StepBatch, method: str, config: CreditConfig, vari
         row_vals["episode_score"][i] = z[i]
         row_vals["episode_adv"][i] = episode_adv[i]
     advantages = spec.reference(ReferenceTerms(rows, groups, config, variant, episode_adv, row_vals, node_vals))
-    advantages = check_advantages(method, advantages, n)  # a registered method's output: N finite floats
+    advantages = check_advantages(spec.name, advantages, n)  # a list of N numbers; estimate reads the values
 
     return CreditResult(
-        method=method, variant=variant, config=config, backend="reference", batch=batch,
+        method=spec.name, variant=variant, config=config, backend="reference", batch=batch,
         advantages=advantages.to(torch.float64),
         rows={k: _tensor(k, v) for k, v in row_vals.items()},
         nodes={k: _tensor(k, v) for k, v in node_vals.items()},
     )
 
 
-def grpo_reference(terms: ReferenceTerms) -> list:
-    """GRPO: A_t = Norm_q(Z) (eq. 22's episode term)."""
-    return [terms.episode_adv[i] for i in range(len(terms.rows))]
-
-
-def gigpo_reference(terms: ReferenceTerms) -> list:
-    """GiGPO (spec section 9): A_t = Norm_q(Z) + step_weight * Norm_{q,s}(R_t)."""
-    rows, config, row_vals, episode_adv = terms.rows, terms.config, terms.row_vals, terms.episode_adv
-    n = len(rows)
-    advantages = [0.0] * n
-    ret: dict = {}
-    for trajs in terms.groups.values():
-        ret.update(gigpo_step_returns(trajs, rows, config))
-    if config.invalid_penalty_on_step_return:
-        ret = penalised_step_returns(ret, rows, config)
-    step_adv = normalize_step(ret, rows, config)
-    for i in range(n):
-        row_vals["step_return"][i] = ret[i]
-        row_vals["step_adv"][i] = step_adv[i]
-        advantages[i] = episode_adv[i] + config.step_weight * step_adv[i]
-    return advantages
-
-
-def graphgpo_reference(terms: ReferenceTerms) -> list:
-    """GraphGPO: A_t = w_step * A^G + w_ep * Norm_q(Z) (eqs. 1, 21-22 with eta = 0)."""
-    return graph_reference(terms, shaped=False)
-
-
-def milegpo_reference(terms: ReferenceTerms) -> list:
-    """MileGPO: A_t = w_step * (A^G + eta * A^res) + w_ep * Norm_q(Z) (eqs. 1-22)."""
-    return graph_reference(terms, shaped=True)
-
-
-def graph_reference(terms: ReferenceTerms, shaped: bool) -> list:
-    """The rollout-graph methods: r^G and A^G per group (eq. 1, 21), and with ``shaped`` MileGPO's node
-    scores, potentials, shaping and A^res (eqs. 2-22). Fills the rows' and nodes' values; returns the
-    advantages."""
-    rows, config, variant = terms.rows, terms.config, terms.variant
-    row_vals, node_vals, episode_adv = terms.row_vals, terms.node_vals, terms.episode_adv
-    n = len(rows)
-    advantages = [0.0] * n
-    r_graph: dict = {}
-    r_shaped: dict = {}
-    deltas: dict = {}
-    offset = 0
-    for group, trajs in terms.groups.items():
-        graph = rollout_graph(group, trajs, rows)
-        dist_g = hop_distances_to(graph, SINK) if graph.has_sink else {}
-        index = {v: offset + j for j, v in enumerate(graph.nodes)}
-        offset += len(graph.nodes)
-        rg = graph_return(graph, rows, dist_g, config)
-        r_graph.update(rg)
-        for i in rg:
-            row_vals["node"][i] = index[rows[i]["state"]]
-            row_vals["next_node"][i] = index[rows[i]["next_state"]]
-        node_vals["group"] += [group] * len(graph.nodes)
-        node_vals["key"] += list(graph.nodes)
-        node_vals["is_sink"] += [v == SINK for v in graph.nodes]
-        node_vals["dist"] += [dist_g.get(v, -1) for v in graph.nodes]
-        if shaped:
-            nv = milegpo_nodes(graph, dist_g, config, variant)
-            d = shaping_terms(graph, rows, nv["phi_pos"], nv["phi_neg"], config)
-            deltas.update(d)
-            r_shaped.update(shaped_return(rg, d, config))
-            m = coverage(graph)
-            for v in graph.nodes:
-                node_vals["n_traj"].append(graph.n_traj[v])
-                node_vals["n_pos"].append(graph.n_pos[v])
-                node_vals["n_revisit"].append(graph.n_revisit[v])
-                node_vals["coverage"].append(m[v])
-                node_vals["is_milestone"].append(v in nv["s0_pos"])
-                node_vals["is_trap"].append(v in nv["traps"])
-                node_vals["s0_pos"].append(nv["s0_pos"].get(v, 0.0))
-                node_vals["s_neg"].append(nv["s_neg"].get(v, 0.0))
-                node_vals["s_pcc"].append(nv["s_pcc"].get(v, 0.0))
-                node_vals["b"].append(nv["b"][v])
-                node_vals["psi_bar"].append(nv["psi_bar"][v])
-                node_vals["retained"].append(nv["retained"].get(v, False))
-                node_vals["phi_pos"].append(nv["phi_pos"][v])
-                node_vals["phi_neg"].append(nv["phi_neg"][v])
-    a_graph = normalize_step(r_graph, rows, config)
-    for i in range(n):
-        row_vals["r_graph"][i] = r_graph[i]
-        row_vals["a_graph"][i] = a_graph[i]
-    if not shaped:
-        return [graphgpo_advantage(a_graph[i], episode_adv[i], config) for i in range(n)]
-    a_mix = normalize_step(r_shaped, rows, config)
-    for i in range(n):
-        a_res = a_mix[i] - a_graph[i]
-        row_vals["r_shaped"][i] = r_shaped[i]
-        row_vals["a_mix"][i] = a_mix[i]
-        row_vals["a_res"][i] = a_res
-        row_vals["delta_pos"][i] = deltas[i][0]
-        row_vals["delta_neg"][i] = deltas[i][1]
-        advantages[i] = milegpo_advantage(a_graph[i], a_res, episode_adv[i], config)
-    return advantages
-
-
 __all__ = [
-    "estimate_reference", "ReferenceTerms", "grpo_reference", "gigpo_reference", "graphgpo_reference",
-    "milegpo_reference", "graph_reference", "RolloutGraph", "rollout_graph", "group_trajectories", "hop_distances_to",
+    "estimate_reference", "ReferenceTerms", "RolloutGraph", "rollout_graph", "group_trajectories", "hop_distances_to",
     "graph_return", "return_distance", "milestone_candidates", "node_degree", "coverage", "centrality",
-    "milestone_scores",
-    "trap_scores", "potential", "uniform_potential", "reliability_potential", "shaping_terms",
-    "branch_contrast", "branch_evidence", "local_progress", "progress_evidence", "pcc_scores",
+    "milestone_scores", "trap_scores", "potential", "uniform_potential", "reliability_potential", "shaping_terms",
+    "branch_contrast", "branch_evidence", "local_progress", "progress_evidence", "pcc_scores", "milegpo_nodes",
     "shaped_return", "normalize_segment", "normalize_step", "normalize_episode", "episode_scores",
     "step_reward", "gigpo_step_returns", "penalised_step_returns", "milegpo_advantage", "graphgpo_advantage",
     "decayed", "max_normalize",

@@ -1,4 +1,5 @@
-"""CreditResult: advantages plus every intermediate of the estimators, and its lazy views.
+"""CreditResult: advantages plus every intermediate of the estimators, its lazy views, and the checks of what a
+method returns (:func:`check_advantages`, :func:`check_finite`).
 
 The vectorised pipeline (:mod:`milegpo.credit.vectorized`) hands its outputs over as
 :class:`Tables` (plain tensors, node ids as slot numbers; what
@@ -21,7 +22,7 @@ from .batch import StepBatch
 from .config import CreditConfig
 
 #: the per-row and per-node arrays of int64 and bool dtype (every other is float64); each method's arrays are its
-#: ``row_keys`` / ``node_keys`` (:mod:`milegpo.credit.methods`): per row (N,) in input row order, per node (V,)
+#: ``row_keys`` / ``node_keys`` (:class:`milegpo.credit.registry.CreditMethod`): per row (N,) in input row order, per node (V,)
 #: sorted by (group, key) ascending (signed int64)
 INT_KEYS = ("node", "next_node", "group", "key", "dist", "n_traj", "n_pos", "n_revisit", "segment")
 BOOL_KEYS = ("is_sink", "is_milestone", "is_trap", "retained")
@@ -193,6 +194,7 @@ class Tables:
     order_keys: the nodes' group ids (V_cap,) int64 (numbered in the order of the raw group ids)
       and valid flags (V_cap,) bool, which with their keys sort them into canonical order
       (None: slots are in that order already).
+    row_keys: the method's ``row_keys``: the order of the result's rows (node ids included).
     """
 
     adv: torch.Tensor
@@ -201,6 +203,7 @@ class Tables:
     nodes: dict[str, torch.Tensor]
     count: torch.Tensor | None
     order_keys: tuple[torch.Tensor, torch.Tensor] | None
+    row_keys: tuple[str, ...]
 
     def tensors(self) -> list[torch.Tensor]:
         return [self.adv, *self.rows.values(), *self.slots.values(), *self.nodes.values(),
@@ -213,15 +216,45 @@ class Tables:
         rows, slots, nodes = ({k: next(it) for k in d} for d in (self.rows, self.slots, self.nodes))
         count = None if self.count is None else next(it)
         order_keys = None if self.order_keys is None else (next(it), next(it))
-        return Tables(adv, rows, slots, nodes, count, order_keys)
+        return Tables(adv, rows, slots, nodes, count, order_keys, self.row_keys)
 
-    def result(self, batch, method, config, variant, backend) -> CreditResult:
-        from .methods import get_method
-
+    def result(self, batch, method: str, config, variant, backend) -> CreditResult:
         order = None if self.order_keys is None else NodeOrder(*self.order_keys, self.nodes["key"])
-        rows = LazyRows(get_method(method).row_keys, self.rows, self.slots, order)
+        rows = LazyRows(self.row_keys, self.rows, self.slots, order)
         nodes = {} if self.count is None else LazyNodes(self.nodes, self.count, order)
         return CreditResult(method, variant, config, backend, batch, self.adv, rows, nodes)
+
+
+def check_advantages(method: str, advantages, n: int) -> torch.Tensor:
+    """What the method ``method`` returned for a batch of ``n`` rows, checked where it enters the pipeline (the
+    oracle's list, the vectorised estimator's tensor): ``n`` values of a floating dtype. Reads no value (the
+    values are :func:`check_finite`'s, once per estimate). A ValueError naming the method and what it returned;
+    returns the advantages as a tensor (a list: float64)."""
+    where = f"credit method {method!r} returned"
+    if not isinstance(advantages, torch.Tensor):
+        try:
+            advantages = torch.tensor(advantages, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+            raise ValueError(f"{where} advantages that are not a list of numbers ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''}); expected {n} floats, one per row") from None
+    if tuple(advantages.shape) != (n,):
+        raise ValueError(f"{where} advantages of shape {tuple(advantages.shape)} for a batch of {n} rows; expected "
+                         f"({n},): one per row")
+    if not advantages.is_floating_point():
+        raise ValueError(f"{where} {advantages.dtype} advantages; expected a floating dtype (float32 / float64)")
+    return advantages
+
+
+def check_finite(method: str, advantages: torch.Tensor) -> None:
+    """Every advantage of method ``method`` finite (a read of the values: a host sync on CUDA, once per
+    :func:`milegpo.credit.estimate`); a ValueError naming the method and the first row that is not."""
+    n = advantages.shape[0]
+    if n:
+        finite = torch.isfinite(advantages)
+        if not bool(finite.all()):
+            row = int((~finite).nonzero()[0, 0])
+            raise ValueError(f"credit method {method!r} returned a non-finite advantage ({float(advantages[row])}) "
+                             f"at row {row} of {n}; every advantage must be finite")
 
 
 def apply_by_dtype(xs: dict[str, torch.Tensor], fn) -> dict[str, torch.Tensor]:

@@ -24,12 +24,15 @@ docs/algorithm.md, each method stopping at its own advantage:
 - :func:`shaping_and_advantage`: delta+/-, r^M, A^G, A^mix, A^res and MileGPO's advantage
   (eqs. 9-10, 20-22).
 
-The plain-Python twin of each equation is in :mod:`milegpo.credit.reference`.
+A method's vectorised estimator (:mod:`milegpo.credit.paper` for the paper's four, :mod:`milegpo.credit.hgpo`,
+:mod:`milegpo.credit.g2po`) strings stages together and returns a :class:`MethodOutput`; :func:`method_tables`
+keeps its declared arrays. The plain-Python twin of each equation is in :mod:`milegpo.credit.reference`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -60,92 +63,49 @@ from milegpo_kernels import resolve_backend
 
 from .batch import SINK, StepBatch
 from .config import CreditConfig
-from .result import BOOL_KEYS, INT_KEYS, CreditResult, Tables, apply_by_dtype
+from .registry import CreditMethod, get_method
+from .result import BOOL_KEYS, INT_KEYS, CreditResult, Tables, apply_by_dtype, check_advantages
 
 F64 = torch.float64
 
 
 def estimate_vectorized(
-    batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str = "torch",
+    batch: StepBatch, method: str | CreditMethod, config: CreditConfig, variant: str, backend: str = "torch",
     static_shapes: bool | None = None,
 ) -> CreditResult:
     """See :func:`milegpo.credit.estimate`. ``static_shapes``: size per-node / per-edge /
     per-group arrays by their static bounds (2N, N, N) instead of the real counts; the
     default is True on CUDA (no host sync) and False on CPU (smaller arrays)."""
-    tables = credit_tables(batch, method, config, variant, backend, static_shapes)
-    return tables.result(batch, method, config, variant, backend)
+    spec = method if isinstance(method, CreditMethod) else get_method(method)
+    tables = credit_tables(batch, spec, config, variant, backend, static_shapes)
+    return tables.result(batch, spec.name, config, variant, backend)
 
 
-def credit_tables(batch: StepBatch, method: str, config: CreditConfig, variant: str, backend: str,
+class MethodOutput(NamedTuple):
+    """What a method's vectorised estimator (:attr:`CreditMethod.vectorized
+    <milegpo.credit.registry.CreditMethod.vectorized>`) returns, every array in (group, traj, t) order.
+
+    adv: (N,) float64, the advantages. rows: per-row arrays (N,), at least the method's ``row_keys`` (``node`` /
+    ``next_node`` as node slots). nodes: per-node arrays at capacity (V_cap,), at least its ``node_keys`` (None:
+    no rollout graph). graph: the :class:`RolloutGraph` the nodes belong to (None: no rollout graph)."""
+
+    adv: torch.Tensor
+    rows: dict[str, torch.Tensor]
+    nodes: dict[str, torch.Tensor] | None = None
+    graph: RolloutGraph | None = None
+
+
+def credit_tables(batch: StepBatch, method: str | CreditMethod, config: CreditConfig, variant: str, backend: str,
                   static_shapes: bool | None = None) -> Tables:
     """The pipeline of :func:`estimate_vectorized`, its outputs as :class:`Tables`: the stages the
     module's docstring lists, up to the advantage of ``method`` (its registered ``vectorized``
-    estimator, :mod:`milegpo.credit.methods`, takes over after the episode terms)."""
-    from .methods import check_advantages, get_method
-
-    spec = get_method(method)
+    estimator, :class:`~milegpo.credit.registry.CreditMethod`, takes over after the episode terms)."""
+    spec = method if isinstance(method, CreditMethod) else get_method(method)
     static = batch.device.type == "cuda" if static_shapes is None else static_shapes
     if len(batch) == 0:
-        return _empty(batch, method)
+        return _empty(batch, spec)
     rows = order_rows(batch, backend, static)
-    tables = spec.vectorized(rows, episode_terms(rows, config), config, variant)
-    check_advantages(method, tables.adv, len(batch), values=False)  # a method that builds its Tables itself
-    return tables
-
-
-def grpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
-                variant: str) -> Tables:
-    """GRPO: the advantage is Norm_q(Z) (``row_values["episode_adv"]``)."""
-    return method_tables("grpo", rows, row_values["episode_adv"], row_values)
-
-
-def gigpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
-                 variant: str) -> Tables:
-    """GiGPO: :func:`gigpo_step_terms` on top of the episode terms."""
-    adv, step_values = gigpo_step_terms(rows, row_values["episode_adv"], config)
-    return method_tables("gigpo", rows, adv, {**row_values, **step_values})
-
-
-def graph_terms(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig):
-    """The stages the rollout-graph methods share: :func:`rollout_graph` and :func:`graph_return_terms`.
-    Adds ``r_graph``, ``node``, ``next_node`` to ``row_values``; returns (graph, d(s, g) (V_cap,) int64,
-    the GraphReturn, the per-node values ``group``, ``key``, ``is_sink``, ``dist``)."""
-    graph = rollout_graph(rows)
-    dist, graph_ret = graph_return_terms(graph, config)
-    if config.invalid_penalty_on_graph_return:  # verl-agent's GraphGPO trainer (reference.graph_return)
-        graph_ret = graph_ret._replace(r_graph=torch.where(rows.invalid, graph_ret.r_graph - config.invalid_penalty,
-                                                           graph_ret.r_graph))
-    row_values.update(r_graph=graph_ret.r_graph, node=graph.node, next_node=graph.next_node)
-    arrays = graph.arrays
-    node_values = {"group": arrays.node_group, "key": arrays.node_key, "is_sink": arrays.is_sink,
-                   "dist": graph_ret.node_dist}
-    return graph, dist, graph_ret, node_values
-
-
-def graphgpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
-                    variant: str) -> Tables:
-    """GraphGPO: :func:`graph_terms`, then :func:`graphgpo_advantage`."""
-    graph, _, graph_ret, node_values = graph_terms(rows, row_values, config)
-    adv, a_graph = graphgpo_advantage(graph, graph_ret.r_graph, row_values["episode_adv"], config)
-    return method_tables("graphgpo", rows, adv, {**row_values, "a_graph": a_graph}, node_values, graph)
-
-
-def milegpo_tables(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig,
-                   variant: str) -> Tables:
-    """MileGPO: :func:`graph_terms`, the node scores, the potentials, the shaping and the advantage."""
-    graph, dist, graph_ret, node_values = graph_terms(rows, row_values, config)
-    scores = milestone_trap_scores(graph, dist, config, variant)
-    phi = potentials(graph, scores.seeds, config)
-    phi_pos, phi_neg = phi[:, 0], phi[:, 1]
-    shaped = shaping_and_advantage(graph, phi, graph_ret.r_graph, row_values["episode_adv"], config)
-    row_values.update(a_graph=shaped.a_graph, r_shaped=shaped.r_shaped, a_mix=shaped.a_mix, a_res=shaped.a_res,
-                      delta_pos=shaped.delta_pos, delta_neg=shaped.delta_neg)
-    counts = graph.counts
-    node_values.update(n_traj=counts.node_traj, n_pos=counts.node_pos, n_revisit=counts.node_revisit,
-                       coverage=scores.coverage, is_milestone=scores.is_milestone, is_trap=scores.is_trap,
-                       s0_pos=scores.s0_pos, s_neg=scores.s_neg, s_pcc=scores.s_pcc, b=scores.b,
-                       psi_bar=scores.psi_bar, retained=scores.retained, phi_pos=phi_pos, phi_neg=phi_neg)
-    return method_tables("milegpo", rows, shaped.adv, row_values, node_values, graph)
+    return method_tables(spec, rows, spec.vectorized(rows, episode_terms(rows, config), config, variant))
 
 
 # ------------------------------------------------------------------------------ rows and episodes
@@ -263,15 +223,16 @@ def gigpo_step_terms(rows: GroupOrderedRows, episode_adv: torch.Tensor,
                      config: CreditConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """GiGPO (spec section 9): step groups are (group, state); ``step_return`` R_t = sum over k >= t
     of gamma^(k-t) reward_k (reward_k - ``invalid_penalty`` on an invalid row with
-    ``invalid_penalty_in_step_reward``, the GraphGPO recipe; minus ``invalid_penalty`` on an invalid
-    row after discounting with ``invalid_penalty_on_step_return``, verl-agent's trainer), ``step_adv`` Norm_{q,s}(R_t), and the advantage
-    A = Norm_q(Z) + step_weight * Norm_{q,s}(R_t). Returns (A, {step_return, step_adv}), each (N,) float64."""
+    ``step_penalty="reward"``, the GraphGPO recipe; minus ``invalid_penalty`` on an invalid row after
+    discounting with ``step_penalty="return"``, verl-agent's trainer), ``step_adv`` Norm_{q,s}(R_t), and the
+    advantage A = Norm_q(Z) + step_weight * Norm_{q,s}(R_t). Returns (A, {step_return, step_adv}), each (N,)
+    float64."""
     step_groups = dense_ids(rows.group, rows.state, **rows.ops)
     reward = rows.reward
-    if config.invalid_penalty_in_step_reward:  # the GraphGPO recipe (reference.step_reward)
+    if config.step_penalty == "reward":  # the GraphGPO recipe (reference.step_reward)
         reward = torch.where(rows.invalid, reward - config.invalid_penalty, reward)
     step_return = discounted_returns(reward, rows.traj_end, config.gamma, **rows.ops)
-    if config.invalid_penalty_on_step_return:  # verl-agent parity (reference.penalised_step_returns)
+    if config.step_penalty == "return":  # verl-agent parity (reference.penalised_step_returns)
         step_return = torch.where(rows.invalid, step_return - config.invalid_penalty, step_return)
     step_cap = rows.capacity(step_groups.count, len(rows))
     step_adv = segment_normalize(step_return, step_groups.ids, step_cap, config.norm, config.norm_eps, "zero",
@@ -369,12 +330,29 @@ def rollout_graph(rows: GroupOrderedRows) -> RolloutGraph:
                         edge_offsets, counts, rows)
 
 
+def graph_terms(rows: GroupOrderedRows, row_values: dict[str, torch.Tensor], config: CreditConfig):
+    """The stages the rollout-graph methods share: :func:`rollout_graph` and :func:`graph_return_terms`, the
+    invalid-action penalty off r^G with ``graph_penalty="return"``. Adds ``r_graph``, ``node``, ``next_node`` to
+    ``row_values``; returns (graph, d(s, g) (V_cap,) int64, the GraphReturn, the per-node values ``group``,
+    ``key``, ``is_sink``, ``dist``)."""
+    graph = rollout_graph(rows)
+    dist, graph_ret = graph_return_terms(graph, config)
+    if config.graph_penalty == "return":  # verl-agent's GraphGPO trainer (reference.graph_return)
+        graph_ret = graph_ret._replace(r_graph=torch.where(rows.invalid, graph_ret.r_graph - config.invalid_penalty,
+                                                           graph_ret.r_graph))
+    row_values.update(r_graph=graph_ret.r_graph, node=graph.node, next_node=graph.next_node)
+    arrays = graph.arrays
+    node_values = {"group": arrays.node_group, "key": arrays.node_key, "is_sink": arrays.is_sink,
+                   "dist": graph_ret.node_dist}
+    return graph, dist, graph_ret, node_values
+
+
 def graph_return_terms(graph: RolloutGraph, config: CreditConfig) -> tuple[torch.Tensor, GraphReturn]:
     """Eq. 1: d(s, g) for every node slot, (V_cap,) int64 (one reverse BFS from g), and the GraphGPO
     return r^G = c * gamma_G^d(s_{t+1}, g), (N,) float64, as c * gamma_G * gamma_G ... (the
     reference's repeated products); 0 where g is unreachable (``graph_unreachable``,
     ``graph_distance_offset``: :func:`return_distance`). :func:`graph_terms` subtracts the invalid-action
-    penalty from it with ``invalid_penalty_on_graph_return``."""
+    penalty from it with ``graph_penalty="return"``."""
     arrays, ops = graph.arrays, graph.rows.ops
     dist = hop_distance(arrays.src, arrays.dst, arrays.is_sink, graph.edge_offsets, **ops)
     if config.graph_unreachable == "zero" and config.graph_distance_offset == 0:
@@ -438,36 +416,39 @@ def shaping_and_advantage(graph: RolloutGraph, phi: torch.Tensor, r_graph: torch
 
 
 # ------------------------------------------------------------------------------ the tables
-def method_tables(method: str, rows: GroupOrderedRows, adv: torch.Tensor, row_values: dict[str, torch.Tensor],
-                  node_values: dict[str, torch.Tensor] | None = None, graph: RolloutGraph | None = None) -> Tables:
-    """The outputs of ``method``: its per-row arrays (its registered ``row_keys``) back in the batch's
-    order (node ids kept as slot numbers), and with a graph its per-node arrays (``node_keys``) at
-    capacity, the node count and the keys of the canonical node order."""
-    from .methods import check_advantages, get_method
-
-    spec = get_method(method)
-    check_advantages(method, adv, rows.order.shape[-1], values=False)  # shape and dtype; estimate reads the values
-    out_rows = rows.unsort({"adv": adv, **{k: row_values[k] for k in spec.row_keys}})
+def method_tables(method: CreditMethod, rows: GroupOrderedRows, out: MethodOutput) -> Tables:
+    """The outputs of ``method``: its advantages checked (:func:`check_advantages`) and, with its per-row arrays
+    (its ``row_keys``), back in the batch's order (node ids kept as slot numbers); with a graph its per-node
+    arrays (``node_keys``) at capacity, the node count and the keys of the canonical node order."""
+    if not isinstance(out, MethodOutput):
+        raise ValueError(f"credit method {method.name!r}: its vectorized estimator returned a "
+                         f"{type(out).__name__}; expected a milegpo.credit.vectorized.MethodOutput")
+    adv = check_advantages(method.name, out.adv, rows.order.shape[-1])  # shape and dtype; estimate reads the values
+    missing = [k for k in method.row_keys if k not in out.rows] + [k for k in method.node_keys
+                                                                   if k not in (out.nodes or {})]
+    if missing:
+        raise ValueError(f"credit method {method.name!r}: its vectorized estimator returned no {missing} (its "
+                         "row_keys / node_keys)")
+    out_rows = rows.unsort({"adv": adv, **{k: out.rows[k] for k in method.row_keys}})
     adv = out_rows.pop("adv")
     slots = {k: out_rows.pop(k) for k in ("node", "next_node") if k in out_rows}
+    graph = out.graph
     if graph is None:
-        return Tables(adv, out_rows, slots, {}, None, None)
+        return Tables(adv, out_rows, slots, {}, None, None, method.row_keys)
     # the torch ops number nodes in (group, key) order already; the Triton ops by first occurrence
     order_keys = None if rows.backend == "torch" else (graph.arrays.node_gid, graph.arrays.node_valid)
-    return Tables(adv, out_rows, slots, {k: node_values[k] for k in spec.node_keys}, graph.n_nodes, order_keys)
+    return Tables(adv, out_rows, slots, {k: out.nodes[k] for k in method.node_keys}, graph.n_nodes, order_keys,
+                  method.row_keys)
 
 
-def _empty(batch: StepBatch, method: str) -> Tables:
+def _empty(batch: StepBatch, method: CreditMethod) -> Tables:
     """The tables of an empty batch: every array of ``method`` with 0 rows / 0 nodes."""
-    from .methods import get_method
-
-    spec = get_method(method)
     dev = batch.device
     f = torch.zeros(0, dtype=F64, device=dev)
     i = torch.zeros(0, dtype=torch.int64, device=dev)
-    rows = {k: (i if k in INT_KEYS else f) for k in spec.row_keys if k not in ("node", "next_node")}
-    slots = {k: i for k in spec.row_keys if k in ("node", "next_node")}
+    rows = {k: (i if k in INT_KEYS else f) for k in method.row_keys if k not in ("node", "next_node")}
+    slots = {k: i for k in method.row_keys if k in ("node", "next_node")}
     nodes = {k: (i if k in INT_KEYS else torch.zeros(0, dtype=torch.bool, device=dev) if k in BOOL_KEYS else f)
-             for k in spec.node_keys}
+             for k in method.node_keys}
     count = torch.zeros((), dtype=torch.int64, device=dev) if nodes else None
-    return Tables(f, rows, slots, nodes, count, None)
+    return Tables(f, rows, slots, nodes, count, None, method.row_keys)

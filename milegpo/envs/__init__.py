@@ -9,7 +9,7 @@
   real ALFWorld (needs ``alfworld``).
 - :class:`~milegpo.envs.webshop.WebShopEnv` / :func:`webshop_tasks`: WebShop's text interface over its own
   data files or the embedded offline catalog (needs ``bm25s``, ``rapidfuzz``).
-- :func:`register` / :class:`EnvSpec` / :func:`get_spec`: the registry of environment kinds (entry points of group
+- :func:`register` / :class:`EnvKind` / :func:`get_kind`: the registry of environment kinds (entry points of group
   ``milegpo.envs``, dotted paths ``"package.module:Class"``, ``"gym:<id>"``); see :mod:`milegpo.envs.registry`.
 - :class:`~milegpo.envs.gym.GymTextEnv`: a gymnasium text environment played as a TextEnv;
   :class:`~milegpo.envs.openenv.OpenEnvTextEnv`: an OpenEnv environment (a client, or a server URL).
@@ -29,8 +29,8 @@ from .base import (DEFAULT_HORIZON, NOTHING_HAPPENS, SINK, UNWINNABLE, EnvError,
                    match_action, stable_seed, state_key, success_by_task_type)
 from .household import HouseholdEnv, household_tasks
 
-from .registry import (ENTRY_POINT_GROUP, GYM_PREFIX, EnvSpec, get_spec, known_kinds, register, register_spec,
-                       registered_specs, reload_entry_points, seeded_tasks, unregister)
+from .registry import (ENTRY_POINT_GROUP, GYM_PREFIX, EnvKind, get_kind, known_kinds, register, register_kind,
+                       registered_kinds, reload_entry_points, seeded_tasks, unregister)
 
 # the four built-in worlds register through the same door as a user's (dotted paths: their engines stay unimported)
 for _kind, _module, _env, _tasks in (
@@ -47,13 +47,13 @@ BUILT_IN_KINDS = ("household", "textworld", "alfworld", "webshop")
 
 
 def env_class(kind: str) -> type:
-    """The class that plays ``Task.env == kind`` (:func:`get_spec`: registered, an entry point, a dotted path,
+    """The class that plays ``Task.env == kind`` (:func:`get_kind`: registered, an entry point, a dotted path,
     ``gym:<id>``); an unknown kind is an :class:`EnvError` listing the known ones."""
-    return get_spec(kind).env_class()
+    return get_kind(kind).env_class()
 
 
 class TaskSpace(NamedTuple):
-    """What the task function of an environment kind takes, as its :class:`EnvSpec` declares it.
+    """What the task function of an environment kind takes, as its :class:`EnvKind` declares it.
 
     splits: every split it takes; eval_splits: the splits a run evaluates on by default; task_types: the task
     types it takes, or ``None`` where the env's data decides (WebShop: its catalog's goal categories; the task
@@ -67,17 +67,17 @@ class TaskSpace(NamedTuple):
 def task_space(kind: str) -> TaskSpace:
     """The :class:`TaskSpace` of environment kind ``kind`` (its module is imported, not its engine); an unknown
     kind is an :class:`EnvError` that lists the known ones."""
-    return TaskSpace(*get_spec(kind).space())
+    return TaskSpace(*get_kind(kind).space())
 
 
 def task_function(kind: str):
-    """``tasks(split, n, **options) -> list[Task]`` of kind ``kind`` (its :class:`EnvSpec`)."""
-    return get_spec(kind).task_function()
+    """``tasks(split, n, **options) -> list[Task]`` of kind ``kind`` (its :class:`EnvKind`)."""
+    return get_kind(kind).task_function()
 
 
 def make_env(kind: str) -> TextEnv:
     """A fresh environment of ``kind`` (one instance plays any number of tasks of that kind)."""
-    return get_spec(kind).make()
+    return get_kind(kind).make()
 
 
 _LAZY = {
@@ -99,5 +99,5 @@ def __getattr__(name):
 __all__ = ["SINK", "UNWINNABLE", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
            "state_key", "match_action",
            "stable_seed", "success_by_task_type", "HouseholdEnv", "household_tasks", "env_class", "make_env",
-           "TaskSpace", "task_space", "task_function", "BUILT_IN_KINDS", "EnvSpec", "register", "register_spec", "unregister",
-           "get_spec", "known_kinds", "registered_specs", "reload_entry_points", "seeded_tasks", "ENTRY_POINT_GROUP", "GYM_PREFIX", *_LAZY]
+           "TaskSpace", "task_space", "task_function", "BUILT_IN_KINDS", "EnvKind", "register", "register_kind", "unregister",
+           "get_kind", "known_kinds", "registered_kinds", "reload_entry_points", "seeded_tasks", "ENTRY_POINT_GROUP", "GYM_PREFIX", *_LAZY]

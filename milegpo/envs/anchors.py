@@ -25,12 +25,10 @@ environment runs (pool workers too). This module imports nothing heavy (no torch
 
 from __future__ import annotations
 
-import importlib
-import re
 from typing import Callable, Sequence, Union
 
 from ..state_keys import canonical_state
-from ..usage import RunError
+from ..usage import RunError, resolve_dotted
 
 #: the built-in anchors, by name
 STATE_ANCHORS = ("observation", "observation+actions", "tracked", "tracked+actions")
@@ -86,30 +84,13 @@ class AnchorError(RunError):
     a pool raises it to its caller, and the run stops (``milegpo`` prints the line)."""
 
 
-#: a dotted path: identifiers joined by dots, then ``:`` and an attribute path, or the last dotted name
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-
-
 def _import_path(path: str) -> AnchorFn:
-    module, sep, name = path.partition(":")
-    if not sep:
-        module, _, name = path.rpartition(".")
     form = (f"a dotted path to a callable is 'package.module:function' or 'package.module.function', importable "
             f"from anywhere (built-in anchors: {', '.join(STATE_ANCHORS)})")
-    if not module or not name or not _DOTTED.match(module) or not _DOTTED.match(name):
-        relative = " (a relative path names no package)" if path.startswith(".") else ""
-        raise ValueError(f"state_anchor {path!r}: not a dotted path{relative}; {form}")
     try:
-        found = importlib.import_module(module)
-    except Exception as e:  # noqa: BLE001 - a module may raise anything while it is imported
-        why = "no such module" if isinstance(e, ModuleNotFoundError) and e.name == module else \
-            f"importing it raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        raise ValueError(f"state_anchor {path!r}: cannot import it (module {module!r}: {why}); {form}") from None
-    try:
-        for part in name.split("."):
-            found = getattr(found, part)
-    except AttributeError:
-        raise ValueError(f"state_anchor {path!r}: module {module!r} has no {name!r}; {form}") from None
+        found = resolve_dotted(path)
+    except ValueError as e:
+        raise ValueError(f"state_anchor {path!r}: {e}; {form}") from None
     if not callable(found):
         raise ValueError(f"state_anchor {path!r} is a {type(found).__name__}, not a callable")
     return found

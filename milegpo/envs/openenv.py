@@ -417,9 +417,9 @@ def serve(kind: str, host: str = "127.0.0.1", port: int = 0) -> Server:
     Needs ``websockets``. ``host`` defaults to loopback: serving on other interfaces is the caller's choice."""
     from websockets.sync.server import serve as ws_serve
 
-    from . import get_spec
+    from . import get_kind
 
-    get_spec(kind)  # an unknown kind fails here, not in the first session
+    get_kind(kind)  # an unknown kind fails here, not in the first session
     server = ws_serve(_handler(kind), host, port, max_size=None)
     bound_port = server.socket.getsockname()[1]
     thread = threading.Thread(target=server.serve_forever, name=f"milegpo-openenv-{kind}", daemon=True)
@@ -450,10 +450,10 @@ class ServedTasks:
 def register_served(kind: str, base_url: str, like: str, **env_kwargs):
     """Register ``kind``: the tasks, splits and task types of kind ``like``, played by the OpenEnv server at
     ``base_url`` (e.g. one :func:`serve` started for ``like``); ``env_kwargs`` go to :class:`OpenEnvTextEnv`."""
-    from . import get_spec, register
+    from . import get_kind, register
 
     check_url(base_url, "register_served")
-    space = get_spec(like).space()
+    space = get_kind(like).space()
     return register(kind, OpenEnvTextEnv, tasks=ServedTasks(kind, like), splits=space[0], eval_splits=space[1],
                     task_types=space[2], env_kwargs={"base_url": base_url, **env_kwargs},
                     origin=f"served {like} at {base_url}")

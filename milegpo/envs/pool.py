@@ -61,7 +61,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from .anchors import AnchorError, AnchorSpec, check_state_anchor
 from .base import ENV_FAILURE, EnvError, EnvFailure, Task, TextEnv, failure_line
-from .registry import EnvSpec, get_spec, register_spec
+from .registry import EnvKind, get_kind, register_kind
 
 
 class StepOut(NamedTuple):
@@ -91,7 +91,7 @@ class _Slots:
     def __init__(self) -> None:
         self.envs: dict[int, TextEnv] = {}
 
-    def reset(self, slot: int, task_anchor_spec: tuple[Task, AnchorSpec | None, "EnvSpec | None"]):
+    def reset(self, slot: int, task_anchor_spec: tuple[Task, AnchorSpec | None, "EnvKind | None"]):
         task, state_anchor, spec = task_anchor_spec
         env = self.envs.get(slot)
         if env is None or env.kind != task.env:
@@ -99,8 +99,8 @@ class _Slots:
                 env.close()
             # the parent's spec of the kind (a worker process knows only the built-in kinds until told)
             if spec is not None:
-                register_spec(spec, replace_existing=True)
-            env = self.envs[slot] = get_spec(task.env).make()
+                register_kind(spec, replace_existing=True)
+            env = self.envs[slot] = get_kind(task.env).make()
         try:  # where the observation arrives: the worker keys its own states
             env.set_state_anchor(state_anchor)
         except (ValueError, TypeError) as e:  # a dotted path the parent imported and this worker cannot
@@ -211,10 +211,10 @@ class _PoolBase:
     def _check_anchor(self, state_anchor: AnchorSpec | None) -> None:
         check_state_anchor(state_anchor)
 
-    def _spec_for(self, kind: str) -> EnvSpec | None:
+    def _spec_for(self, kind: str) -> EnvKind | None:
         """What travels with a reset of kind ``kind`` to where its environment is made: nothing in-process (the
-        registry is here); an :class:`EnvPool` sends the :class:`EnvSpec` itself."""
-        get_spec(kind)  # an unknown kind fails here, in the caller's process, with the known ones listed
+        registry is here); an :class:`EnvPool` sends the :class:`EnvKind` itself."""
+        get_kind(kind)  # an unknown kind fails here, in the caller's process, with the known ones listed
         return None
 
     def reset(self, tasks: Sequence[Task], state_anchor: AnchorSpec | None = None) -> list[tuple[str, list[str], dict]]:
@@ -447,14 +447,14 @@ class EnvPool(_PoolBase):
                 raise ValueError(f"state_anchor {state_anchor!r} cannot be sent to the pool's worker processes "
                                  f"({e}): pass a module-level function or its dotted path") from None
 
-    def _spec_for(self, kind: str) -> EnvSpec:
-        """The :class:`EnvSpec` of ``kind``, sent to the workers with each reset (they register it: a kind
+    def _spec_for(self, kind: str) -> EnvKind:
+        """The :class:`EnvKind` of ``kind``, sent to the workers with each reset (they register it: a kind
         registered only in this process, or found here by an entry point, is found there too). One that cannot
         be pickled (a class defined in ``__main__`` of an interactive session, or inside a function) is a
         ValueError naming the kind."""
         import pickle
 
-        spec = get_spec(kind)
+        spec = get_kind(kind)
         try:
             pickle.loads(pickle.dumps(spec))
         except Exception as e:  # noqa: BLE001 - pickle raises several kinds
@@ -614,7 +614,7 @@ def env_workers(num_workers: int | str | None, n_slots: int, kinds: Iterable[str
     kinds = sorted(set(kinds))
     if not kinds:
         raise ValueError("env_workers: 'auto' needs the environment kinds of the run, got none")
-    return auto_env_workers(n_slots) if any(get_spec(k).env_class().step_in_workers for k in kinds) else 0
+    return auto_env_workers(n_slots) if any(get_kind(k).env_class().step_in_workers for k in kinds) else 0
 
 
 def make_pool(n: int, num_workers: int | str = "auto", kinds: Iterable[str] = ("household",),

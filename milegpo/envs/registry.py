@@ -1,16 +1,16 @@
 """The registry of environment kinds: the one table every reader of ``Task.env`` uses.
 
-An environment kind (``Task.env``, ``MileGPOConfig.env``, ``--env``) names an :class:`EnvSpec`: the class that
+An environment kind (``Task.env``, ``MileGPOConfig.env``, ``--env``) names an :class:`EnvKind`: the class that
 plays it, the function that makes its tasks, its splits, the splits a run evaluates on by default, and its
 task types. A kind is found, in this order:
 
 1. registered in this process: :func:`register` (the four built-in worlds register so, in
    :mod:`milegpo.envs`; a user's script or package may call it too);
 2. a Python entry point of group :data:`ENTRY_POINT_GROUP` (``milegpo.envs``) named like the kind, of an
-   installed package, loaded on the first lookup of a name not registered (its object: an :class:`EnvSpec`,
+   installed package, loaded on the first lookup of a name not registered (its object: an :class:`EnvKind`,
    or an environment class registered with the defaults below);
 3. a dotted path ``"package.module:Class"`` (a :class:`~milegpo.envs.TextEnv` subclass or a gymnasium ``Env``
-   class, or an :class:`EnvSpec`): the kind is the path itself, so a task file or a pool worker that reads it
+   class, or an :class:`EnvKind`): the kind is the path itself, so a task file or a pool worker that reads it
    finds the class again;
 4. ``"gym:<id>"``: a gymnasium environment registered with ``gymnasium.register(id=...)``, played through
    :class:`milegpo.envs.gym.GymTextEnv`.
@@ -18,7 +18,7 @@ task types. A kind is found, in this order:
 What a class registered without a task function plays (:func:`seeded_tasks`): task ``i`` of a split is the
 seed ``stable_seed(kind, split, i)`` (the class's ``reset`` reads ``task.seed``), splits :data:`DEFAULT_SPLITS`.
 
-Pool workers (other processes) are sent the :class:`EnvSpec` of every kind they play
+Pool workers (other processes) are sent the :class:`EnvKind` of every kind they play
 (:func:`milegpo.envs.pool.EnvPool` does), so they find every kind the parent does, also one registered in the
 parent's ``__main__``-free code only. Importing this module imports no engine: dotted paths resolve on first use.
 """
@@ -31,6 +31,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
+from ..usage import resolve_dotted
 from .base import DEFAULT_HORIZON, EnvError, Task, TextEnv, stable_seed
 
 #: the entry-point group an installed package declares its environments in (``[project.entry-points."milegpo.envs"]``)
@@ -47,24 +48,13 @@ Lazy = Any
 
 
 def resolve_path(path: str, what: str) -> Any:
-    """The object a dotted path ``"package.module:attribute"`` (or ``"package.module.attribute"``) names; one that
-    does not resolve is an :class:`EnvError` naming ``what`` it was for and what failed."""
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise EnvError(f"{what}: {path!r} is not a dotted path 'package.module:Name'")
+    """The object a dotted path ``"package.module:attribute"`` (or ``"package.module.attribute"``) names
+    (:func:`pkgutil.resolve_name`); one that does not resolve is an :class:`EnvError` naming ``what`` it was for and
+    what failed."""
     try:
-        obj = importlib.import_module(module_name)
-    except Exception as e:  # noqa: BLE001 - any import failure is the path's
-        raise EnvError(f"{what}: {path!r} does not resolve: module {module_name!r} failed to import "
-                       f"({type(e).__name__}: {e})") from None
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise EnvError(f"{what}: {path!r} does not resolve: module {module_name!r} has no {attr!r}") from None
-    return obj
+        return resolve_dotted(path)
+    except ValueError as e:
+        raise EnvError(f"{what}: {path!r} does not resolve ({e})") from None
 
 
 class UnknownKind(EnvError):
@@ -106,7 +96,7 @@ def check_env_class(cls: Any, kind: str) -> type:
 
 
 @dataclass(frozen=True)
-class EnvSpec:
+class EnvKind:
     """One environment kind: what plays it, what makes its tasks, and its task space.
 
     kind: the name (``Task.env``); env: the class that plays it (a :class:`TextEnv` subclass or a
@@ -227,7 +217,7 @@ def seeded_tasks(kind: str, splits: Sequence[str], split: str, n: int, *, start:
 
 class _Registry:
     def __init__(self) -> None:
-        self.specs: dict[str, EnvSpec] = {}
+        self.specs: dict[str, EnvKind] = {}
         self.entry_points_loaded = False
         self.entry_points: dict[str, list] = {}
         self.lock = threading.RLock()
@@ -252,14 +242,14 @@ def _package_of(ep) -> str:
 
 def register(kind: str, env: Any, *, tasks: Any = None, splits: Any = DEFAULT_SPLITS,
              eval_splits: Any = DEFAULT_EVAL_SPLITS, task_types: Any = None, env_kwargs: dict | None = None,
-             replace_existing: bool = False, origin: str = "register()") -> EnvSpec:
-    """Register environment kind ``kind``, played by ``env``; returns its :class:`EnvSpec`.
+             replace_existing: bool = False, origin: str = "register()") -> EnvKind:
+    """Register environment kind ``kind``, played by ``env``; returns its :class:`EnvKind`.
 
     env: a :class:`~milegpo.envs.TextEnv` subclass, a gymnasium-style ``Env`` class (``reset(seed=...) ->
     (obs, info)``, ``step(action) -> (obs, reward, terminated, truncated, info)`` with text observations and
     actions), or the dotted path ``"package.module:Class"`` of one (imported on first use).
     tasks: ``tasks(split, n, *, start=0, task_type="", horizon=..., **options) -> list[Task]`` (or its dotted
-    path); None: :func:`seeded_tasks`. splits, eval_splits, task_types: see :class:`EnvSpec`. env_kwargs: keyword
+    path); None: :func:`seeded_tasks`. splits, eval_splits, task_types: see :class:`EnvKind`. env_kwargs: keyword
     arguments of every instance (``register("remote-maze", OpenEnvTextEnv, env_kwargs={"base_url": url})``); they
     travel to pool workers with the spec, so they must pickle.
 
@@ -273,20 +263,20 @@ def register(kind: str, env: Any, *, tasks: Any = None, splits: Any = DEFAULT_SP
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
         raise EnvError(f"register({kind!r}): env_kwargs must be a dict of keyword arguments, got "
                        f"{type(env_kwargs).__name__}")
-    spec = EnvSpec(kind, env, tasks, splits, eval_splits, task_types, origin, dict(env_kwargs or {}))
+    spec = EnvKind(kind, env, tasks, splits, eval_splits, task_types, origin, dict(env_kwargs or {}))
     return _install(spec, replace_existing)
 
 
-def register_spec(spec: EnvSpec, replace_existing: bool = False) -> EnvSpec:
-    """Register an :class:`EnvSpec` as it is (what an entry point or a pool worker hands over)."""
-    if not isinstance(spec, EnvSpec):
-        raise EnvError(f"register_spec: expected an EnvSpec, got {type(spec).__name__}")
+def register_kind(spec: EnvKind, replace_existing: bool = False) -> EnvKind:
+    """Register an :class:`EnvKind` as it is (what an entry point or a pool worker hands over)."""
+    if not isinstance(spec, EnvKind):
+        raise EnvError(f"register_kind: expected an EnvKind, got {type(spec).__name__}")
     if not _is_dotted(spec.env):
         check_env_class(spec.env, spec.kind)
     return _install(spec, replace_existing)
 
 
-def _install(spec: EnvSpec, replace_existing: bool) -> EnvSpec:
+def _install(spec: EnvKind, replace_existing: bool) -> EnvKind:
     with _REGISTRY.lock:
         old = _REGISTRY.specs.get(spec.kind)
         if old is not None and not replace_existing and old != spec:
@@ -309,16 +299,16 @@ def _what(env: Any) -> str:
     return f"{getattr(env, '__module__', '?')}:{getattr(env, '__qualname__', type(env).__name__)}"
 
 
-def _from_object(kind: str, obj: Any, origin: str) -> EnvSpec:
-    """The spec an entry point's or a dotted path's object stands for: an EnvSpec (its kind must be ``kind`` for
+def _from_object(kind: str, obj: Any, origin: str) -> EnvKind:
+    """The spec an entry point's or a dotted path's object stands for: an EnvKind (its kind must be ``kind`` for
     an entry point; a dotted path takes it as it is named), else an environment class with the defaults."""
-    if isinstance(obj, EnvSpec):
+    if isinstance(obj, EnvKind):
         return replace(obj, kind=kind, origin=f"{origin} ({obj.origin})", _cache={})
     check_env_class(obj, kind)
-    return EnvSpec(kind, obj, origin=origin)
+    return EnvKind(kind, obj, origin=origin)
 
 
-def _from_entry_point(kind: str) -> EnvSpec | None:
+def _from_entry_point(kind: str) -> EnvKind | None:
     _REGISTRY._load_entry_point_names()
     eps = _REGISTRY.entry_points.get(kind)
     if not eps:
@@ -337,8 +327,8 @@ def _from_entry_point(kind: str) -> EnvSpec | None:
     return _from_object(kind, obj, origin)
 
 
-def _from_gym_id(kind: str) -> EnvSpec:
-    """The spec of ``gym:<id>`` (or gymnasium's ``gym:<module>:<id>``, which imports ``module`` first, as
+def _from_gym_id(kind: str) -> EnvKind:
+    """The kind of ``gym:<id>`` (or gymnasium's ``gym:<module>:<id>``, which imports ``module`` first, as
     ``gymnasium.make`` does): played by :class:`~milegpo.envs.gym.GymTextEnv` from the id's ``gymnasium.EnvSpec``,
     which travels to pool workers with the spec (an id registered only in this process is made there too)."""
     env_id = kind[len(GYM_PREFIX):]
@@ -361,11 +351,11 @@ def _from_gym_id(kind: str) -> EnvSpec:
                        f"({type(e).__name__}: {why}); {hint}") from None
     from .gym import GymTextEnv
 
-    return EnvSpec(kind, GymTextEnv, origin=f"gymnasium id {env_id!r}", env_kwargs={"env_id": gym_spec})
+    return EnvKind(kind, GymTextEnv, origin=f"gymnasium id {env_id!r}", env_kwargs={"env_id": gym_spec})
 
 
-def get_spec(kind: str) -> EnvSpec:
-    """The :class:`EnvSpec` of ``kind`` (registered, an entry point, a dotted path or ``gym:<id>``; see the module
+def get_kind(kind: str) -> EnvKind:
+    """The :class:`EnvKind` of ``kind`` (registered, an entry point, a dotted path or ``gym:<id>``; see the module
     docstring); an unknown one is an :class:`EnvError` listing the known kinds."""
     if not isinstance(kind, str):
         raise EnvError(f"an environment kind is a str, got {type(kind).__name__} {kind!r}")
@@ -400,11 +390,11 @@ def known_kinds() -> list[str]:
     return sorted(k for k in set(_REGISTRY.specs) | set(_REGISTRY.entry_points) if not _is_dotted(k))
 
 
-def registered_specs() -> dict[str, EnvSpec]:
+def registered_kinds() -> dict[str, EnvKind]:
     """The kinds registered in this process so far (a copy)."""
     return dict(_REGISTRY.specs)
 
 
-__all__ = ["EnvSpec", "UnknownKind", "register", "register_spec", "unregister", "get_spec", "known_kinds", "registered_specs", "reload_entry_points",
+__all__ = ["EnvKind", "UnknownKind", "register", "register_kind", "unregister", "get_kind", "known_kinds", "registered_kinds", "reload_entry_points",
            "seeded_tasks", "resolve_path", "check_env_class", "is_gym_class", "ENTRY_POINT_GROUP", "GYM_PREFIX",
            "DEFAULT_SPLITS", "DEFAULT_EVAL_SPLITS"]

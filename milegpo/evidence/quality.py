@@ -86,10 +86,11 @@ def _runs(config: CreditConfig, methods=None) -> dict:
     """label -> (method, variant, config with the label's changes) of :func:`milegpo.credit.method_variants`
     (or of ``methods``)."""
     labels = method_variants()
+    shared = config.as_preset()  # one config for every method, each reading its own fields of it
     runs = {}
     for name in methods or labels:
         method, variant, changes = labels[name]
-        runs[name] = (method, variant, config.replace(**changes) if changes else config)
+        runs[name] = (method, variant, shared.replace(**changes) if changes else shared)
     return runs
 
 

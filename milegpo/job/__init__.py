@@ -1,8 +1,9 @@
 """The main job behind ``milegpo train`` / ``milegpo eval``: warm start, evaluate, train, evaluate, report.
 
-- :mod:`~milegpo.job.arguments`: the flags (:class:`JobArguments` + every MileGPOConfig field), :func:`parse`,
+- :mod:`~milegpo.job.arguments`: the flags (:class:`JobArguments` + every MileGPOConfig field),
   :data:`ENV_DEFAULTS` (each environment kind's defaults, its own and its tiny run's), :data:`TINY_RUN` /
   :data:`TINY_DEFAULTS` (the embedded CPU run's defaults);
+- :mod:`~milegpo.job.flags`: :func:`parse`, the flags read and checked, every mistake one line;
 - :mod:`~milegpo.job.policy`: the policy, the given model or a tiny Qwen2 and tokenizer built on the spot
   (:func:`load_policy`), and its SFT warm start (:func:`warm_start`, TRL's ``SFTTrainer`` on expert
   walkthroughs);
@@ -20,7 +21,8 @@
 from __future__ import annotations
 
 from .arguments import (ANY_KIND_TINY, ENV_DEFAULTS, EVAL_FIELDS, TASK_FIELDS, TASK_SETTINGS, TINY_DEFAULTS, TINY_RUN, JobArguments,
-                        build_parser, env_defaults, parse, saved_task_settings)
+                        env_defaults, saved_task_settings)
+from .flags import build_parser, parse
 from .console import METRICS_FILE, IterationConsole, iteration_line
 from .pipeline import make_trainer, run_eval, run_train
 from .policy import load_policy, reload_tokenizer, sft_tasks, warm_start

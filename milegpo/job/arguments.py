@@ -12,7 +12,6 @@ command line always win.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Collection, Sequence
 
@@ -144,30 +143,6 @@ class JobArguments:
                              "Qwen2's 4 attention heads, each of an even size for its rotary embedding)")
 
 
-def _flag_value(argv: Sequence[str], flag: str) -> str | None:
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-    return None
-
-
-def _without_config(argv: Sequence[str]) -> tuple[list[str], str | None]:
-    """(``argv`` without its ``--config FILE``, FILE or None)."""
-    rest, path, i = [], None, 0
-    while i < len(argv):
-        if argv[i] == "--config" and i + 1 < len(argv):
-            path, i = argv[i + 1], i + 2
-            continue
-        if argv[i].startswith("--config="):
-            path = argv[i].split("=", 1)[1]
-        else:
-            rest.append(argv[i])
-        i += 1
-    return rest, path
-
-
 def canonical_flags(argv: Sequence[str], known: Collection[str]) -> list[str]:
     """``argv`` with every flag in its one spelling: ``--x-y`` (and ``--x-y=v``) becomes ``--x_y`` where ``x_y`` is a
     flag of ``known`` (flag names with underscores). ``--help`` lists both spellings and argparse takes both, so
@@ -195,15 +170,6 @@ def refuse_repeated_flags(argv: Sequence[str], prog: str) -> None:
         if name in seen:
             raise UsageError(f"{prog}: error: --{name} given twice: give it once")
         seen[name] = token
-
-
-def _given(argv: Sequence[str], config: dict, name: str) -> Any:
-    """The value of ``--name`` on the command line, else in the ``--config`` mapping (not TRL's ``env:``
-    mapping of environment variables), else None."""
-    value = _flag_value(argv, f"--{name}")
-    if value is None:
-        value = config.get(name)
-    return None if name == "env" and isinstance(value, dict) else value
 
 
 def merged_env_options(defaults: dict[str, Any], given: Any) -> Any:
@@ -288,60 +254,6 @@ def arrange_help(parser, prog: str, full: bool = False) -> None:
                           "shown; without --model_name_or_path they are the embedded tiny run's.")
 
 
-def build_parser(prog: str = "milegpo train", full_help: bool = False):
-    from trl import TrlParser
-
-    from ..trainer.config import MileGPOConfig
-
-    parser = TrlParser((JobArguments, MileGPOConfig), prog=prog)
-    arrange_help(parser, prog, full_help)
-    return parser
-
-
-def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
-    """(JobArguments, MileGPOConfig) from command-line flags (``--config file.yaml`` works too)."""
-    import torch
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    full_help = HELP_ALL in argv
-    argv = ["--help" if a == HELP_ALL else a for a in argv]
-    parser = build_parser(prog, full_help=full_help or not {"-h", "--help"} & set(argv))
-    from ..usage import parser_flags
-    from .flags import config_flags, parse_flags, read_config  # every mistake one line, not a traceback
-
-    # one spelling of every flag from here on: `--model-name-or-path` is `--model_name_or_path` (issue 44)
-    argv = canonical_flags(argv, {name for name, _ in parser_flags(parser)})
-    argv, config_path = _without_config(argv)
-    if config_path is None and "--config" in argv:
-        raise UsageError(f"{prog}: error: argument --config: expected one argument (a YAML file)")
-    config = read_config(config_path, prog) if config_path is not None else {}
-    model_path = _given(argv, config, "model_name_or_path")
-    try:
-        saved = saved_task_settings(model_path)
-    except ValueError as e:
-        raise UsageError(f"{prog}: error: {e}") from None
-    env = _given(argv, config, "env") or saved.get("env") or "household"
-    defaults = env_defaults(env, tiny=model_path is None)
-    if saved.get("env", "household") == env:
-        # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
-        defaults.update(saved)
-    if not torch.cuda.is_available():  # GRPOConfig defaults to bf16 on an accelerator
-        defaults.update(use_cpu=True, bf16=False)
-    parser.set_defaults(**defaults)
-    options = _given(argv, config, "env_options")
-    if options is not None:  # given options merge into the defaults' (the tiny catalog's size stays)
-        options = merged_env_options(defaults, options)
-        argv = [a for i, a in enumerate(argv) if a != "--env_options" and (i == 0 or argv[i - 1] != "--env_options")
-                and not a.startswith("--env_options=")]
-        config.pop("env_options", None)
-        argv += ["--env_options", options if isinstance(options, str) else json.dumps(options)]
-    # the --config values become flags before the command line's (the same checks); a flag given wins, so the
-    # file's value of that flag is not read at all
-    given = {a.lstrip("-").split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--")}
-    config = {k: v for k, v in config.items() if k not in given or (k == "env" and isinstance(v, dict))}
-    tokens = config_flags(config, parser, prog, config_path)
-    return parse_flags(parser, tokens + argv, prog, from_config=set(config), config_path=config_path)
-
-
-__all__ = ["JobArguments", "HELP_GROUPS", "arrange_help", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "ANY_KIND_TINY", "env_defaults",
-           "saved_task_settings", "merged_env_options", "refuse_repeated_flags", "canonical_flags", "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse"]
+__all__ = ["JobArguments", "HELP_GROUPS", "HELP_ALL", "arrange_help", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "ANY_KIND_TINY",
+           "env_defaults", "saved_task_settings", "merged_env_options", "refuse_repeated_flags", "canonical_flags",
+           "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS"]

@@ -1,6 +1,9 @@
 """The job's flags read without a traceback: every mistake of ``milegpo train`` / ``milegpo eval`` flags is one
 :class:`~milegpo.usage.UsageError` line (``milegpo`` prints it and exits 2).
 
+:func:`parse` is the job's one reading of its flags (the flags themselves and their defaults are
+:mod:`milegpo.job.arguments`'): a saved policy's task settings and the env's defaults become the parser's
+defaults, the ``--config`` file's values flags, and :func:`parse_flags` checks the whole.
 :func:`parse_flags` wraps ``TrlParser.parse_args_and_config``: a value the parser or MileGPOConfig refuses
 (``--env nowhere``, bad JSON in ``--env_options``, ``--group_size 1``), an unknown flag (with the closest one:
 ``--iteratons`` -> ``--max_steps``), a missing ``--config`` file and a ``--model_name_or_path`` that is neither
@@ -14,10 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
-from typing import Collection, Sequence
+from typing import Any, Collection, Sequence
 
 from ..usage import UsageError, check_writable, unknown_arguments
+from .arguments import (HELP_ALL, JobArguments, arrange_help, canonical_flags, env_defaults, merged_env_options,
+                        saved_task_settings)
 
 
 def _unique_key_loader():
@@ -239,9 +245,9 @@ def check_first_reset(kind: str, task) -> None:
     there is one), before any model is built: a constructor that raises or needs arguments, a reset that returns
     None or array observations (``gym:CartPole-v1``), a reset that raises, are a one-line :class:`UsageError`
     naming the kind and what failed (issue 48.2: a traceback after the model was built)."""
-    from ..envs import get_spec
+    from ..envs import get_kind
 
-    spec = get_spec(kind)
+    spec = get_kind(kind)
     if spec.origin == "milegpo":
         return
     try:
@@ -429,5 +435,104 @@ def parse_flags(parser, argv: Sequence[str], prog: str, from_config: Collection[
     return job, cfg
 
 
-__all__ = ["parse_flags", "check_model_path", "own_flags", "read_config", "config_flags", "checkpoint_step",
-           "check_job_arguments", "check_tasks", "check_first_reset", "check_user_anchor", "check_query_goals", "check_run_environment", "TRAINER_STATE", "WEIGHT_FILES"]
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _without_config(argv: Sequence[str]) -> tuple[list[str], str | None]:
+    """(``argv`` without its ``--config FILE``, FILE or None)."""
+    rest, path, i = [], None, 0
+    while i < len(argv):
+        if argv[i] == "--config" and i + 1 < len(argv):
+            path, i = argv[i + 1], i + 2
+            continue
+        if argv[i].startswith("--config="):
+            path = argv[i].split("=", 1)[1]
+        else:
+            rest.append(argv[i])
+        i += 1
+    return rest, path
+
+
+def _given(argv: Sequence[str], config: dict, name: str) -> Any:
+    """The value of ``--name`` on the command line, else in the ``--config`` mapping (not TRL's ``env:``
+    mapping of environment variables), else None."""
+    value = _flag_value(argv, f"--{name}")
+    if value is None:
+        value = config.get(name)
+    return None if name == "env" and isinstance(value, dict) else value
+
+
+def build_parser(prog: str = "milegpo train", full_help: bool = False):
+    from trl import TrlParser
+
+    from ..trainer.config import MileGPOConfig
+
+    parser = TrlParser((JobArguments, MileGPOConfig), prog=prog)
+    _credit_method_help(parser)
+    arrange_help(parser, prog, full_help)
+    return parser
+
+
+def _credit_method_help(parser) -> None:
+    """``--credit_method``'s help lists the methods registered now (one registered after MileGPOConfig was
+    defined too: the registry, :mod:`milegpo.credit.registry`, is the list)."""
+    from ..credit import METHODS
+
+    for action in parser._actions:
+        if action.dest == "credit_method":
+            action.help = f"Advantage estimator: {', '.join(METHODS)} (milegpo.credit.METHODS)."
+
+
+def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
+    """(JobArguments, MileGPOConfig) from command-line flags (``--config file.yaml`` works too)."""
+    import torch
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    full_help = HELP_ALL in argv
+    argv = ["--help" if a == HELP_ALL else a for a in argv]
+    parser = build_parser(prog, full_help=full_help or not {"-h", "--help"} & set(argv))
+    from ..usage import parser_flags
+
+    # one spelling of every flag from here on: `--model-name-or-path` is `--model_name_or_path` (issue 44)
+    argv = canonical_flags(argv, {name for name, _ in parser_flags(parser)})
+    argv, config_path = _without_config(argv)
+    if config_path is None and "--config" in argv:
+        raise UsageError(f"{prog}: error: argument --config: expected one argument (a YAML file)")
+    config = read_config(config_path, prog) if config_path is not None else {}
+    model_path = _given(argv, config, "model_name_or_path")
+    try:
+        saved = saved_task_settings(model_path)
+    except ValueError as e:
+        raise UsageError(f"{prog}: error: {e}") from None
+    env = _given(argv, config, "env") or saved.get("env") or "household"
+    defaults = env_defaults(env, tiny=model_path is None)
+    if saved.get("env", "household") == env:
+        # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
+        defaults.update(saved)
+    if not torch.cuda.is_available():  # GRPOConfig defaults to bf16 on an accelerator
+        defaults.update(use_cpu=True, bf16=False)
+    parser.set_defaults(**defaults)
+    options = _given(argv, config, "env_options")
+    if options is not None:  # given options merge into the defaults' (the tiny catalog's size stays)
+        options = merged_env_options(defaults, options)
+        argv = [a for i, a in enumerate(argv) if a != "--env_options" and (i == 0 or argv[i - 1] != "--env_options")
+                and not a.startswith("--env_options=")]
+        config.pop("env_options", None)
+        argv += ["--env_options", options if isinstance(options, str) else json.dumps(options)]
+    # the --config values become flags before the command line's (the same checks); a flag given wins, so the
+    # file's value of that flag is not read at all
+    given = {a.lstrip("-").split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--")}
+    config = {k: v for k, v in config.items() if k not in given or (k == "env" and isinstance(v, dict))}
+    tokens = config_flags(config, parser, prog, config_path)
+    return parse_flags(parser, tokens + argv, prog, from_config=set(config), config_path=config_path)
+
+
+__all__ = ["parse", "build_parser", "parse_flags", "check_model_path", "own_flags", "read_config", "config_flags",
+           "checkpoint_step", "check_job_arguments", "check_tasks", "check_first_reset", "check_user_anchor", "check_query_goals",
+           "check_run_environment", "TRAINER_STATE", "WEIGHT_FILES"]

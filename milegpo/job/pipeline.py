@@ -20,7 +20,7 @@ run is refused unless the run resumes from one of its checkpoints (the log and b
 checkpoint's step; the warm start is not run again, its policy is ``<output_dir>/sft``) or
 ``--overwrite_output_dir`` says to replace it, and a second live run on it is refused.
 
-The flags are :func:`milegpo.job.arguments.parse`'s.
+The flags are :func:`milegpo.job.flags.parse`'s.
 """
 
 from __future__ import annotations

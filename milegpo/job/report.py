@@ -200,7 +200,7 @@ def advantages_plot(batch_file: str, path: Path, cfg):
     from .plots import plot_advantages
 
     batch = StepBatch.load(batch_file)
-    ccfg = cfg.credit_config()
+    ccfg = cfg.credit_config().as_preset()  # the run's config, each method reading its own fields of it
     results = {label: estimate(batch, method, ccfg, variant=variant, backend=cfg.credit_backend)
                for label, (method, variant, _) in method_variants(settings=False).items()}
     return plot_advantages(results, path, title=f"advantages by method on {Path(batch_file).name} "

@@ -13,7 +13,7 @@ _SET_BY_MAKE_TASKS = ("split", "n", "start", "task_type", "horizon")
 
 
 def _task_function(env: str):
-    """The task function of environment kind ``env`` (its :class:`~milegpo.envs.EnvSpec`, from the registry)."""
+    """The task function of environment kind ``env`` (its :class:`~milegpo.envs.EnvKind`, from the registry)."""
     from ..envs import EnvError, task_function
 
     try:
@@ -93,7 +93,7 @@ def make_tasks(env: str, split: str, n: int, task_type: str = "", horizon: int |
                start: int = 0, options: dict | None = None) -> list[Task]:
     """``n`` Tasks of environment kind ``env`` and ``split`` (``train`` | ``id`` | ``ood``).
 
-    Calls the kind's task function ``tasks(split, n, ...)`` (its :class:`~milegpo.envs.EnvSpec`; e.g.
+    Calls the kind's task function ``tasks(split, n, ...)`` (its :class:`~milegpo.envs.EnvKind`; e.g.
     :func:`milegpo.envs.household_tasks`); an unknown kind is an error that lists the known ones. ``options`` are the
     generator's own keyword arguments (household: ``max_receptacles``; textworld: ``level``, ``go``...);
     one the generator does not take is an error that lists those it does (:func:`check_env_options`).

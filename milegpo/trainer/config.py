@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Mapping
 import torch
 from trl import GRPOConfig
 
-from ..credit import BACKENDS, METHODS, VARIANTS, CreditConfig, presets
+from ..credit import BACKENDS, METHODS, VARIANTS, CreditConfig, check_fields, check_method, presets
 from .constrained import MIN_CONSTRAINED_TOKENS
 from ..envs import EnvError, task_space
 from ..envs.registry import UnknownKind
@@ -178,7 +178,8 @@ class MileGPOConfig(GRPOConfig):
         credit_method (`str`, defaults to `"milegpo"`): a name of `milegpo.credit.METHODS`: `grpo`, `gigpo`,
             `graphgpo`, `milegpo`, `hgpo`, `g2po`, `beacon` (reads the rows' milestones: the environment's
             `info["milestone"]`), or one added by `milegpo.credit.register`.
-        credit_variant (`str`, defaults to `"full"`): MileGPO ablation `md`, `rcs` or `full`.
+        credit_variant (`str`, defaults to `"full"`): the method's variant: MileGPO's ablation `md`, `rcs` or
+            `full`; `full`, the only one, for the others.
         credit_preset (`str`, defaults to `"alfworld"`): a name of `milegpo.credit.presets.PRESETS`: `alfworld` /
             `webshop` (= `alfworld_paper` / `webshop_paper`: paper table 5 under the paper's reading),
             `alfworld_spec` / `webshop_spec` (the spec's reading), `gigpo_reference`, `graphgpo_reference` and
@@ -186,7 +187,9 @@ class MileGPOConfig(GRPOConfig):
             `graphgpo_reproduction` (the recipe as issue 33 described it), `beacon_alfworld` / `beacon_webshop` /
             `beacon_scienceworld` (BEACON's official scripts; p is `invalid_action_penalty` here: 1 for WebShop's).
         credit_overrides (`dict` or `str`, *optional*): CreditConfig fields to change, e.g.
-            `'{"eta": 0.5}'` on the command line.
+            `'{"eta": 0.5}'` on the command line. Only fields the run's method reads (its declaration,
+            `milegpo.credit.field_readers`): another is refused, naming the methods that read it. The preset's
+            own values are never refused (a preset holds every method's fields; each reads its own).
         credit_backend (`str`, defaults to `"auto"`): `auto`, `torch`, `triton` or `reference`.
         credit_device (`str`, defaults to `"auto"`): where credit is computed: `auto` (the process's
             accelerator when it is a CUDA device and the backend is not `reference`, so that `auto` runs the
@@ -278,7 +281,8 @@ class MileGPOConfig(GRPOConfig):
     # ---- credit
     credit_method: str = field(default="milegpo", metadata={"help": f"Advantage estimator: {', '.join(METHODS)} "
                                                                      "(milegpo.credit.METHODS)."})
-    credit_variant: str = field(default="full", metadata={"help": "MileGPO ablation: md, rcs, full."})
+    credit_variant: str = field(default="full", metadata={"help": "The method's variant: md, rcs, full (MileGPO's "
+                                                                  "ablations); full for the others."})
     credit_preset: str = field(default="alfworld", metadata={"help": "Credit preset (milegpo.credit.presets): "
                                                                       "alfworld, webshop (the paper's reading of "
                                                                       "table 5; = alfworld_paper, webshop_paper), "
@@ -289,7 +293,7 @@ class MileGPOConfig(GRPOConfig):
                                                                       "beacon_scienceworld (BEACON's scripts)."})
     credit_overrides: dict[str, Any] | str | None = field(
         default=None, metadata={"help": "CreditConfig fields to change, as a dict or JSON string, e.g. "
-                                        "'{\"eta\": 0.5}'."})
+                                        "'{\"eta\": 0.5}': fields the method reads only."})
     credit_backend: str = field(default="auto", metadata={"help": "Credit backend: auto, torch, triton, reference."})
     credit_device: str = field(default="auto", metadata={"help": "Where credit is computed: auto (the CUDA "
                                                                  "accelerator if any, else cpu), cpu, cuda:0, ..."})
@@ -451,10 +455,10 @@ class MileGPOConfig(GRPOConfig):
         if self.credit_variant not in VARIANTS:
             raise _refused("credit_variant", self.credit_variant, f"unknown MileGPO variant; one of "
                                                                   f"{', '.join(VARIANTS)}")
-        variants = METHODS[self.credit_method].variants
-        if self.credit_variant not in variants:  # was: ignored (a run of hgpo 'md' was hgpo)
-            raise _refused("credit_variant", self.credit_variant, f"credit method {self.credit_method!r} has the "
-                                                                  f"variant(s) {', '.join(variants)} only")
+        try:  # the method's own variants (was: ignored, a run of hgpo 'md' was hgpo): the rule estimate applies
+            check_method(self.credit_method, self.credit_variant)
+        except ValueError as e:
+            raise _refused("credit_variant", self.credit_variant, str(e).split(", got")[0]) from None
         if not isinstance(self.credit_preset, str) or self.credit_preset.lower() not in presets.PRESETS:
             raise _refused("credit_preset", self.credit_preset, f"unknown credit preset; one of "
                                                                 f"{', '.join(sorted(presets.PRESETS))}")
@@ -462,12 +466,10 @@ class MileGPOConfig(GRPOConfig):
             overridden = self._preset_with_overrides()
         except (TypeError, ValueError) as e:
             raise _refused("credit_overrides", self.credit_overrides, str(e)) from None
-        for owner in ("hgpo", "g2po", "beacon"):  # fields only that method reads: given to another, they were ignored
-            unread = sorted(k for k in self.credit_overrides or {} if k.startswith(owner + "_"))
-            if unread and self.credit_method != owner:
-                raise _refused("credit_overrides", self.credit_overrides, f"{', '.join(unread)} only change credit "
-                                                                          f"method {owner!r}; this run's is "
-                                                                          f"{self.credit_method!r}")
+        try:  # fields the method does not read: given to it, they were ignored (the rule estimate applies)
+            check_fields(self.credit_method, overridden.changed)
+        except ValueError as e:
+            raise _refused("credit_overrides", self.credit_overrides, str(e)) from None
         try:
             overridden.replace(invalid_penalty=float(self.invalid_action_penalty))
         except (TypeError, ValueError) as e:

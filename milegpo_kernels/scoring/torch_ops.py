@@ -41,10 +41,10 @@ class ScoreParams(NamedTuple):
     #: the readings of spec section 12 (CreditConfig's fields of the same names): deg(v) counts self-loops
     #: (eq. 5); g is in C(v)'s max-normaliser; a self-loop is an incoming edge in eqs. 14 and 16; g's psi~ is in
     #: psi-bar's normaliser (eq. 16). True: the paper's reading; False: the spec's.
-    centrality_self_loops: bool = True
-    centrality_norm_with_sink: bool = True
-    incoming_self_loops: bool = True
-    progress_norm_with_sink: bool = True
+    degree_self_loops: bool = True
+    degree_max_with_sink: bool = True
+    evidence_self_loops: bool = True
+    progress_max_with_sink: bool = True
 
     of = classmethod(params_of)
 
@@ -115,10 +115,10 @@ def graph_scores_torch(src, dst, edge_valid, node_group, node_valid, is_sink, di
     lift = lift_raw.clamp(min=0.0)
     coverage = n_pos.to(F64) / k_pos_f.clamp(min=1.0).index_select(0, node_gid)
     non_self = edge_valid & (src != dst)
-    degree_edges = edge_valid if p.centrality_self_loops else non_self  # a self-loop: in + out, or neither
-    incoming = edge_valid if p.incoming_self_loops else non_self  # the incoming edges of eqs. 14 and 16
+    degree_edges = edge_valid if p.degree_self_loops else non_self  # a self-loop: in + out, or neither
+    incoming = edge_valid if p.evidence_self_loops else non_self  # the incoming edges of eqs. 14 and 16
     deg = segment_count(torch.cat([src, dst]), vcap, valid=degree_edges.repeat(2)).to(F64)
-    norm_set = (node_valid if p.centrality_norm_with_sink else live) & (n_pos >= 1)  # the success-visited nodes
+    norm_set = (node_valid if p.degree_max_with_sink else live) & (n_pos >= 1)  # the success-visited nodes
     max_deg = segment_max(deg, node_gid, gcap, valid=norm_set, **ops).index_select(0, node_gid)
     centrality = torch.where(max_deg > 0, deg / torch.where(max_deg > 0, max_deg, 1.0), zero_v)
     s0_pos = torch.where(cand_pos, p.w_s * lift + p.w_m * coverage + p.w_c * centrality, zero_v)
@@ -151,7 +151,7 @@ def graph_scores_torch(src, dst, edge_valid, node_group, node_valid, is_sink, di
     lneg_edge = torch.where(n_branch > 1, (ep_neg - mu_neg).clamp(min=0.0), lift_neg.index_select(0, dst))
     psi = p.a_d * dd + p.a_s * lift_raw.index_select(0, dst) - p.a_f * lneg_edge  # eq. 15
     psi_tilde = segment_max(psi, dst, vcap, valid=incoming & (e_pos >= 1) & (psi > tol), **ops)
-    psi_nodes = node_valid if p.progress_norm_with_sink else live  # V_q, or the nodes other than g
+    psi_nodes = node_valid if p.progress_max_with_sink else live  # V_q, or the nodes other than g
     psi_bar = max_normalize(psi_tilde, node_gid, gcap, valid=psi_nodes, **ops)  # eq. 16
     evidence = p.w_bc * b + p.w_pg * psi_bar  # eq. 17
     retained = cand_pos & ((psi_bar > tol) | (coverage >= p.theta_m - tol) | ((p.kappa_bc == 1) & (b > tol)))

@@ -3,7 +3,7 @@
 Passes (E: one program per 1024 edges; N: per 1024 nodes), each a barrier the next
 one needs:
 
-1. E ``_edge_sums``: node degrees (self-loops counted in and out, or not at all: ``centrality_self_loops``); per source node the count of
+1. E ``_edge_sums``: node degrees (self-loops counted in and out, or not at all: ``degree_self_loops``); per source node the count of
    its branches and the sums of their success / failure rates (eq. 12's means).
 2. N ``_node_terms``: lift, coverage, candidates, S- and the trap candidates; the
    group maxima of the degree (for centrality) and of S- (eq. 8).
@@ -91,10 +91,10 @@ def _normed(x, mx_bits):
 
 @triton.jit
 def _edge_sums_kernel(src_ptr, dst_ptr, valid_ptr, et_ptr, ep_ptr, deg_ptr, nbr_ptr, sum_pos_ptr, sum_neg_ptr, E, V,
-                      CENTRALITY_SELF_LOOPS: tl.constexpr, BLOCK: tl.constexpr, SEM: tl.constexpr):
+                      DEGREE_SELF_LOOPS: tl.constexpr, BLOCK: tl.constexpr, SEM: tl.constexpr):
     slots, ok, s, d, non_self = _edges(src_ptr, dst_ptr, valid_ptr, E, V, BLOCK)
     one = tl.full((BLOCK,), 1, tl.int64)
-    degree_edge = ok if CENTRALITY_SELF_LOOPS else non_self  # a self-loop: once in, once out (eq. 5)
+    degree_edge = ok if DEGREE_SELF_LOOPS else non_self  # a self-loop: once in, once out (eq. 5)
     tl.atomic_add(deg_ptr + s, one, mask=degree_edge, sem=SEM)
     tl.atomic_add(deg_ptr + d, one, mask=degree_edge, sem=SEM)
     ep_pos, ep_neg, _ = _rates(et_ptr, ep_ptr, slots, ok)
@@ -107,7 +107,7 @@ def _edge_sums_kernel(src_ptr, dst_ptr, valid_ptr, et_ptr, ep_ptr, deg_ptr, nbr_
 def _node_terms_kernel(gid_ptr, valid_ptr, sink_ptr, nt_ptr, np_ptr, nre_ptr, kc_ptr, kp_ptr, deg_ptr,
                        lift_raw_ptr, lift_neg_ptr, cov_ptr, s_neg_ptr, cand_pos_ptr, cand_neg_ptr,
                        max_deg_ptr, s_neg_max_ptr, V, G, min_support, min_trap_visits, trap_floor, w_f, w_l,
-                       CENTRALITY_NORM_WITH_SINK: tl.constexpr, BLOCK: tl.constexpr, SEM: tl.constexpr):
+                       DEGREE_MAX_WITH_SINK: tl.constexpr, BLOCK: tl.constexpr, SEM: tl.constexpr):
     slots, inb, g, ok = _ids(gid_ptr, V, G, BLOCK)
     live = _live(valid_ptr, sink_ptr, slots, inb, ok)
     real = ok & (tl.load(valid_ptr + slots, mask=inb, other=0) != 0)  # g included
@@ -127,7 +127,7 @@ def _node_terms_kernel(gid_ptr, valid_ptr, sink_ptr, nt_ptr, np_ptr, nre_ptr, kc
     lift_raw = p_pos - pq_pos
     coverage = npos.to(tl.float64) / tl.maximum(kp_f, 1.0)
     deg = tl.load(deg_ptr + slots, mask=inb, other=0)
-    norm_set = real if CENTRALITY_NORM_WITH_SINK else live  # C(v)'s normaliser: the success-visited nodes
+    norm_set = real if DEGREE_MAX_WITH_SINK else live  # C(v)'s normaliser: the success-visited nodes
     tl.atomic_max(max_deg_ptr + g, deg, mask=norm_set & (npos >= 1), sem=SEM)
     trap_pre = live & (npos == 0) & ((nneg >= min_trap_visits) | (nre > 0))
     lift_neg = tl.maximum(p_neg - pq_neg, 0.0)
@@ -147,7 +147,7 @@ def _node_terms_kernel(gid_ptr, valid_ptr, sink_ptr, nt_ptr, np_ptr, nre_ptr, kc
 @triton.jit
 def _edge_terms_kernel(src_ptr, dst_ptr, valid_ptr, et_ptr, ep_ptr, nbr_ptr, sum_pos_ptr, sum_neg_ptr, gid_ptr,
                        dist_ptr, lift_raw_ptr, lift_neg_ptr, c_tilde_ptr, c_max_ptr, psi_max_ptr, E, V, G,
-                       tol, a_d, a_s, a_f, INCOMING_SELF_LOOPS: tl.constexpr, INF: tl.constexpr,
+                       tol, a_d, a_s, a_f, EVIDENCE_SELF_LOOPS: tl.constexpr, INF: tl.constexpr,
                        BLOCK: tl.constexpr, SEM: tl.constexpr):
     slots, ok, s, d, non_self = _edges(src_ptr, dst_ptr, valid_ptr, E, V, BLOCK)
     ep_pos, ep_neg, ep = _rates(et_ptr, ep_ptr, slots, ok)
@@ -169,27 +169,27 @@ def _edge_terms_kernel(src_ptr, dst_ptr, valid_ptr, et_ptr, ep_ptr, nbr_ptr, sum
     lneg = tl.where(branched, tl.maximum(ep_neg - mu_neg, 0.0), tl.load(lift_neg_ptr + d, mask=ok, other=0.0))
     lift_dst = tl.load(lift_raw_ptr + d, mask=ok, other=0.0)
     psi = f64_scalar(a_d) * dd + f64_scalar(a_s) * lift_dst - f64_scalar(a_f) * lneg  # eq. 15
-    incoming = ok if INCOMING_SELF_LOOPS else non_self  # eq. 16's incoming edges
+    incoming = ok if EVIDENCE_SELF_LOOPS else non_self  # eq. 16's incoming edges
     tl.atomic_max(psi_max_ptr + d, psi.to(tl.int64, bitcast=True), mask=incoming & (ep >= 1) & (psi > tol_f),
                   sem=SEM)
 
 
 @triton.jit
 def _branch_contrast_kernel(src_ptr, dst_ptr, valid_ptr, gid_ptr, c_tilde_ptr, c_max_ptr, b_max_ptr, E, V, G, tol,
-                            INCOMING_SELF_LOOPS: tl.constexpr, BLOCK: tl.constexpr, SEM: tl.constexpr):
+                            EVIDENCE_SELF_LOOPS: tl.constexpr, BLOCK: tl.constexpr, SEM: tl.constexpr):
     slots, ok, s, d, non_self = _edges(src_ptr, dst_ptr, valid_ptr, E, V, BLOCK)
     g = tl.load(gid_ptr + s, mask=ok, other=0)
     g_ok = ok & (g >= 0) & (g < G)
     c_tilde = tl.load(c_tilde_ptr + slots, mask=ok, other=0.0)
     c_edge = _normed(c_tilde, tl.load(c_max_ptr + tl.where(g_ok, g, 0), mask=g_ok, other=0))  # eq. 13
-    incoming = ok if INCOMING_SELF_LOOPS else non_self  # eq. 14's incoming edges
+    incoming = ok if EVIDENCE_SELF_LOOPS else non_self  # eq. 14's incoming edges
     tl.atomic_max(b_max_ptr + d, c_edge.to(tl.int64, bitcast=True), mask=incoming & (c_edge > f64_scalar(tol)), sem=SEM)
 
 
 @triton.jit
 def _node_scores_kernel(gid_ptr, valid_ptr, sink_ptr, deg_ptr, max_deg_ptr, lift_raw_ptr, cov_ptr, cand_pos_ptr,
                         psi_tilde_ptr, s0_ptr, s0_max_ptr, psi_max_ptr, V, G, w_s, w_m, w_c,
-                        PROGRESS_NORM_WITH_SINK: tl.constexpr, BLOCK: tl.constexpr, SEM: tl.constexpr):
+                        PROGRESS_MAX_WITH_SINK: tl.constexpr, BLOCK: tl.constexpr, SEM: tl.constexpr):
     slots, inb, g, ok = _ids(gid_ptr, V, G, BLOCK)
     live = _live(valid_ptr, sink_ptr, slots, inb, ok)
     deg = tl.load(deg_ptr + slots, mask=inb, other=0).to(tl.float64)
@@ -203,7 +203,7 @@ def _node_scores_kernel(gid_ptr, valid_ptr, sink_ptr, deg_ptr, max_deg_ptr, lift
     tl.atomic_max(s0_max_ptr + g, s0.to(tl.int64, bitcast=True), mask=cand_pos, sem=SEM)
     psi_bits = tl.load(psi_tilde_ptr + slots, mask=inb, other=0)
     psi_nodes = live
-    if PROGRESS_NORM_WITH_SINK:  # psi-bar's normaliser over V_q, g included (eq. 16)
+    if PROGRESS_MAX_WITH_SINK:  # psi-bar's normaliser over V_q, g included (eq. 16)
         psi_nodes = ok & (tl.load(valid_ptr + slots, mask=inb, other=0) != 0)
     tl.atomic_max(psi_max_ptr + g, psi_bits, mask=psi_nodes, sem=SEM)
 
@@ -212,7 +212,7 @@ def _node_scores_kernel(gid_ptr, valid_ptr, sink_ptr, deg_ptr, max_deg_ptr, lift
 def _node_pcc_kernel(gid_ptr, valid_ptr, sink_ptr, cov_ptr, cand_pos_ptr, cand_neg_ptr, s0_ptr, s_neg_ptr,
                      psi_tilde_ptr, b_bits_ptr, s0_max_ptr, s_neg_max_ptr, psi_max_ptr, s_pcc_max_ptr,
                      b_ptr, psi_bar_ptr, retained_ptr, s_pcc_ptr, seeds_ptr, V, G, tol, theta_floor, w_bc, w_pg,
-                     w_pcc, rho, KAPPA_BC: tl.constexpr, PROGRESS_NORM_WITH_SINK: tl.constexpr, VARIANT: tl.constexpr,
+                     w_pcc, rho, KAPPA_BC: tl.constexpr, PROGRESS_MAX_WITH_SINK: tl.constexpr, VARIANT: tl.constexpr,
                      BLOCK: tl.constexpr, SEM: tl.constexpr):
     slots, inb, g, ok = _ids(gid_ptr, V, G, BLOCK)
     sink = tl.load(sink_ptr + slots, mask=inb, other=1) != 0
@@ -222,7 +222,7 @@ def _node_pcc_kernel(gid_ptr, valid_ptr, sink_ptr, cov_ptr, cand_pos_ptr, cand_n
     tol_f = f64_scalar(tol)
     psi_tilde = f64_scalar(tl.load(psi_tilde_ptr + slots, mask=inb, other=0))
     psi_nodes = live
-    if PROGRESS_NORM_WITH_SINK:  # psi-bar(g) = psi~(g) / max too
+    if PROGRESS_MAX_WITH_SINK:  # psi-bar(g) = psi~(g) / max too
         psi_nodes = ok & (tl.load(valid_ptr + slots, mask=inb, other=0) != 0)
     psi_bar = tl.where(psi_nodes, _normed(psi_tilde, tl.load(psi_max_ptr + g, mask=ok, other=0)), 0.0)  # eq. 16
     b = tl.where(sink, 0.0, f64_scalar(tl.load(b_bits_ptr + slots, mask=inb, other=0)))
@@ -291,28 +291,28 @@ def graph_scores_triton(src, dst, edge_valid, node_group, node_valid, is_sink, d
     node_grid, edge_grid = (triton.cdiv(v, BLOCK),), (triton.cdiv(e, BLOCK),)
     if e:
         _edge_sums_kernel[edge_grid](src, dst, ev, e_traj, e_pos, deg, nbr, sum_pos, sum_neg, e, v,
-                                     CENTRALITY_SELF_LOOPS=bool(p.centrality_self_loops), SEM=SEM, **kw)
+                                     DEGREE_SELF_LOOPS=bool(p.degree_self_loops), SEM=SEM, **kw)
     _node_terms_kernel[node_grid](
         node_group, nv, sink, n_traj, n_pos, n_revisit, k_count, k_pos, deg, lift_raw, lift_neg, coverage, s_neg,
         cp, cn, max_deg, s_neg_max, v, g, p.min_node_support, p.min_trap_visits,
         f64_bits(p.min_trap_score - p.threshold_tol), f64_bits(p.w_f), f64_bits(p.w_l),
-        CENTRALITY_NORM_WITH_SINK=bool(p.centrality_norm_with_sink), SEM=SEM, num_warps=NODE_TERMS_WARPS, **kw)
+        DEGREE_MAX_WITH_SINK=bool(p.degree_max_with_sink), SEM=SEM, num_warps=NODE_TERMS_WARPS, **kw)
     if e:
         _edge_terms_kernel[edge_grid](
             src, dst, ev, e_traj, e_pos, nbr, sum_pos, sum_neg, node_group, dist, lift_raw, lift_neg, c_tilde,
             c_max, psi_t, e, v, g, tol, f64_bits(p.a_d), f64_bits(p.a_s), f64_bits(p.a_f),
-            INCOMING_SELF_LOOPS=bool(p.incoming_self_loops), INF=INF, SEM=SEM, **kw)
+            EVIDENCE_SELF_LOOPS=bool(p.evidence_self_loops), INF=INF, SEM=SEM, **kw)
         _branch_contrast_kernel[edge_grid](src, dst, ev, node_group, c_tilde, c_max, b_bits, e, v, g, tol,
-                                           INCOMING_SELF_LOOPS=bool(p.incoming_self_loops), SEM=SEM, **kw)
+                                           EVIDENCE_SELF_LOOPS=bool(p.evidence_self_loops), SEM=SEM, **kw)
     _node_scores_kernel[node_grid](
         node_group, nv, sink, deg, max_deg, lift_raw, coverage, cp, psi_t, s0, s0_max, psi_max, v, g,
-        f64_bits(p.w_s), f64_bits(p.w_m), f64_bits(p.w_c), PROGRESS_NORM_WITH_SINK=bool(p.progress_norm_with_sink),
+        f64_bits(p.w_s), f64_bits(p.w_m), f64_bits(p.w_c), PROGRESS_MAX_WITH_SINK=bool(p.progress_max_with_sink),
         SEM=SEM, **kw)
     _node_pcc_kernel[node_grid](
         node_group, nv, sink, coverage, cp, cn, s0, s_neg, psi_t, b_bits, s0_max, s_neg_max, psi_max, s_pcc_max,
         b, psi_bar, ret, s_pcc, seeds, v, g, tol, f64_bits(p.theta_m - p.threshold_tol), f64_bits(p.w_bc),
         f64_bits(p.w_pg), f64_bits(p.w_pcc), f64_bits(p.rho), KAPPA_BC=p.kappa_bc == 1,
-        PROGRESS_NORM_WITH_SINK=bool(p.progress_norm_with_sink), VARIANT=VARIANT_CODE[variant], SEM=SEM, **kw)
+        PROGRESS_MAX_WITH_SINK=bool(p.progress_max_with_sink), VARIANT=VARIANT_CODE[variant], SEM=SEM, **kw)
     if variant == "full":
         _node_seeds_kernel[node_grid](node_group, cp, s_pcc, s_pcc_max, seeds, v, g, **kw)
     return out

@@ -46,7 +46,7 @@ def official_beacon(batch: StepBatch, cfg) -> dict:
                 step_rewards[idx[k]] = (cfg.beacon_gamma ** (m - k)) * 10.0
             start = m + 1
     # the trainer's apply_invalid_action_penalty on step_rewards and on the episode score
-    if cfg.beacon_step_penalty:
+    if cfg.beacon_penalty == "return":
         step_rewards = step_rewards - cfg.invalid_penalty * invalid
     totals = {u: sum(rows[i]["reward"] for i in order if rows[i]["traj"] == u) for u in np.unique(uid)}
     scores = np.array([totals[uid[k]] for k in range(n)]) - cfg.invalid_penalty * invalid
@@ -114,7 +114,7 @@ CONFIGS = {
     "beacon_alfworld": presets.BEACON_ALFWORLD,
     "beacon_webshop": presets.BEACON_WEBSHOP,
     "beacon_scienceworld": presets.BEACON_SCIENCEWORLD,
-    "mean_std-no-step-penalty": presets.ALFWORLD.replace(beacon_mode="mean_std", beacon_step_penalty=False),
+    "mean_std-no-step-penalty": presets.ALFWORLD.replace(beacon_mode="mean_std", beacon_penalty="none"),
     "gamma1-norm-differs": presets.WEBSHOP.replace(beacon_gamma=1.0, beacon_mode="mean_std", norm_eps=0.0),
     "gamma0-w3": presets.ALFWORLD.replace(beacon_gamma=0.0, beacon_weight=3.0, invalid_penalty=2.5),
 }
@@ -205,7 +205,7 @@ def test_weight_zero_is_grpo_under_the_same_normalisation(backend):
         for mode in ("mean", "mean_std"):
             cfg = presets.ALFWORLD.replace(beacon_weight=0.0, beacon_mode=mode)
             got = _quiet(estimate, batch, "beacon", cfg, backend=backend).advantages
-            want = estimate(batch, "grpo", cfg.replace(norm=mode), backend=backend).advantages
+            want = estimate(batch, "grpo", presets.ALFWORLD.replace(norm=mode), backend=backend).advantages
             torch.testing.assert_close(got, want, rtol=TOL, atol=TOL, msg=f"{bname}/{mode}")
 
 
@@ -224,10 +224,10 @@ def test_no_milestone_is_one_segment_of_penalties_and_warns():
         warnings.simplefilter("error")
         estimate(batches()["adversarial"], "beacon", presets.BEACON_ALFWORLD, backend="torch")  # milestones: silent
         estimate(StepBatch.from_rows([]), "beacon", backend="torch")  # nothing to say of an empty batch
-        quiet = presets.BEACON_ALFWORLD.replace(beacon_step_penalty=False)
+        quiet = presets.BEACON_ALFWORLD.replace(beacon_penalty="none")
         with pytest.warns(UserWarning):
             res = estimate(batch, "beacon", quiet, backend="torch")
-    grpo = estimate(batch, "grpo", quiet.replace(norm="mean"), backend="torch")
+    grpo = estimate(batch, "grpo", quiet.replace(norm="mean").as_preset(), backend="torch")
     torch.testing.assert_close(res.advantages, grpo.advantages, rtol=0, atol=0)  # no penalty: GRPO exactly
 
 
@@ -250,8 +250,8 @@ def test_empty_batch_and_config_checks():
                                   ("beacon_mode", "mean_norm", r"beacon_mode must be one of \('mean', 'mean_std'\)")):
         with pytest.raises(ValueError, match=pattern):
             CreditConfig(**{field: value})
-    with pytest.raises(TypeError, match="beacon_step_penalty must be a bool"):
-        CreditConfig(beacon_step_penalty=1)
+    with pytest.raises(ValueError, match=r"beacon_penalty must be one of \('none', 'return'\)"):
+        CreditConfig(beacon_penalty="reward")
     # the official scripts' values in the presets (examples/migpo_trainer/run_*.sh)
     for preset, (gamma, w, p) in ((presets.BEACON_ALFWORLD, (0.9, 10.0, 0.1)), (presets.BEACON_WEBSHOP, (0.95, 1.0, 1.0)),
                                   (presets.BEACON_SCIENCEWORLD, (0.95, 1.0, 0.1))):

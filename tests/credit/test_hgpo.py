@@ -40,7 +40,7 @@ def spec_hgpo(batch: StepBatch, cfg) -> np.ndarray:
         states = [rows[i]["state"] for i in idx]
         for t, i in enumerate(idx):
             ret[i] = sum(gamma ** (j - t) * rewards[j] for j in range(t, len(idx)))
-            if cfg.hgpo_penalty == "step_return" and rows[i]["invalid"]:
+            if cfg.hgpo_penalty == "return" and rows[i]["invalid"]:
                 ret[i] -= p
             for m in range(1, min(int(cfg.hgpo_history) + 1, t + 1) + 1):
                 contexts.setdefault((group, m, tuple(states[t - m + 1:t + 1])), []).append(i)
@@ -224,11 +224,11 @@ def test_history_zero_is_gigpo_step_term(backend, preset):
     base = presets.ALFWORLD if preset == "alfworld" else presets.WEBSHOP
     small = backend == "triton" and not torch.cuda.is_available()
     for batch in batches(small).values():
-        for penalty, gigpo_cfg in (("none", base), ("step_return", base.replace(invalid_penalty_on_step_return=True))):
+        for penalty, gigpo_cfg in (("none", base), ("return", base.replace(step_penalty="return"))):
             cfg = base.replace(hgpo_history=0, hgpo_std="sample", hgpo_penalty=penalty)
             hgpo = estimate(batch, "hgpo", cfg, backend=backend).advantages
             gigpo = estimate(batch, "gigpo", gigpo_cfg, backend=backend).advantages
-            grpo = estimate(batch, "grpo", gigpo_cfg, backend=backend).advantages
+            grpo = estimate(batch, "grpo", base, backend=backend).advantages
             torch.testing.assert_close(hgpo, 2 / (2 + 1e-6) * (gigpo - grpo), rtol=TOL, atol=TOL)
 
 
@@ -237,10 +237,10 @@ def test_history_zero_alpha_zero_base_group_is_the_mean_of_the_nonzero_terms():
         cfg = presets.ALFWORLD.replace(hgpo_history=0, hgpo_alpha=0.0, hgpo_base_group=True, hgpo_std="sample",
                                        hgpo_penalty="none")
         hgpo = estimate(batch, "hgpo", cfg, backend="torch").advantages
-        grpo = estimate(batch, "grpo", cfg, backend="torch").advantages
-        step = estimate(batch, "gigpo", cfg, backend="torch").advantages - grpo
+        grpo = estimate(batch, "grpo", presets.ALFWORLD, backend="torch").advantages
+        gigpo = estimate(batch, "gigpo", presets.ALFWORLD, backend="torch")
         # the step term's zeros are exact (one-row or equal groups); GiGPO - GRPO can leave a 1e-16 residue
-        step = torch.where(estimate(batch, "gigpo", cfg, backend="torch").rows["step_adv"] == 0, 0.0, step)
+        step = torch.where(gigpo.rows["step_adv"] == 0, 0.0, gigpo.advantages - grpo)
         count = (grpo != 0).double() + (step != 0).double()
         torch.testing.assert_close(hgpo, (grpo + step) / (count + 1e-6), rtol=TOL, atol=TOL)
 
@@ -288,7 +288,7 @@ def test_config_checks():
 
     assert (presets.ALFWORLD.hgpo_history, presets.ALFWORLD.hgpo_alpha, presets.ALFWORLD.hgpo_std,
             presets.ALFWORLD.hgpo_weight_shift, presets.ALFWORLD.hgpo_base_group,
-            presets.ALFWORLD.hgpo_penalty) == (2, 1.0, "population", 1, False, "step_return")
+            presets.ALFWORLD.hgpo_penalty) == (2, 1.0, "population", 1, False, "return")
     assert presets.WEBSHOP.norm == "mean" and presets.WEBSHOP.hgpo_history == 2
     with pytest.raises(ValueError, match=r"hgpo_history must be a whole number in \[0, 64\]"):
         CreditConfig(hgpo_history=-1)
@@ -315,3 +315,48 @@ def test_gpu_layout_pipeline_reads_nothing_on_the_host():
             adv = tables.result(batch, "hgpo", config, "full", "triton").advantages
         torch.testing.assert_close(adv, estimate(batch, "hgpo", config, backend="reference").advantages,
                                    rtol=TOL, atol=TOL)
+
+
+# ------------------------------------------------------------------ a history past the longest episode (issue 48.6)
+def test_a_history_past_the_longest_episode_stops_at_it(monkeypatch):
+    # hgpo_history 64 on episodes of at most 9 steps formed 65 depths, 56 of them one-row groups (7x the time,
+    # 5x the memory for the same advantages); both estimators now stop at the longest episode
+    from milegpo.credit import hgpo
+
+    batch = batches()["adversarial"]
+    longest = int(batch.t.max()) + 1
+    depths = {"torch": [], "reference": []}
+    context_ids, history_groups = hgpo.context_ids, hgpo.history_groups
+    monkeypatch.setattr(hgpo, "context_ids", lambda rows, t, count: depths["torch"].append(count) or
+                        context_ids(rows, t, count))
+    monkeypatch.setattr(hgpo, "history_groups", lambda trajs, rows, depth: depths["reference"].append(depth) or
+                        history_groups(trajs, rows, depth))
+    config = presets.ALFWORLD.replace(hgpo_history=64)
+    estimate(batch, "hgpo", config, backend="torch")
+    estimate(batch, "hgpo", config, backend="reference")
+    assert depths["torch"] == [longest] and max(depths["reference"]) == longest < 65
+    assert hgpo.depth_count(config, longest) == longest and hgpo.depth_count(presets.ALFWORLD, longest) == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("history, base_group", [(64, False), (12, True), (5, False)])
+def test_the_capped_history_gives_the_uncapped_numbers(backend, history, base_group, monkeypatch):
+    # the same advantages and rows, to the bit, as forming all K + 1 depths (the cap switched off here); on Triton
+    # to the last bit but one: its segment sums' atomics add in an order that depends on the segments' layout,
+    # which the number of depths changes (two runs of one layout agree to the bit)
+    from milegpo.credit import hgpo
+
+    small = backend == "triton" and not torch.cuda.is_available()
+    config = presets.ALFWORLD.replace(hgpo_history=history, hgpo_base_group=base_group)
+    for name, batch in batches(small).items():
+        capped = estimate(batch, "hgpo", config, backend=backend)
+        with monkeypatch.context() as m:
+            m.setattr(hgpo, "depth_count", lambda config, longest: int(config.hgpo_history) + 1)
+            uncapped = estimate(batch, "hgpo", config, backend=backend)
+        for key in ("advantages", *capped.rows):
+            got = capped.advantages if key == "advantages" else capped.rows[key]
+            want = uncapped.advantages if key == "advantages" else uncapped.rows[key]
+            if backend == "triton":
+                torch.testing.assert_close(got, want, rtol=0, atol=1e-12, msg=f"{name} {key}")
+            else:
+                assert torch.equal(got, want), (name, key)

@@ -48,19 +48,19 @@ def only(name: str):
 # eq. 12: branches of 1: c~(1,2) = 1/3 - (1 + 0)/2 = -1/6, c~(1,g) = 1 - (1/3 + 0)/2 = 5/6, c~(1,4) = -2/3;
 #   branches of 2: c~(2,2) = 1 - (1 + 0)/2 = 1/2, c~(2,g) = 1/2, c~(2,3) = 0 - 1 = -1. max |c~| = 1, c = c~.
 # eq. 14: b(2) over its incoming edges with c > 0: (1,2) has -1/6; the self-loop (2,2) has 1/2.
-#   spec: b(2) = 0; paper (incoming_self_loops): b(2) = 1/2.
+#   spec: b(2) = 0; paper (evidence_self_loops): b(2) = 1/2.
 # eq. 15: psi(1,2) = dd 0 + (1/3 - 2/7) - l-, l- = max(2/3 - (0 + 1)/2, 0) = 1/6: psi = 1/21 - 1/6 < 0;
 #   psi(2,2) = 0 + 1/21 - max(0 - (0 + 1)/2, 0) = 1/21 > 0, |T+| = 1;
 #   psi(1,g) = 1 + (1 - 2/7) - 0 = 12/7; psi(2,g) = 1 + 5/7 - 0 = 12/7.
 # eq. 16: psi~(2): spec 0 (its only positive incoming edge is its loop); paper 1/21. psi~(g) = 12/7.
-#   psi-bar(2): spec 0 (max over nodes other than g: 0); incoming_self_loops alone 1 (max 1/21);
-#   paper (with the sink in the max): (1/21) / (12/7) = 1/36. psi-bar(g): 1 with progress_norm_with_sink, else 0.
+#   psi-bar(2): spec 0 (max over nodes other than g: 0); evidence_self_loops alone 1 (max 1/21);
+#   paper (with the sink in the max): (1/21) / (12/7) = 1/36. psi-bar(g): 1 with progress_max_with_sink, else 0.
 # eq. 5: deg without self-loops: 1: out {2, g, 4} = 3; 2: in {1} + out {g, 3} = 3; g: in {1, 2} = 2.
 #   With self-loops: 2: in {1, 2} + out {2, g, 3} = 5. C(1) = 3/3 = 1 (spec), 3/5 (self-loops counted).
 #   l+(1) = 0, m(1) = 1: S0+(1) = 1 + 0.25 C(1): 1.25 (spec), 1.15 (paper).
 #   l+(2) = 1/21, m(2) = 1/2, C(2) = 1: S0+(2) = 1/21 + 1/2 + 1/4 = 67/84 (both).
 # eqs. 17-18 (ALFWorld: theta_m 1.1, kappa_bc 0, rho 0): z(1) = 0 (psi-bar 0, m = 1 < 1.1): S_pcc(1) = 0;
-#   z(2) = [psi-bar(2) > 0]: spec 0 -> S_pcc(2) = 0; incoming_self_loops alone: E = 1/2 + 1 = 3/2,
+#   z(2) = [psi-bar(2) > 0]: spec 0 -> S_pcc(2) = 0; evidence_self_loops alone: E = 1/2 + 1 = 3/2,
 #   S_pcc(2) = 67/84 * 5/2 = 335/168; paper: E = 1/2 + 1/36 = 19/36, S_pcc(2) = 67/84 * 55/36 = 3685/3024.
 # ---------------------------------------------------------------------------------------------
 L_PATHS = [(3, [1, 2, 2, G]), (3, [1, G]), (3, [1, 2, 3]), (3, [1, 2, 3]), (3, [1, 4]), (3, [1, 4]), (3, [1, 4])]
@@ -68,10 +68,10 @@ L_PATHS = [(3, [1, 2, 2, G]), (3, [1, G]), (3, [1, 2, 3]), (3, [1, 2, 3]), (3, [
 L_HAND = {  # config name -> {node value: {key: value}}
     "spec": {"b": {2: 0.0}, "psi_bar": {2: 0.0, G: 0.0}, "retained": {1: False, 2: False},
              "s0_pos": {1: 1.25, 2: 67 / 84}, "s_pcc": {1: 0.0, 2: 0.0}},
-    "centrality_self_loops": {"s0_pos": {1: 1.15, 2: 67 / 84}, "b": {2: 0.0}, "psi_bar": {2: 0.0}},
-    "incoming_self_loops": {"b": {2: 0.5}, "psi_bar": {2: 1.0, G: 0.0}, "retained": {1: False, 2: True},
+    "degree_self_loops": {"s0_pos": {1: 1.15, 2: 67 / 84}, "b": {2: 0.0}, "psi_bar": {2: 0.0}},
+    "evidence_self_loops": {"b": {2: 0.5}, "psi_bar": {2: 1.0, G: 0.0}, "retained": {1: False, 2: True},
                             "s0_pos": {1: 1.25}, "s_pcc": {1: 0.0, 2: 335 / 168}},
-    "progress_norm_with_sink": {"b": {2: 0.0}, "psi_bar": {2: 0.0, G: 1.0}, "retained": {2: False}},
+    "progress_max_with_sink": {"b": {2: 0.0}, "psi_bar": {2: 0.0, G: 1.0}, "retained": {2: False}},
     "paper": {"b": {2: 0.5}, "psi_bar": {2: 1 / 36, G: 1.0}, "retained": {1: False, 2: True},
               "s0_pos": {1: 1.15, 2: 67 / 84}, "s_pcc": {1: 0.0, 2: 3685 / 3024}},
 }
@@ -95,13 +95,13 @@ def test_self_loop_and_sink_progress_by_hand(backend, name):
                 assert have[key] == close(x), (name, value, key)
     # the advantages move with the reading: spec has no milestone potential here, the paper's has node 2's
     spec = estimate(batch, "milegpo", SPEC, "full", backend=backend)
-    if name in ("paper", "incoming_self_loops"):
+    if name in ("paper", "evidence_self_loops"):
         assert by_key(got, "phi_pos")[2] == close(1.0) and by_key(spec, "phi_pos")[2] == 0.0
         assert (got.advantages - spec.advantages).abs().max().item() > 1e-3
 
 
 # ---------------------------------------------------------------------------------------------
-# Group T: the sink has the largest degree among the success-visited states (centrality_norm_with_sink).
+# Group T: the sink has the largest degree among the success-visited states (degree_max_with_sink).
 # Four won trajectories (group 0) of a binary tree, every leaf one step from g:
 #   1 -> 2 -> 4 -> g,  1 -> 2 -> 5 -> g,  1 -> 3 -> 6 -> g,  1 -> 3 -> 7 -> g
 # deg: 1 out {2, 3} = 2; 2, 3: in 1 + out 2 = 3; 4-7: in 1 + out 1 = 2; g: in {4, 5, 6, 7} = 4 (no self-loops).
@@ -117,14 +117,14 @@ def test_sink_in_the_centrality_normaliser_by_hand(backend):
     batch = paths_batch(T_PATHS, shuffle_seed=1)
     spec = by_key(estimate(batch, "milegpo", SPEC, "rcs", backend=backend), "s0_pos")
     paper = by_key(estimate(batch, "milegpo", PAPER, "rcs", backend=backend), "s0_pos")
-    alone = by_key(estimate(batch, "milegpo", only("centrality_norm_with_sink"), "rcs", backend=backend), "s0_pos")
+    alone = by_key(estimate(batch, "milegpo", only("degree_max_with_sink"), "rcs", backend=backend), "s0_pos")
     assert [spec[k] for k in (1, 2, 3, 4, 7, G)] == close([7 / 6, 3 / 4, 3 / 4, 5 / 12, 5 / 12, 0.0])
     assert [paper[k] for k in (1, 2, 3, 4, 7, G)] == close([9 / 8, 11 / 16, 11 / 16, 3 / 8, 3 / 8, 0.0])
     assert alone == paper  # no self-loop here: the sink alone makes the difference
 
 
 # ---------------------------------------------------------------------------------------------
-# invalid_penalty_on_graph_return (verl-agent's GraphGPO trainer), GRAPHGPO_REFERENCE (gamma_G 0.1, max + 1).
+# graph_penalty="return" (verl-agent's GraphGPO trainer), GRAPHGPO_REFERENCE (gamma_G 0.1, max + 1).
 # Group 0: A (won): 1 -> 1 (invalid) -> 2 -> g;  B (lost): 1 -> 3 (invalid).
 #   d: g 0, 2 1, 1 2; 3 cannot reach g: the largest finite d is 2, so 3 is at 3.
 #   r^G: A: 10 * 0.1^2 - 0.1 = 0 (the invalid self-loop), 10 * 0.1 = 1, 10; B: 10 * 0.1^3 - 0.1 = -0.09.
@@ -151,12 +151,12 @@ def test_invalid_step_on_a_graphgpo_path_by_hand(backend):
     episode = [sample_norm(x, z) for x in z] + [sample_norm(x, [0.0, -0.1]) for x in (0.0, -0.1)]
     assert got.advantages.tolist() == close([e + a for e, a in zip(episode, a_graph)])
     # without the penalty the invalid self-loop keeps 0.1 and the all-fail group is tied
-    plain = estimate(batch, "graphgpo", presets.GRAPHGPO_REFERENCE.replace(invalid_penalty_on_graph_return=False),
+    plain = estimate(batch, "graphgpo", presets.GRAPHGPO_REFERENCE.replace(graph_penalty="none"),
                      backend=backend)
     assert plain.rows["r_graph"].tolist() == close([0.1, 1.0, 10.0, 0.01, 1.0, 1.0])
     assert plain.rows["a_graph"][4:].tolist() == [0.0, 0.0]
     # the spec's "zero": an all-fail group has r^G = 0 (the penalty still moves the invalid row)
-    spec = estimate(batch, "graphgpo", SPEC.replace(gamma_g=0.1, invalid_penalty_on_graph_return=True),
+    spec = estimate(batch, "graphgpo", SPEC.replace(gamma_g=0.1, graph_penalty="return"),
                     backend=backend)
     assert spec.rows["r_graph"].tolist() == close([0.0, 1.0, 10.0, -0.1, 0.0, -0.1])
     assert spec.rows["a_graph"][4:].tolist() == close(a_graph[4:])
@@ -167,9 +167,11 @@ def test_invalid_step_on_a_graphgpo_path_by_hand(backend):
 # ---------------------------------------------------------------------------------------------
 def switch_configs() -> dict:
     out = {f"only {name}": only(name) for name in PAPER_READING}
-    out["graph penalty"] = SPEC.replace(invalid_penalty_on_graph_return=True)
-    out["graph penalty, max + 1"] = PAPER.replace(invalid_penalty_on_graph_return=True, graph_unreachable="max_plus_one")
-    return {**out, **{name: presets.get_preset(name) for name in presets.PRESETS}}
+    out["graph penalty"] = SPEC.replace(graph_penalty="return")
+    out["graph penalty, max + 1"] = PAPER.replace(graph_penalty="return", graph_unreachable="max_plus_one")
+    # presets, each run by graphgpo and milegpo (graphgpo reads none of the four switches)
+    return {**{name: config.as_preset() for name, config in out.items()},
+            **{name: presets.get_preset(name) for name in presets.PRESETS}}
 
 
 SWITCH_BATCHES = [dict(n_groups=3, k=5, horizon=10, n_states=3, p_self=0.6, p_invalid=0.3),
@@ -253,11 +255,11 @@ def test_the_defaults_are_the_paper_s_reading():
 
 def test_the_verl_agent_presets():
     ref = presets.GIGPO_REFERENCE
-    assert ref == presets.ALFWORLD_PAPER.replace(invalid_penalty_on_step_return=True)
-    assert presets.GIGPO_REFERENCE_WEBSHOP.norm == "mean" and presets.GIGPO_REFERENCE_WEBSHOP.invalid_penalty_on_step_return
+    assert ref == presets.ALFWORLD_PAPER.replace(step_penalty="return")
+    assert presets.GIGPO_REFERENCE_WEBSHOP.norm == "mean" and presets.GIGPO_REFERENCE_WEBSHOP.step_penalty == "return"
     for graph, gamma_g in ((presets.GRAPHGPO_REFERENCE, 0.1), (presets.GRAPHGPO_REFERENCE_WEBSHOP, 0.2)):
-        assert (graph.gamma_g, graph.graph_unreachable, graph.invalid_penalty_on_graph_return, graph.norm) == (
-            gamma_g, "max_plus_one", True, "mean_std")
+        assert (graph.gamma_g, graph.graph_unreachable, graph.graph_penalty, graph.norm) == (
+            gamma_g, "max_plus_one", "return", "mean_std")
         assert (graph.episode_penalty, graph.episode_norm_over, graph.episode_single_value, graph.c) == (
             "row", "rows", "unit", 10.0)
     for name in ("GIGPO_REFERENCE", "GIGPO_REFERENCE_WEBSHOP", "GRAPHGPO_REFERENCE", "GRAPHGPO_REFERENCE_WEBSHOP",
@@ -268,8 +270,8 @@ def test_the_verl_agent_presets():
 def test_graph_penalty_config_is_a_bool():
     from milegpo.credit import CreditConfig
 
-    with pytest.raises(TypeError, match="invalid_penalty_on_graph_return must be a bool"):
-        CreditConfig(invalid_penalty_on_graph_return=1)
-    with pytest.raises(TypeError, match="centrality_self_loops must be a bool"):
-        CreditConfig(centrality_self_loops="yes")
+    with pytest.raises(ValueError, match=r"graph_penalty must be one of \('none', 'return'\), got 'reward'"):
+        CreditConfig(graph_penalty="reward")
+    with pytest.raises(TypeError, match="degree_self_loops must be a bool"):
+        CreditConfig(degree_self_loops="yes")
     assert StepBatch  # the module's imports are used

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from milegpo.credit import SINK, CreditConfig, StepBatch, estimate, presets
-from milegpo.credit.config import CHOICES
+from milegpo.credit.config import PAPER_FIELDS, choices
 from milegpo_kernels import interpreter_on
 
 from .batches import make_rows
@@ -214,7 +214,7 @@ def test_the_old_defaults_do_not_give_the_recipe():
     rows = BATCHES[0]
     batch = StepBatch.from_rows(rows)
     for method in RECIPE_METHODS:
-        old = estimate(batch, method, presets.ALFWORLD.replace(gamma_g=0.1), backend="reference").advantages
+        old = estimate(batch, method, presets.ALFWORLD.replace(gamma_g=0.1).as_preset(), backend="reference").advantages
         want = torch.tensor(recipe_credit(rows, method), dtype=torch.float64)
         assert (old - want).abs().max().item() > 0.1, method
 
@@ -327,20 +327,21 @@ def test_one_trajectory_groups_by_hand(backend):
 
 # ------------------------------------------------------------------ each field alone, every backend
 def one_switch_configs() -> dict[str, CreditConfig]:
-    """Each new field away from its default on ALFWORLD (and WEBSHOP's mean norm), and the presets."""
+    """Each new field away from its default on ALFWORLD (and WEBSHOP's mean norm), and the presets: presets each
+    (run by every method, each reading its own fields)."""
     base = presets.ALFWORLD
-    return {
+    return {name: config.as_preset() for name, config in {
         "trajectory-penalty": base.replace(episode_penalty="trajectory"),
         "per-trajectory": base.replace(episode_penalty="trajectory", episode_norm_over="trajectories"),
         "single-zero": base.replace(episode_single_value="zero"),
-        "step-reward-penalty": base.replace(invalid_penalty_in_step_reward=True),
+        "step-reward-penalty": base.replace(step_penalty="reward"),
         "max-plus-one": base.replace(graph_unreachable="max_plus_one"),
         "offset": base.replace(graph_distance_offset=1),
         "max-plus-one-offset": base.replace(graph_unreachable="max_plus_one", graph_distance_offset=1),
         "webshop-per-trajectory": presets.WEBSHOP.replace(episode_penalty="trajectory",
                                                            episode_norm_over="trajectories"),
         "graphgpo_reproduction": presets.GRAPHGPO_REPRODUCTION,
-    }
+    }.items()}
 
 
 CASES = [("grpo", "full"), ("gigpo", "full"), ("graphgpo", "full"), ("milegpo", "full")]
@@ -387,9 +388,11 @@ def test_each_field_changes_what_it_says_and_nothing_else():
 def test_the_defaults_are_the_spec():
     cfg = CreditConfig()
     assert (cfg.episode_penalty, cfg.episode_norm_over, cfg.episode_single_value, cfg.graph_unreachable,
-            cfg.graph_distance_offset, cfg.invalid_penalty_in_step_reward) == ("row", "rows", "unit", "zero", 0, False)
-    for name, names in CHOICES.items():
-        assert getattr(cfg, name) == names[0], name
+            cfg.graph_distance_offset, cfg.step_penalty) == ("row", "rows", "unit", "zero", 0, "none")
+    paper = {f.name for f in PAPER_FIELDS}
+    for name, names in choices().items():
+        if name in paper:  # the field's methods (hgpo_, g2po_, beacon_) default to their code's reading
+            assert getattr(cfg, name) == names[0], name
 
 
 def test_config_errors():
@@ -401,10 +404,8 @@ def test_config_errors():
         CreditConfig(graph_distance_offset=2)
     with pytest.raises(ValueError, match="episode_norm_over='trajectories' needs episode_penalty='trajectory'"):
         CreditConfig(episode_norm_over="trajectories")
-    with pytest.raises(ValueError, match="both on: the step return would take the invalid-action penalty twice"):
-        CreditConfig(invalid_penalty_in_step_reward=True, invalid_penalty_on_step_return=True)
-    with pytest.raises(TypeError, match="invalid_penalty_in_step_reward must be a bool"):
-        CreditConfig(invalid_penalty_in_step_reward=1)
+    with pytest.raises(ValueError, match=r"step_penalty must be one of \('none', 'reward', 'return'\), got True"):
+        CreditConfig(step_penalty=True)  # one choice: the penalty cannot be placed twice
 
 
 @pytest.mark.skipif("triton" not in BACKENDS, reason="needs a GPU or TRITON_INTERPRET=1")
@@ -426,11 +427,12 @@ def test_gpu_layout_pipeline_reads_nothing_on_the_host_under_the_preset(method):
 
 
 def test_credit_quality_measures_every_method_under_every_preset():
-    # milegpo credit-quality --preset graphgpo_reference: gigpo-verl puts verl-agent's penalty after discounting
-    # in place of the preset's in the step reward (both on is refused)
+    # milegpo credit-quality --preset graphgpo_reproduction: gigpo-verl puts verl-agent's penalty after discounting
+    # in place of the preset's in the step reward (one choice: never both)
     from milegpo.credit import method_variants
 
     for name, config in presets.PRESETS.items():
         for label, (_, _, changes) in method_variants().items():
             changed = config.replace(**changes)
-            assert not (changed.invalid_penalty_in_step_reward and changed.invalid_penalty_on_step_return), label
+            if label == "gigpo-verl":
+                assert changed.step_penalty == "return", name

@@ -190,7 +190,7 @@ def test_the_old_conventions_do_not_give_verl_agent_s_credit():
     graph = verl_agent_credit(rows, "graphgpo", "mean_std", 0.1)["adv"]
     for method, config, want in (
             ("gigpo", presets.ALFWORLD, gigpo), ("gigpo", presets.GRAPHGPO_REPRODUCTION, gigpo),
-            ("graphgpo", presets.GRAPHGPO_REFERENCE.replace(invalid_penalty_on_graph_return=False), graph),
+            ("graphgpo", presets.GRAPHGPO_REFERENCE.replace(graph_penalty="none"), graph),
             ("graphgpo", presets.GRAPHGPO_REPRODUCTION, graph)):
         got = estimate(batch, method, config, backend="reference").advantages.numpy()
         assert np.abs(got - want).max() > 0.1, (method, config)

@@ -1,4 +1,4 @@
-"""CreditConfig.invalid_penalty_on_step_return: verl-agent's GiGPO trainer, which also subtracts the
+"""CreditConfig.step_penalty="return": verl-agent's GiGPO trainer, which also subtracts the
 invalid-action penalty from the step return after discounting (``apply_invalid_action_penalty`` on
 ``step_rewards``), on hand-computed values and on every backend."""
 
@@ -15,7 +15,7 @@ from milegpo_kernels import interpreter_on
 from .batches import make_batch
 from .test_estimate import compare
 
-VERL = presets.ALFWORLD.replace(invalid_penalty_on_step_return=True)
+VERL = presets.ALFWORLD.replace(step_penalty="return")
 BACKENDS = ["reference", "torch"] + (["triton"] if interpreter_on() or torch.cuda.is_available() else [])
 
 
@@ -52,19 +52,21 @@ def test_every_backend_matches_the_reference_with_the_switch(backend):
     for seed, kw in ((0, dict(n_groups=3, k=5, horizon=8, p_invalid=0.4)), (1, dict(n_groups=2, k=4, horizon=6))):
         compare(make_batch(seed, **kw), backend=backend, cases=[("gigpo", "full")],
                 presets_={"verl-alfworld": VERL, "verl-webshop": presets.WEBSHOP.replace(
-                    invalid_penalty_on_step_return=True)})
+                    step_penalty="return")})
 
 
 def test_off_by_default_and_only_gigpo_changes():
-    assert CreditConfig().invalid_penalty_on_step_return is False
+    assert CreditConfig().step_penalty == "none"
     batch = make_batch(3, n_groups=2, k=4, horizon=6, p_invalid=0.5)
     for method in ("grpo", "graphgpo", "milegpo"):
-        assert torch.equal(estimate(batch, method, VERL, backend="reference").advantages,
+        with pytest.raises(ValueError, match=f"credit method '{method}' does not read step_penalty"):
+            estimate(batch, method, VERL, backend="reference")
+        assert torch.equal(estimate(batch, method, VERL.as_preset(), backend="reference").advantages,
                            estimate(batch, method, presets.ALFWORLD, backend="reference").advantages)
     assert not torch.equal(estimate(batch, "gigpo", VERL, backend="reference").rows["step_return"],
                            estimate(batch, "gigpo", presets.ALFWORLD, backend="reference").rows["step_return"])
-    with pytest.raises(TypeError, match="invalid_penalty_on_step_return must be a bool"):
-        CreditConfig(invalid_penalty_on_step_return=1)
+    with pytest.raises(ValueError, match="step_penalty must be one of"):
+        CreditConfig(step_penalty=1)
 
 
 def test_a_winning_invalid_row_is_never_penalised_twice():

@@ -9,7 +9,7 @@ import pytest
 gymnasium = pytest.importorskip("gymnasium")
 
 from milegpo.credit import SINK  # noqa: E402
-from milegpo.envs import EnvError, EnvPool, SequentialPool, get_spec, make_env, register, unregister  # noqa: E402
+from milegpo.envs import EnvError, EnvPool, SequentialPool, get_kind, make_env, register, unregister  # noqa: E402
 from milegpo.envs.base import EnvFailure  # noqa: E402
 from milegpo.envs.gym import GymTextEnv  # noqa: E402
 from milegpo.job.console import iteration_line  # noqa: E402
@@ -96,7 +96,7 @@ def test_free_text_actions_and_the_envs_own_invalid_flag(kinds):
 
 def test_a_dotted_path_and_a_gymnasium_id_are_kinds():
     kind = f"{GAMES}:KeyDoor"
-    assert get_spec(kind).origin == "dotted path"
+    assert get_kind(kind).origin == "dotted path"
     out = _play(kind, EnvPool(8, 2), n_tasks=2)  # the workers find the class by the path the task carries
     assert out.step_batch() is not None and all(t.env == kind for t in {e.task for e in out.episodes})
     gymnasium.register(id="KeyDoorTest-v0", entry_point=f"{GAMES}:KeyDoor", disable_env_checker=True)
@@ -104,7 +104,7 @@ def test_a_dotted_path_and_a_gymnasium_id_are_kinds():
     obs, actions, info = env.reset(make_tasks("gym:KeyDoorTest-v0", "train", 1)[0])
     assert isinstance(env, GymTextEnv) and actions == ["go left", "go right", "look"] and info["goal"]
     with pytest.raises(EnvError, match="'Nowhere-v9' is not a registered gymnasium id"):
-        get_spec("gym:Nowhere-v9")
+        get_kind("gym:Nowhere-v9")
 
 
 def test_a_gymnasium_id_registered_in_this_process_plays_in_pool_workers():
@@ -122,16 +122,16 @@ def test_a_gymnasium_id_registered_in_this_process_plays_in_pool_workers():
 def test_gymnasiums_module_colon_id_form_imports_the_module_first():
     """``gym:<module>:<id>``, as gymnasium.make takes it: a command line cannot import the user's module itself."""
     kind = "gym:tests.envs.gym_registered:KeyDoorRegistered-v0"
-    spec = get_spec(kind)
+    spec = get_kind(kind)
     assert spec.origin == "gymnasium id 'tests.envs.gym_registered:KeyDoorRegistered-v0'"
     out = _play(kind, EnvPool(8, 2), n_tasks=2)
     assert out.step_batch() is not None and not any(e.error for e in out.episodes)
     with pytest.raises(EnvError, match=r"environment kind 'gym:tests.envs.nowhere:X-v0': 'X-v0' is not a registered "
                                        r"gymnasium id \(ModuleNotFoundError: No module named 'tests.envs.nowhere'"):
-        get_spec("gym:tests.envs.nowhere:X-v0")
+        get_kind("gym:tests.envs.nowhere:X-v0")
     with pytest.raises(EnvError, match=r"'Nope-v0' is not a registered gymnasium id .*the module "
                                        r"'tests.envs.gym_registered' did not register it"):
-        get_spec("gym:tests.envs.gym_registered:Nope-v0")
+        get_kind("gym:tests.envs.gym_registered:Nope-v0")
 
 
 def test_steps_map_to_gymnasiums_tuple():
@@ -279,7 +279,7 @@ def test_bad_classes_are_refused_at_the_door():
                                        r"nor a gymnasium Env class \(it has no step\)"):
         register("x", NotAnEnv)
     with pytest.raises(EnvError, match="is neither"):
-        get_spec(f"{GAMES}:key_door_expert")
+        get_kind(f"{GAMES}:key_door_expert")
 
 
 class _MilestoneKeyDoor(KeyDoor):

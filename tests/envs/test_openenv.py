@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("websockets")
 
-from milegpo.envs import EnvError, EnvPool, SequentialPool, household_tasks, registered_specs, unregister  # noqa: E402
+from milegpo.envs import EnvError, EnvPool, SequentialPool, household_tasks, registered_kinds, unregister  # noqa: E402
 from milegpo.envs.openenv import OpenEnvTextEnv, register_served, serve  # noqa: E402
 from milegpo.rollout import EpisodeRunner, make_tasks  # noqa: E402
 
@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def registry():
-    before = set(registered_specs())
+    before = set(registered_kinds())
     yield
-    for kind in set(registered_specs()) - before:
+    for kind in set(registered_kinds()) - before:
         unregister(kind)
 
 

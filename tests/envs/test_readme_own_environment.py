@@ -51,7 +51,7 @@ def maze_tasks(split, n, *, start=0, task_type="", horizon=10):
 
 
 def test_the_register_block_runs_as_written(tmp_path, monkeypatch):
-    from milegpo.envs import EnvPool, get_spec, unregister
+    from milegpo.envs import EnvPool, get_kind, unregister
     from milegpo.rollout import EpisodeRunner, make_tasks
 
     package = tmp_path / "mypkg"
@@ -61,7 +61,7 @@ def test_the_register_block_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))  # pool workers get this process's sys.path (multiprocessing)
     exec(compile(section_blocks()[1], "README.md: Your own environment (register)", "exec"), {})
     try:
-        assert get_spec("maze").origin == "register()"
+        assert get_kind("maze").origin == "register()"
         tasks = make_tasks("maze", "test", 2)
         runner = EpisodeRunner(EnvPool(4, 2), history_length=1, prompt_style="compact")  # workers find it too
         try:

@@ -17,7 +17,7 @@ import time
 import gymnasium
 import numpy as np
 
-from milegpo.envs import EnvSpec, Task, TextEnv
+from milegpo.envs import EnvKind, Task, TextEnv
 
 
 class KeyDoor(gymnasium.Env):
@@ -231,5 +231,5 @@ def corridor_tasks(split: str, n: int, *, start: int = 0, task_type: str = "", h
                  options=(("length", k),)) for i in range(start, start + n)]
 
 
-#: an entry point's object may be an EnvSpec too: the corridor with its own tasks and splits
-CORRIDOR_SPEC = EnvSpec("corridor", Corridor, tasks=corridor_tasks, splits=("short", "long"), eval_splits=("long",))
+#: an entry point's object may be an EnvKind too: the corridor with its own tasks and splits
+CORRIDOR_SPEC = EnvKind("corridor", Corridor, tasks=corridor_tasks, splits=("short", "long"), eval_splits=("long",))

@@ -71,10 +71,10 @@ def reference_graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink
     edges = [j for j in range(e) if edge_valid[j]]
     deg = [0] * v
     for j in edges:
-        if src[j] != dst[j] or p.centrality_self_loops:
+        if src[j] != dst[j] or p.degree_self_loops:
             deg[src[j]] += 1
             deg[dst[j]] += 1
-    in_max = [(live[i] or (p.centrality_norm_with_sink and node_valid[i])) and n_pos[i] >= 1 for i in range(v)]
+    in_max = [(live[i] or (p.degree_max_with_sink and node_valid[i])) and n_pos[i] >= 1 for i in range(v)]
     max_deg = _group_max(deg, gq, in_max, n_groups)
     is_m = [live[i] and n_pos[i] >= p.min_node_support for i in range(v)]
     s0 = [0.0] * v
@@ -110,7 +110,7 @@ def reference_graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink
     c_max = _group_max([abs(c) for c in c_tilde], edge_group, edge_valid, n_groups)
     b, psi_t = [0.0] * v, [0.0] * v
     for j in edges:
-        if src[j] == dst[j] and not p.incoming_self_loops:
+        if src[j] == dst[j] and not p.evidence_self_loops:
             continue
         c = c_tilde[j] / c_max[edge_group[j]] if c_max[edge_group[j]] > 0 else 0.0  # eq. 13
         if c > tol:
@@ -121,7 +121,7 @@ def reference_graph_scores(src, dst, edge_valid, node_group, node_valid, is_sink
         if e_pos[j] >= 1 and psi > tol:
             psi_t[dst[j]] = max(psi_t[dst[j]], psi)
     b = [0.0 if is_sink[i] else b[i] for i in range(v)]
-    psi_bar = _normalised(psi_t, gq, node_valid if p.progress_norm_with_sink else live, n_groups)  # eq. 16
+    psi_bar = _normalised(psi_t, gq, node_valid if p.progress_max_with_sink else live, n_groups)  # eq. 16
     retained, s_pcc = [False] * v, [0.0] * v
     for i in range(v):
         if not is_m[i]:

@@ -29,11 +29,11 @@ def test_every_field_is_a_documented_flag():
            and f.name not in {g.name for g in dataclasses.fields(MileGPOConfig.__mro__[1])}]
     assert len(own) >= 18
     assert all(f.metadata.get("help") for f in own)
-    a = parse("--credit_method", "graphgpo", "--credit_preset", "webshop", "--credit_overrides", '{"eta": 0.5}',
+    a = parse("--credit_method", "graphgpo", "--credit_preset", "webshop", "--credit_overrides", '{"gamma_g": 0.5}',
               "--group_size", "4", "--groups_per_iteration", "2", "--invalid_action_penalty", "0.2",
               "--eval_splits", "id", "--num_env_workers", "2", "--require_think", "true", "--horizon", "30")
     cfg = a.credit_config()
-    assert a.credit_method == "graphgpo" and cfg.eta == 0.5 and cfg.norm == "mean" and cfg.invalid_penalty == 0.2
+    assert a.credit_method == "graphgpo" and cfg.gamma_g == 0.5 and cfg.norm == "mean" and cfg.invalid_penalty == 0.2
     assert a.num_generations == 4 and a.eval_splits == ["id"] and a.require_think and a.horizon == 30
     assert not a.constrain_actions and parse("--constrain_actions", "true").constrain_actions
     assert not a.constrain_query and parse("--constrain_actions", "true", "--constrain_query", "true").constrain_query

@@ -27,18 +27,22 @@ win also needs the product's type to match (``r_type``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Protocol, Sequence
 
 from .reward import get_attribute_reward, goal_option_values, option_hits
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .env import World
+
+class World(Protocol):
+    """What the phases read of :class:`milegpo.envs.webshop.env.World` (a Protocol, so that this module does not
+    import the env that imports it): its shop, ``shop.by_asin`` (asin -> product) and ``shop.prices``."""
+
+    shop: Any
 
 #: the phases in order; ``complete`` follows the purchase
 PHASES = ("search", "detail", "options", "purchase", "complete")
 
 
-def can_meet_goal(world: "World", goal: dict, asin: str) -> bool:
+def can_meet_goal(world: World, goal: dict, asin: str) -> bool:
     """Whether product ``asin`` can meet ``goal``: every goal attribute found in it (``get_attribute_reward``),
     every goal option matched by one of its option values (``option_hits``), its price within
     ``goal["price_upper"]`` (no limit when it is 0)."""
@@ -61,7 +65,7 @@ class ShoppingPhases:
     after a step, :meth:`clicked` after a click that ran; each returns whether the step completed the current
     phase."""
 
-    def __init__(self, world: "World", goal: dict) -> None:
+    def __init__(self, world: World, goal: dict) -> None:
         self.world, self.goal = world, goal
         self.wanted = goal_option_values(goal)
         self.phase = "search"

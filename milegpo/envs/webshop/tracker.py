@@ -16,18 +16,22 @@ On the search page (nothing searched yet, or after ``back to search``) it reads 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..anchors import StateTracker
+from .pages import Session
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .env import WebShopEnv
+
+class HasSession(Protocol):
+    """What the tracker reads of its environment (a :class:`~milegpo.envs.webshop.WebShopEnv`): its session."""
+
+    session: Session
 
 
 class WebShopTracker(StateTracker):
     """The WebShop tracker of one environment (see the module docstring)."""
 
-    def __init__(self, env: "WebShopEnv") -> None:
+    def __init__(self, env: HasSession) -> None:
         self.env = env
 
     def context(self) -> str:
