@@ -177,3 +177,27 @@ def test_registry_errors_name_the_method():
         register(CreditMethod("x", "", _half_reference, _half_tables, row_keys=(),
                               fields=(ConfigField("eta", 0.0, "another eta", float),)))
     assert "x" not in METHODS
+
+
+def test_a_field_with_a_world_default_is_read_by_that_worlds_presets():
+    """A method registered after the presets were built (as every method module is) declares a field whose value
+    differs per benchmark (BEACON's gamma and w): the presets of that world read it, a config of no world and the
+    other world's presets the default, and replace / as_preset / pickling keep the world."""
+    import pickle
+
+    method = register(CreditMethod("half_grpo_w", "A = half_w * Norm_q(Z)", _half_reference, _half_tables,
+                                   row_keys=("episode_score", "episode_adv"),
+                                   fields=(ConfigField("half_w", 0.5, "the weight of Norm_q(Z)", float, non_negative,
+                                                       world_defaults=(("webshop", 2.0),)),)))
+    try:
+        assert method.field_names == ("half_w",)
+        assert (presets.WEBSHOP.world, presets.ALFWORLD.world, CreditConfig().world) == ("webshop", "alfworld", None)
+        assert presets.WEBSHOP.half_w == presets.WEBSHOP_SPEC.half_w == presets.GIGPO_REFERENCE_WEBSHOP.half_w == 2.0
+        assert presets.ALFWORLD.half_w == CreditConfig().half_w == 0.5
+        kept = presets.WEBSHOP.replace(eta=0.5)
+        assert kept.half_w == 2.0 and kept.world == "webshop" and kept.as_preset().half_w == 2.0
+        assert presets.WEBSHOP.replace(half_w=1.0).half_w == 1.0
+        assert pickle.loads(pickle.dumps(kept)) == kept and pickle.loads(pickle.dumps(kept)).half_w == 2.0
+        assert presets.WEBSHOP != presets.WEBSHOP.replace(half_w=0.5)  # the world's value is part of the preset
+    finally:
+        unregister("half_grpo_w")
