@@ -116,11 +116,12 @@ def test_an_ambiguous_text_is_answered_with_the_first_option_in_one_step(env):
     assert info["step"] == 1 and not info["invalid"]
 
 
-def test_horizon_truncates(env):
-    env.reset(dataclasses.replace(task("boil"), horizon=2))
-    env.step("look around")
-    _, _, terminated, truncated, info = env.step("inventory")
-    assert truncated and not terminated and not info["won"] and info["truncated"]
+def test_horizon_truncates_a_partial_score_is_not_a_win(env):
+    env.reset(dataclasses.replace(task("find-animal"), horizon=6))  # its gold path wins in 10
+    while not env.done:
+        _, reward, terminated, truncated, info = env.step(env.expert_action())
+    assert truncated and not terminated and not info["won"] and not info["lost"] and info["truncated"]
+    assert 0 < info["engine_score"] < 100 and info["score"] == info["engine_score"] / 100 and reward == 0.0
 
 
 def test_state_key_is_tracked_plus_actions(env):
