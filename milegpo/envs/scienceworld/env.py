@@ -267,14 +267,15 @@ class ScienceWorldEnv(TextEnv):
         it where one entry is it. When the episode left the gold path (another action was played), the gold
         actions go on from where they stopped, after walking back (``open door to X``, ``go to X`` through the
         doors seen this episode, or ``teleport to X`` where the task allows it) to the room the gold path was
-        in; what the other actions changed there is not undone. Past the end of the gold sequence without a
-        win it looks around."""
+        in; what the other actions changed there is not undone. Answers to the engine's questions and doors the
+        gold path opens that are open already are left out (:meth:`_needless`). Past the end of the gold sequence
+        without a win it looks around."""
         if self.done or self.task is None:
             return None
         gold = self.gold_sequence()
-        while self._cursor < len(gold) and gold[self._cursor].strip().isdigit():
-            self._cursor += 1  # an answer to the engine's question: the environment answers it itself
         location = self._last_info.get("location", "")
+        while self._cursor < len(gold) and self._needless(gold[self._cursor], location):
+            self._cursor += 1
         if self._gold_room and location and location != self._gold_room:
             back = self._way_back(location, self._gold_room)
             if back is not None:
@@ -286,6 +287,16 @@ class ScienceWorldEnv(TextEnv):
         listed = self._listed(action)
         self._proposal = (self._cursor, listed)
         return listed
+
+    def _needless(self, action: str, location: str) -> bool:
+        """A gold action the expert leaves out: an answer to the engine's question (a number: the environment
+        answers it within the step that asked), or ``open door to X`` where that door is open already (the gold
+        path opens doors that ``openDoors`` / ``easy`` opened: the engine answers that it is already open)."""
+        action = action.strip()
+        if action.isdigit():
+            return True
+        door = action[len("open door to "):] if action.startswith("open door to ") else None
+        return door is not None and self._doors.get(location, {}).get(door) is True and action not in self.admissible
 
     def _listed(self, action: str) -> str:
         """``action`` as the valid list spells it (:func:`~.actions.listed_spelling`), else as written."""

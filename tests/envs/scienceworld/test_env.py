@@ -240,6 +240,17 @@ def test_out_of_range_variation_is_a_named_error(env):
         env.reset(dataclasses.replace(bad, task_type="boiling", seed=0))
 
 
+def test_the_expert_leaves_out_doors_open_already(env):
+    env.reset(task("find-non-living-thing", start=1, simplifications="easy"))  # doors open: openDoors
+    played, listed = [], []
+    while not env.done:
+        played.append(env.expert_action())
+        listed.append(played[-1] in env.admissible)
+        env.step(played[-1])
+    assert env.won and any(a.startswith("open door to") for a in env.gold_sequence())
+    assert not any(a.startswith("open door to") for a in played) and all(listed)
+
+
 def test_easy_simplification_opens_the_doors(env):
     obs, admissible, info = env.reset(task("boil", simplifications="easy"))
     assert "(that is open)" in obs and "teleport to kitchen" in admissible
