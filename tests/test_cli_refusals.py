@@ -307,4 +307,4 @@ def test_the_warm_start_imitates_an_expert_the_world_has(capsys, tmp_path):
     assert job.sft_expert == "oracle"  # the game's planner: TextWorld's only expert
     line = one_line_error(capsys, ["train", "--env", "textworld", "--output_dir", str(tmp_path / "run")])
     assert line.startswith("milegpo train: error: --env textworld: the embedded tiny policy has a tokenizer for "
-                           "household, webshop only")
+                           "household, scienceworld, webshop only")
