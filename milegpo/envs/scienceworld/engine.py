@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
+import shutil
 import threading
 from typing import Any
 
@@ -61,9 +63,8 @@ class Engine:
         except FileNotFoundError:
             raise EngineError(f"ScienceWorld needs a Java runtime (java not found on PATH): {INSTALL_JAVA}") from None
         except Exception as e:  # noqa: BLE001 - py4j reports a JVM that died at start in several ways
-            raise EngineError(f"ScienceWorld's engine (a JVM) failed to start: {type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''} (java on PATH, -Xmx{self.heap}; "
-                              f"{INSTALL_JAVA})") from None
+            raise EngineError(f"ScienceWorld's engine (a JVM) failed to start: {start_failure(e)} (java "
+                              f"{shutil.which('java')}, -Xmx{self.heap} from ${HEAP_ENV}; {INSTALL_JAVA})") from None
         self.process = proc
         self.gateway = JavaGateway(gateway_parameters=GatewayParameters(auto_field=True, port=port),
                                    java_process=proc)
@@ -104,6 +105,16 @@ class Engine:
         except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
             self.process.kill()
             self.process.wait(timeout=10)
+
+
+def start_failure(error: BaseException) -> str:
+    """What a JVM that died at start said, from py4j's exception: py4j reads the JVM's first line of output as its
+    port, so the JVM's own error ("Error occurred during initialization of VM") comes back inside a ValueError."""
+    text = str(error)
+    found = re.search(r"invalid literal for int\(\) with base 10: b(['\"])(.*?)\1$", text, re.S)
+    if found:
+        return found.group(2).replace("\\n", " ").strip() or "no output"
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 class _Shared:

@@ -91,3 +91,26 @@ def test_a_killed_worker_takes_its_engine_with_it():
         assert out[0].truncated and "died" in out[0].info["error"] and not out[1].truncated
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("heap, message", [
+    ("1k", r"^ScienceWorld's engine \(a JVM\) failed to start: Error occurred during initialization of VM \(java .*"
+           r"-Xmx1k from \$MILEGPO_SCIENCEWORLD_HEAP"),
+    ("lots", r"^\$MILEGPO_SCIENCEWORLD_HEAP must be a JVM heap size such as 1g or 1536m, got 'lots'$"),
+])
+def test_an_engine_that_cannot_start_is_one_line(heap, message):
+    """In a process of its own (this one may run an engine already): the reset raises one EngineError line."""
+    import re
+    import subprocess
+    import sys
+
+    script = ("from milegpo.envs.scienceworld import ScienceWorldEnv, scienceworld_tasks\n"
+              "from milegpo.envs.scienceworld.engine import EngineError\n"
+              "try:\n"
+              "    ScienceWorldEnv().reset(scienceworld_tasks('train', 1, task_type='boil')[0])\n"
+              "except EngineError as e:\n"
+              "    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MILEGPO_SCIENCEWORLD_HEAP": heap})
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and len(lines) == 1 and re.search(message, lines[0]), (done.stdout, done.stderr)
