@@ -179,6 +179,6 @@ def template_frames(valid: Sequence[dict], names: dict[str, set[int]]) -> dict[s
     return {count.most_common(1)[0][0]: template for template, count in votes.items()}
 
 
-__all__ = ["prompt_actions", "listed_actions", "sorted_listing", "listed_spelling", "object_ids", "template_frames", "frame_of",
-           "UNKNOWN_ACTION", "AMBIGUOUS",
-           "REFUSED_ACTIONS", "REFUSED_ANSWER", "FRAME_ALIASES", "OBJECTS_PREFIX"]
+__all__ = ["prompt_actions", "listed_actions", "sorted_listing", "listed_spelling", "object_ids", "template_frames",
+           "frame_of", "UNKNOWN_ACTION", "AMBIGUOUS", "REFUSED_ACTIONS", "REFUSED_ANSWER", "FRAME_ALIASES",
+           "OBJECTS_PREFIX"]

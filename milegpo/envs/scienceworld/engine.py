@@ -21,6 +21,7 @@ import atexit
 import os
 import re
 import shutil
+import tempfile
 import threading
 from typing import Any
 
@@ -171,6 +172,7 @@ def _simulation_class() -> type:
             self.envStepLimit = ENGINE_STEP_LIMIT
             self.clear_run_histories()
             self.goldPathGenerated = False
+            self._obj_tree_tempdir = tempfile.TemporaryDirectory()  # where the library's getObjectTree writes
             self.open = True
 
         def _give_back(self) -> None:
