@@ -35,3 +35,29 @@ def test_default_job_raises_training_success_without_unactionable_warnings(tmp_p
     assert not [m for m in shown if any(re.search(p, m) for p in TRL_DEPRECATION_WARNINGS)], shown
     text = capsys.readouterr()
     assert "is_gradient_checkpointing" not in text.err + text.out
+
+
+def test_trl_deprecation_warnings_are_filtered_and_no_other():
+    """TRL's generation helpers read transformers' deprecated `is_gradient_checkpointing` (and toggle the deprecated
+    `gradient_checkpointing_*` when checkpointing is on): the job hides exactly those warnings, every other shows."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from trl.models.utils import disable_gradient_checkpointing
+
+    from milegpo.job.pipeline import _quiet_trl_deprecations
+
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1))
+    model.activation_checkpointing_enable()
+
+    def deprecations(quiet: bool) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with _quiet_trl_deprecations() if quiet else warnings.catch_warnings():
+                with disable_gradient_checkpointing(model):  # what TRL runs around generation
+                    pass
+                warnings.warn("something else", FutureWarning)
+        return [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+
+    loud = deprecations(quiet=False)
+    assert any("is_gradient_checkpointing" in m for m in loud) and any("gradient_checkpointing_enable" in m for m in loud)
+    assert deprecations(quiet=True) == ["something else"]
