@@ -98,7 +98,7 @@ def load_runs(out: Path) -> dict[str, dict[int, dict]]:
         hist = [h["success_rate"] for h in s["history"]]
         fail = all_fail_shares(s["batches"]) if s.get("batches") else []
         before, after = (s.get(k) or {} for k in ("before", "after"))  # --eval_before False / --num_eval_tasks 0
-        rate = lambda ev, split: 100 * ev[split]["success_rate"] if split in ev else float("nan")  # noqa: E731
+        rate = lambda ev, split: 100 * ev.get(f"{split}_success_rate", float("nan"))  # noqa: E731
         runs.setdefault(label, {})[seed] = dict(
             id0=rate(before, "id"), id1=rate(after, "id"), ood0=rate(before, "ood"), ood1=rate(after, "ood"),
             sft_loss=s.get("sft_loss", float("nan")), train_first=100 * np.mean(hist[:10]),
