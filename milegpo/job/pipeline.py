@@ -98,7 +98,8 @@ def make_trainer(policy_path: str, tok, cfg, callbacks=()):
 #: ``is_gradient_checkpointing`` and, when checkpointing is on, call ``gradient_checkpointing_disable`` /
 #: ``_enable``): the newest TRL (1.16) on every transformers since the rename (5.2x) warns mid-run, and nothing a
 #: user of ``milegpo train`` sets changes it (milegpo's own code and config use ``activation_checkpointing``).
-TRL_DEPRECATION_WARNINGS = (r"`is_gradient_checkpointing` is deprecated", r"`gradient_checkpointing_enable` is deprecated",
+TRL_DEPRECATION_WARNINGS = (r"`is_gradient_checkpointing` is deprecated",
+                            r"`gradient_checkpointing_enable` is deprecated",
                             r"`gradient_checkpointing_disable` is deprecated")
 
 
