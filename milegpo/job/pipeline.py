@@ -25,8 +25,10 @@ The flags are :func:`milegpo.job.flags.parse`'s.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +93,25 @@ def make_trainer(policy_path: str, tok, cfg, callbacks=()):
     return MileGPOTrainer(policy_path, cfg, processing_class=tok, callbacks=list(callbacks))
 
 
+#: transformers' FutureWarnings for its deprecated aliases that TRL itself calls around every generation
+#: (trl/models/utils.py: ``unwrap_model_for_generation`` / ``disable_gradient_checkpointing`` read
+#: ``is_gradient_checkpointing`` and, when checkpointing is on, call ``gradient_checkpointing_disable`` /
+#: ``_enable``): the newest TRL (1.16) on every transformers since the rename (5.2x) warns mid-run, and nothing a
+#: user of ``milegpo train`` sets changes it (milegpo's own code and config use ``activation_checkpointing``).
+TRL_DEPRECATION_WARNINGS = (r"`is_gradient_checkpointing` is deprecated",
+                            r"`gradient_checkpointing_enable` is deprecated",
+                            r"`gradient_checkpointing_disable` is deprecated")
+
+
+@contextlib.contextmanager
+def _quiet_trl_deprecations():
+    """Inside the block, exactly :data:`TRL_DEPRECATION_WARNINGS` are not shown (every other warning is)."""
+    with warnings.catch_warnings():
+        for message in TRL_DEPRECATION_WARNINGS:
+            warnings.filterwarnings("ignore", message=message, category=FutureWarning)
+        yield
+
+
 def _set_threads(job: JobArguments) -> None:
     """torch's CPU threads as ``--threads`` says (0: torch's default)."""
     import torch
@@ -111,7 +132,8 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
     except UsageError as e:
         raise UsageError(f"milegpo train: error: {e}") from None
     try:
-        return _train(job, cfg, out, t_start, quiet)
+        with _quiet_trl_deprecations():
+            return _train(job, cfg, out, t_start, quiet)
     finally:
         lock.release()
 
@@ -249,7 +271,8 @@ def run_eval(job: JobArguments, cfg) -> dict[str, float]:
     tok = reload_tokenizer(job.model_name_or_path)
     trainer = make_trainer(job.model_name_or_path, tok, cfg)
     try:
-        res = eval_summary(trainer.evaluate(), list(trainer.eval_tasks))
+        with _quiet_trl_deprecations():
+            res = eval_summary(trainer.evaluate(), list(trainer.eval_tasks))
     finally:
         trainer.close()
     print(format_eval(res, trainer.eval_tasks))
