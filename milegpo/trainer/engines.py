@@ -10,7 +10,7 @@ chunks before a micro-step's last run with accelerate's ``sync_gradients`` off a
 - **FSDP2**: accelerate's ``no_sync`` is ``set_requires_gradient_sync(False)``: no reduce-scatter on
   those backwards (unsharded gradients accumulate), one on the last chunk's. A model transformers sharded
   itself at load time (``from_pretrained(distributed_config=...)``, not wrapped by accelerate) gets
-  transformers' own equivalent, ``Trainer._defer_fsdp_gradient_reduction``, as in transformers' loop.
+  transformers' own equivalent (its Trainer's FSDP gradient-reduction deferral), as in transformers' loop.
 - **DeepSpeed ZeRO-2 / ZeRO-3**: accelerate's ``no_sync`` does nothing for ZeRO >= 2 (DeepSpeed forbids
   it: gradients are partitioned); every backward reduce-scatters its gradients into the partition, which
   sums the chunks as DeepSpeed sums micro-batches. accelerate's ``DeepSpeedEngineWrapper.backward(loss,
@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import inspect
 
+from ..trl_seam import distributed_backend
+
 
 def weight_sharding(trainer) -> str | None:
     """What shards the policy's weights outside its forward ("DeepSpeed ZeRO-3", "FSDP"), or None."""
-    dist = trainer._dist  # TRL's DistributedBackend: the engine, read once from accelerator.state
+    dist = distributed_backend(trainer)  # TRL's: the engine, read once from accelerator.state
     if dist.is_zero3:
         return "DeepSpeed ZeRO-3"
     if dist.is_fsdp:
