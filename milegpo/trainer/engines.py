@@ -10,7 +10,7 @@ chunks before a micro-step's last run with accelerate's ``sync_gradients`` off a
 - **FSDP2**: accelerate's ``no_sync`` is ``set_requires_gradient_sync(False)``: no reduce-scatter on
   those backwards (unsharded gradients accumulate), one on the last chunk's. A model transformers sharded
   itself at load time (``from_pretrained(distributed_config=...)``, not wrapped by accelerate) gets
-  transformers' own equivalent (its Trainer's FSDP gradient-reduction deferral), as in transformers' loop.
+  transformers' own equivalent, ``Trainer._defer_fsdp_gradient_reduction``, as in transformers' loop.
 - **DeepSpeed ZeRO-2 / ZeRO-3**: accelerate's ``no_sync`` does nothing for ZeRO >= 2 (DeepSpeed forbids
   it: gradients are partitioned); every backward reduce-scatters its gradients into the partition, which
   sums the chunks as DeepSpeed sums micro-batches. accelerate's ``DeepSpeedEngineWrapper.backward(loss,

@@ -211,12 +211,15 @@ class WorldSource(RolloutSource):
 
 
 def _is_main_test(test: ast.expr) -> bool:
-    """Whether ``test`` is ``__name__ == "__main__"`` (either way round)."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
-        return False
-    sides = [test.left, test.comparators[0]]
-    return (any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
-            and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides))
+    """Whether ``test`` holds a comparison of ``__name__`` with ``"__main__"`` (``__name__ == "__main__"`` either way
+    round, or as a part: ``... and __name__ == "__main__"``)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if (any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+                    and any(isinstance(c, ast.Constant) and c.value == "__main__" for s in sides for c in ast.walk(s))):
+                return True
+    return False
 
 
 def check_main_guard(workers: int) -> None:
@@ -240,7 +243,7 @@ def check_main_guard(workers: int) -> None:
     except (OSError, SyntaxError, ValueError):
         return
     if any(isinstance(node, ast.If) and _is_main_test(node.test) and node.lineno <= line <= node.end_lineno
-           for node in tree.body):
+           for node in ast.walk(tree)):
         return
     raise MainGuardError(
         f"{main_file}:{line} builds the trainer at the script's top level, and its environment pool starts "

@@ -40,6 +40,8 @@ def test_a_script_without_main_guard_is_refused_in_one_line(tmp_path, body):
 @pytest.mark.parametrize("body, workers", [
     ("if __name__ == '__main__':\n    source = WorldSource(args)\n", 1),
     ("def main():\n    return WorldSource(args)\n\n\nif '__main__' == __name__:\n    main()\n", 1),
+    ("import os\n\nif __name__ == '__main__' and os.sep:\n    try:\n        WorldSource(args)\n    finally:\n"
+     "        pass\n", 1),
     ("source = WorldSource(args)\n", 0),  # no workers: nothing imports the script again
 ])
 def test_a_guarded_script_or_no_workers_passes(tmp_path, body, workers):
