@@ -7,7 +7,7 @@ the map and the test are one list. The order, lowest first, and why:
 
 - ``milegpo_kernels``: tensor ops, no milegpo, no TRL (the credit pipeline and the policy loss run on them);
 - ``state_keys`` / ``usage`` / ``files``: a state's key, the one-line usage error, whole-or-nothing file writes, the
-  standard library only;
+  standard library only; ``trl_seam``: every private name of TRL milegpo touches (TRL only, no milegpo module);
 - ``state_sketches``: shingles and MinHash sketches of observations (near-duplicate states), on the keys;
 - ``credit``: advantages of a StepBatch (the algorithm), no environment, no rollout, no config;
 - ``envs``: the worlds; ``rollout``: episodes of the worlds into StepBatches;
