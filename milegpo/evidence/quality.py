@@ -33,10 +33,10 @@ from ..credit.batch import StepBatch
 from ..credit.config import CreditConfig
 from ..credit.diagnostic_metrics import TIE_TOL, diagnostics, same_state_pairs
 from ..usage import UsageError
+from .milestones import format_milestone_truth, milestone_truth, plot_milestone_truth, step_scores
 from .labelled import LabelledBatch, step_labels  # re-exported: the labelled batches this module scores
+from .ranking import ADV_TIE_TOL, bootstrap_weights, ordered_share, percentile_interval, ratio  # re-exported
 
-#: advantages closer than this are a tie (half a correctly ordered pair)
-ADV_TIE_TOL = 1e-9
 METRICS = ("same_state_auc", "group_auc", "tied_pair_accuracy")
 #: diagnostics (spec section 11) reported beside the ground-truth figures, averaged over batches
 DIAGNOSTIC_KEYS = ("tie_correction_rate", "tie_pairs", "tie_share", "shared_state_coverage", "candidates",
@@ -50,14 +50,6 @@ def labelled_pairs(first: np.ndarray, second: np.ndarray, good: np.ndarray) -> t
     first, second = first[mixed], second[mixed]
     first_good = good[first]
     return np.where(first_good, first, second), np.where(first_good, second, first)
-
-
-def ordered_share(advantages: np.ndarray, good_row: np.ndarray, bad_row: np.ndarray) -> np.ndarray:
-    """Per pair 1 where the good row's advantage is higher, 1/2 on a tie (within :data:`ADV_TIE_TOL`), else 0.
-
-    advantages: (N,) float64; good_row, bad_row: (P,) int64. Returns (P,) float64."""
-    diff = advantages[good_row] - advantages[bad_row]
-    return np.where(diff > ADV_TIE_TOL, 1.0, np.where(diff >= -ADV_TIE_TOL, 0.5, 0.0))
 
 
 @dataclass
@@ -130,7 +122,7 @@ def aliased_share(batches: list[LabelledBatch]) -> float:
         first, second = same_state_pairs(lb.batch.group.numpy(), lb.batch.state.numpy())
         aliased += int((lb.steps_before[first] != lb.steps_before[second]).sum())
         pairs += len(first)
-    return _ratio(aliased, pairs)
+    return ratio(aliased, pairs)
 
 
 def state_summary(batches: list[LabelledBatch], anchor: str) -> dict:
@@ -140,29 +132,6 @@ def state_summary(batches: list[LabelledBatch], anchor: str) -> dict:
     pairs = sum(len(same_state_pairs(lb.batch.group.numpy(), lb.batch.state.numpy())[0]) for lb in batches)
     return {"anchor": anchor, "distinct": distinct_states(batches), "aliased_share": aliased_share(batches),
             "pairs": pairs}
-
-
-def _ratio(num, den):
-    return num / den if den else float("nan")
-
-
-def bootstrap_weights(n_units: int, n_resamples: int, seed: int) -> np.ndarray:
-    """(n_resamples, n_units) float64: how often each unit is drawn in each resample (with replacement)."""
-    rng = np.random.default_rng(seed)
-    weights = np.zeros((n_resamples, n_units))
-    if n_units:
-        draws = rng.integers(0, n_units, size=(n_resamples, n_units))
-        np.add.at(weights, (np.arange(n_resamples)[:, None], draws), 1.0)
-    return weights
-
-
-def percentile_interval(samples: np.ndarray, level: float = 0.95) -> list[float]:
-    """[lo, hi] of the finite ``samples`` (NaN, NaN when there are none)."""
-    finite = samples[np.isfinite(samples)]
-    if finite.size == 0:
-        return [float("nan"), float("nan")]
-    tail = 100 * (1 - level) / 2
-    return [float(np.percentile(finite, tail)), float(np.percentile(finite, 100 - tail))]
 
 
 def credit_quality(batches: list[LabelledBatch], config: CreditConfig, backend: str = "auto",
@@ -189,9 +158,10 @@ def similar_state_advantages(batches: list[LabelledBatch], similarity, config: C
                              methods=None):
     """Every batch with near-duplicate states merged under ``similarity`` (None: exact keys) and every method
     estimated on it, one :func:`milegpo.credit.estimate_merged` call per batch (the trainer's sequence).
-    Returns (the batches the estimates saw, :func:`method_advantages`' three lists of them)."""
+    Returns (the batches the estimates saw, :func:`method_advantages`' three lists of them, per batch the
+    step scores of :func:`milegpo.evidence.milestones.step_scores` of the methods estimated)."""
     runs = _runs(config, methods)
-    seen, advantages, a_graphs, diags = [], [], [], []
+    seen, advantages, a_graphs, diags, scores = [], [], [], [], []
     for labelled in batches:
         table = _sketches(labelled, similarity) if similarity is not None else None
         merged, results = estimate_merged(labelled.batch, runs, backend, similarity, table)
@@ -199,7 +169,8 @@ def similar_state_advantages(batches: list[LabelledBatch], similarity, config: C
         advantages.append({m: r.advantages.cpu().numpy() for m, r in results.items()})
         a_graphs.append(results["graphgpo"].rows["a_graph"].cpu().numpy())
         diags.append({m: diagnostics(r) for m, r in results.items()})
-    return seen, (advantages, a_graphs, diags)
+        scores.append(step_scores(results))
+    return seen, (advantages, a_graphs, diags), scores
 
 
 def against_exact(batches: list[LabelledBatch], exact: list[dict], merged: list[dict], a_graphs: list[np.ndarray],
@@ -255,7 +226,7 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
             for k, (good_row, bad_row, group) in sets.pairs.items():
                 shares = ordered_share(adv, good_row, bad_row)
                 score[m][k].append(np.bincount(group, weights=shares, minlength=sets.n_groups))
-                per_batch[m][k].append(_ratio(float(shares.sum()), len(shares)))
+                per_batch[m][k].append(ratio(float(shares.sum()), len(shares)))
     counts = {k: np.concatenate(v).astype(np.float64) for k, v in count.items()}
     scores = {m: {k: np.concatenate(v).astype(np.float64) for k, v in d.items()} for m, d in score.items()}
     n_units = len(counts[METRICS[0]])
@@ -264,13 +235,13 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
         boot = {m: {k: (weights @ scores[m][k]) / (weights @ counts[k]) for k in METRICS} for m in names}
     out: dict = {"methods": {}}
     for m in names:
-        entry: dict = {k: _ratio(float(scores[m][k].sum()), float(counts[k].sum())) for k in METRICS}
+        entry: dict = {k: ratio(float(scores[m][k].sum()), float(counts[k].sum())) for k in METRICS}
         entry["ci"] = {k: percentile_interval(boot[m][k]) for k in METRICS}
         entry["pairs"] = {k: int(counts[k].sum()) for k in METRICS}
         entry["per_batch"] = per_batch[m]
         if reference is not None and m != reference and reference in names:
             entry[f"minus_{reference}"] = {
-                k: {"value": entry[k] - _ratio(float(scores[reference][k].sum()), float(counts[k].sum())),
+                k: {"value": entry[k] - ratio(float(scores[reference][k].sum()), float(counts[k].sum())),
                     "ci": percentile_interval(boot[m][k] - boot[reference][k])} for k in METRICS}
         if diagnostics is not None:
             ds = [d[m] for d in diagnostics]
@@ -435,16 +406,22 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
             say(f"[{lb.source} seed {seed}] {len(lb.batch)} steps, {lb.good.mean():.1%} good, success "
                 f"{_trajectory_success(lb.batch):.1%} ({time.perf_counter() - t0:.0f} s)")
     everything = [lb for batches in by_source.values() for lb in batches]
-    exact = method_advantages(everything, config, backend)
+    _, exact, scores = similar_state_advantages(everything, None, config, backend)
     report = quality_of_advantages(everything, *exact, n_resamples)
+    report["milestone_truth"] = milestone_truth([lb.batch for lb in everything], scores, n_resamples)
     report["states"] = state_summary(everything, anchor_name(state_anchor))
     report["sources"] = {src: credit_quality(batches, config, backend, n_resamples)
                          for src, batches in by_source.items()}
+    first = 0
+    for src, batches in by_source.items():  # everything holds the sources' batches in turn
+        report["sources"][src]["milestone_truth"] = milestone_truth(
+            [lb.batch for lb in batches], scores[first:first + len(batches)], n_resamples)
+        first += len(batches)
     if similarities:
         report["state_similarity"] = {}
         for similarity in similarities:
             threshold = float(similarity.threshold)
-            merged, advantages = similar_state_advantages(everything, similarity, config, backend)
+            merged, advantages, _ = similar_state_advantages(everything, similarity, config, backend)
             rep = {**quality_of_advantages(merged, *advantages, n_resamples),
                    "states": state_summary(merged, anchor_name(state_anchor)),
                    "against_exact": against_exact(everything, exact[0], advantages[0], exact[1], n_resamples)}
@@ -468,13 +445,21 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     plot_quality(report, out / "credit_quality.png",
                  f"ground-truth credit quality, {env}: {len(everything)} batches x {groups} groups x {group_size} "
                  f"(95% bootstrap intervals over groups)")
+    plot_milestone_truth(report["milestone_truth"], out / "milestone_truth.png",
+                         f"milestone truth, {env}: {len(everything)} batches x {groups} groups x {group_size} (95% "
+                         "bootstrap intervals over groups; hatched: told the milestones)")
     if len(by_source) > 1:
         for src, rep in report["sources"].items():
             plot_quality(rep, out / f"credit_quality_{src}.png", f"ground-truth credit quality, {env}, {src}")
+            plot_milestone_truth(rep["milestone_truth"], out / f"milestone_truth_{src}.png",
+                                 f"milestone truth, {env}, {src}")
     for src, rep in report["sources"].items():
         say(f"\n{src}: {rep['labels']['batches']} batches, {rep['labels']['rows']} steps, "
             f"{rep['labels']['good_share']:.1%} good, success {rep['labels']['success_rate']:.1%}")
         say(format_quality(rep))
+        say(f"\n{src}, milestone truth: does a step's score rank the steps that completed a subgoal (the world's "
+            "milestone field, the win left out) above the other steps of their group?")
+        say(format_milestone_truth(rep["milestone_truth"]))
     for threshold, rep in report.get("state_similarity", {}).items():
         say(f"\nall sources, near-duplicate states merged at {threshold} ({rep['states']['distinct']} states):")
         say(format_quality(rep))
