@@ -66,6 +66,10 @@ CELLS: dict[str, dict] = {
                                        "note": "keys: the observation text alone (GiGPO's anchor; aliased)"},
     "household_full_h50_eta1": {"base": "household_full_h50", "overrides": {"eta": 1.0},
                                 "note": "scale: MileGPO's eta 1.0 (WebShop's table-5 value) instead of 0.2"},
+    "household_full_h50_norm_mean": {"base": "household_full_h50", "overrides": {"norm": "mean"}, "lr": 0.05,
+                                     "note": "convention: step terms centred, not divided by their spread (WebShop's "
+                                             "table-5 norm; lr 0.05 as WebShop's testbed, advantages in reward "
+                                             "units); under mean/std MileGPO's A^res points away from milestones"},
     "household_full_h50_prior1": {"base": "household_full_h50", "prior": 1.0,
                                   "note": "a weaker start (prior logit 1.0): fewer wins early, more ties"},
 }

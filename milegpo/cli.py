@@ -339,7 +339,8 @@ def _add_credit_quality(sub) -> None:
     from milegpo.envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS
 
     p = sub.add_parser("credit-quality", help="ground-truth credit quality of every method (same-state AUC, "
-                                              "group AUC, accuracy on GraphGPO's ties) on labelled batches")
+                                              "group AUC, accuracy on GraphGPO's ties) on labelled batches, and the "
+                                              "milestone truth of every method's step scores")
     p.add_argument("--out", default="milegpo_quality", help="folder for credit_quality.json and the plot")
     p.add_argument("--env", default="household", help="environment kind (its TextEnv must give steps_to_win)")
     p.add_argument("--split", default="train", help="task split (household: train / id / ood; webshop: train / test)")

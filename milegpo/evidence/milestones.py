@@ -1,4 +1,5 @@
-"""Milestone truth: how well each credit method's per-step scores find the environment's own milestones.
+"""Milestone truth: how well each credit method's per-step scores find the environment's own milestones
+(docs/milestone_truth.md: the figure, every score, the decisions).
 
 MileGPO's contribution is to *infer* milestones and traps from the rollout graph; GraphGPO scores progress toward
 the goal, GiGPO, HGPO and G2PO score steps by returns. None of them is told what a milestone is. The worlds are:

@@ -15,6 +15,10 @@ For every method (and variant) on the same batches:
   (within :data:`~milegpo.credit.diagnostic_metrics.TIE_TOL`, the tie-correction rate's pairs, spec section 11): the
   pairs MileGPO's correction is for.
 
+Beside them, ``milegpo credit-quality`` reports the milestone truth of every method's step scores on the same
+batches (:mod:`.milestones`: do they rank the steps that completed one of the world's subgoals above the
+others?).
+
 Advantages equal to :data:`ADV_TIE_TOL` are a tie. Each figure is pooled over the pairs of all batches, with
 a 95% percentile bootstrap interval over task groups (groups resampled with replacement, the same
 resamples for every method, so differences between methods get intervals too).
@@ -374,7 +378,8 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     report of all batches, with ``states`` and ``against_exact``: :func:`against_exact`). Returns the report:
     :func:`credit_quality` of all batches, with ``states`` (:func:`state_summary`: the anchor, the distinct
     (group, state) pairs and the aliased share of same-state pairs), ``sources`` (the same per policy source)
-    and ``settings``."""
+    and ``settings``; ``milestone_truth`` (:func:`milegpo.evidence.milestones.milestone_truth` of every step score
+    on all batches, per source under ``sources``), written with ``milestone_truth.png`` too."""
     import json
     import time
     from pathlib import Path
