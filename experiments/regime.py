@@ -42,7 +42,8 @@ from milegpo.evidence.seed_stats import mean_ci, paired_test, seeds_for  # noqa:
 BASE = {"state_anchor": "tracked+actions", "policy_sees": "context", "tasks": 32, "groups": 8, "group_size": 8}
 #: name -> the cell's settings: env, options (the task generator's), horizon, iterations, and optionally lr,
 #: preset, prior, overrides (CreditConfig fields), state_anchor, policy_sees, tasks, groups, group_size (the
-#: testbed's), quality_groups / quality_group_size (credit-quality's batches, 16 x 8); ``base``: the cell this one changes one
+#: testbed's), quality_groups / quality_group_size (credit-quality's batches, 16 x 8), also (more testbed
+#: folders of runs of the same settings, e.g. BEACON's README runs: combined with the cell's); ``base``: the cell this one changes one
 #: setting of (a cause tested on its own), ``note``: what the cell is
 CELLS: dict[str, dict] = {
     "household_r4_h10": {"env": "household", "options": {"max_receptacles": 4}, "horizon": 10, "iterations": 40,
@@ -54,12 +55,14 @@ CELLS: dict[str, dict] = {
     "household_full_h15": {"env": "household", "options": {}, "horizon": 15, "iterations": 40,
                            "note": "ALFWorld-sized rooms (7-21 receptacles), a short horizon"},
     "household_full_h30": {"env": "household", "options": {}, "horizon": 30, "iterations": 40,
+                           "also": ["experiments/results/beacon_testbed/household"],
                            "note": "ALFWorld-sized rooms, the README's testbed"},
     "household_full_h50": {"env": "household", "options": {}, "horizon": 50, "iterations": 40,
                            "note": "ALFWorld's size and horizon"},
     "webshop_h15": {"env": "webshop", "options": {}, "horizon": 15, "iterations": 30,
                     "note": "WebShop, half its horizon"},
     "webshop_h30": {"env": "webshop", "options": {}, "horizon": 30, "iterations": 30,
+                    "also": ["experiments/results/beacon_testbed/webshop"],
                     "note": "WebShop's horizon, the README's testbed"},
     # one cause at a time, each against its base cell (same seeds: paired)
     "household_full_h50_observation": {"base": "household_full_h50", "state_anchor": "observation",
@@ -131,11 +134,13 @@ def run_cell(name: str, out: Path, seeds, methods=METHODS, say=print) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ the table
-def _records(folder: Path) -> list[dict]:
-    parts = sorted(p.parent for p in (folder / "testbed").glob("*/results.json"))
+def _records(folder: Path, also=()) -> list[dict]:
+    """The testbed records of a cell: its parts and the ``also`` folders (the same settings, else refused)."""
+    parts = [str(p.parent) for p in sorted((folder / "testbed").glob("*/results.json"))]
+    parts += [str(p) for p in also if (Path(p) / "results.json").is_file()]
     if not parts:
         return []
-    return credit_testbed.combine([str(p) for p in parts])[1]
+    return credit_testbed.combine(parts)[1]
 
 
 def _mean(xs):
@@ -147,7 +152,7 @@ def cell_figures(name: str, out: Path) -> dict | None:
     """Every figure of one cell on disk (None when nothing is)."""
     folder = out / name
     qpath = folder / "quality" / "credit_quality.json"
-    records = _records(folder)
+    records = _records(folder, cell_settings(name).get("also", ()))
     if not qpath.is_file() and not records:
         return None
     fig: dict = {"cell": name, "settings": cell_settings(name), "note": CELLS[name].get("note", "")}

@@ -122,7 +122,7 @@ def aliased_share(batches: list[LabelledBatch]) -> float:
     steps-to-win before their action: one state key for situations of different true distance from a win
     (NaN without pairs)."""
     aliased = pairs = 0
-    for lb in batches:
+    for lb in (lb for lb in batches if lb.labelled):  # a world without a planner: no steps-to-win to compare
         first, second = same_state_pairs(lb.batch.group.numpy(), lb.batch.state.numpy())
         aliased += int((lb.steps_before[first] != lb.steps_before[second]).sum())
         pairs += len(first)
@@ -408,8 +408,9 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
             played.append(play_checkpoint(checkpoint, tasks, group_size, seed, temperature, flags=checkpoint_flags))
         for lb in played:
             by_source.setdefault(lb.source, []).append(lb)
-            say(f"[{lb.source} seed {seed}] {len(lb.batch)} steps, {lb.good.mean():.1%} good, success "
-                f"{_trajectory_success(lb.batch):.1%} ({time.perf_counter() - t0:.0f} s)")
+            good = f"{lb.good.mean():.1%} good" if lb.labelled else "no step labels (the world gives no steps_to_win)"
+            say(f"[{lb.source} seed {seed}] {len(lb.batch)} steps, {good}, {int(lb.batch.milestone.sum())} "
+                f"milestone steps, success {_trajectory_success(lb.batch):.1%} ({time.perf_counter() - t0:.0f} s)")
     everything = [lb for batches in by_source.values() for lb in batches]
     _, exact, scores = similar_state_advantages(everything, None, config, backend)
     report = quality_of_advantages(everything, *exact, n_resamples)

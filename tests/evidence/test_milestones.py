@@ -164,3 +164,21 @@ def test_the_command_reports_milestone_truth_beside_the_same_state_ranking(tmp_p
     assert rep["sources"]["expert-epsilon"]["milestone_truth"]["scores"]["milegpo_s_pcc"]["milestone_auc"] == \
         truth["scores"]["milegpo_s_pcc"]["milestone_auc"]  # one source: the same batches
     assert (tmp_path / "milestone_truth.png").stat().st_size > 1000
+
+
+def test_a_world_without_a_planner_gets_milestone_truth_only(tmp_path, monkeypatch):
+    """ScienceWorld's engine reports subgoals but no steps-to-win: its batches carry no step labels, the
+    same-state figures have no pairs, and the milestone truth is measured all the same."""
+    from milegpo.cli import main
+    from milegpo.envs import HouseholdEnv
+    from milegpo.evidence import labelled
+
+    assert labelled.gives_steps_to_win(HouseholdEnv())
+    monkeypatch.setattr(labelled, "gives_steps_to_win", lambda env: False)
+    assert main(["credit-quality", "--out", str(tmp_path), "--seeds", "0", "--groups", "2", "--group-size", "4",
+                 "--horizon", "20", "--resamples", "20", "--backend", "torch"]) == 0
+    rep = json.loads((tmp_path / "credit_quality.json").read_text())
+    assert rep["methods"]["graphgpo"]["same_state_auc"] is None and rep["labels"]["good_share"] == 0.0
+    assert rep["states"]["aliased_share"] is None
+    truth = rep["milestone_truth"]
+    assert truth["labels"]["intermediate_milestones"] > 0 and truth["scores"]["beacon_segment_reward"]["milestone_auc"]
