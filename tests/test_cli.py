@@ -39,7 +39,7 @@ def test_generate_household_games(tmp_path, capsys):
     (["eval", "--model_name_or_path", "x", "--num-eval-taks", "3"], r"^milegpo eval: error: unknown flag "
                                                                     r"--num-eval-taks; did you mean --num_eval_tasks"),
     (["train", "--env", "atari"], r"^milegpo train: error: MileGPOConfig.env='atari': not an environment kind; "
-                                  r"known: alfworld, household, textworld, webshop$"),
+                                  r"known: alfworld, household, scienceworld, textworld, webshop$"),
     (["train", "--model_name_or_path", "./no/such/model"], r"^milegpo train: error: --model_name_or_path "
                                                            r"./no/such/model: no such folder"),
     (["eval", "--model_name_or_path", "/tmp/milegpo-no-such-run/final"], r"--model_name_or_path "

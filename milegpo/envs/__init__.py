@@ -9,6 +9,8 @@
   real ALFWorld (needs ``alfworld``).
 - :class:`~milegpo.envs.webshop.WebShopEnv` / :func:`webshop_tasks`: WebShop's text interface over its own
   data files or the embedded offline catalog (needs ``bm25s``, ``rapidfuzz``).
+- :class:`~milegpo.envs.scienceworld.ScienceWorldEnv` / :func:`scienceworld_tasks`: ScienceWorld on its own engine
+  (needs ``scienceworld`` and a Java runtime; one JVM per process).
 - :func:`register` / :class:`EnvKind` / :func:`get_kind`: the registry of environment kinds (entry points of group
   ``milegpo.envs``, dotted paths ``"package.module:Class"``, ``"gym:<id>"``); see :mod:`milegpo.envs.registry`.
 - :class:`~milegpo.envs.gym.GymTextEnv`: a gymnasium text environment played as a TextEnv;
@@ -32,18 +34,19 @@ from .household import HouseholdEnv, household_tasks
 from .registry import (ENTRY_POINT_GROUP, GYM_PREFIX, EnvKind, get_kind, known_kinds, register, register_kind,
                        registered_kinds, reload_entry_points, seeded_tasks, unregister)
 
-# the four built-in worlds register through the same door as a user's (dotted paths: their engines stay unimported)
+# the built-in worlds register through the same door as a user's (dotted paths: their engines stay unimported)
 for _kind, _module, _env, _tasks in (
         ("household", "milegpo.envs.household", "HouseholdEnv", "household_tasks"),
         ("textworld", "milegpo.envs.textworld_env", "TextWorldEnv", "textworld_tasks"),
         ("alfworld", "milegpo.envs.alfworld", "AlfworldEnv", "alfworld_tasks"),
-        ("webshop", "milegpo.envs.webshop", "WebShopEnv", "webshop_tasks")):
+        ("webshop", "milegpo.envs.webshop", "WebShopEnv", "webshop_tasks"),
+        ("scienceworld", "milegpo.envs.scienceworld", "ScienceWorldEnv", "scienceworld_tasks")):
     register(_kind, f"{_module}:{_env}", tasks=f"{_module}:{_tasks}", splits=f"{_module}:SPLITS",
              eval_splits=f"{_module}:EVAL_SPLITS", task_types=f"{_module}:TASK_TYPES", origin="milegpo")
 del _kind, _module, _env, _tasks
 
 #: the built-in kinds (the registry, :func:`known_kinds`, holds every kind)
-BUILT_IN_KINDS = ("household", "textworld", "alfworld", "webshop")
+BUILT_IN_KINDS = ("household", "textworld", "alfworld", "webshop", "scienceworld")
 
 
 def env_class(kind: str) -> type:
@@ -84,6 +87,7 @@ _LAZY = {
     "TextWorldEnv": "milegpo.envs.textworld_env", "textworld_tasks": "milegpo.envs.textworld_env",
     "AlfworldEnv": "milegpo.envs.alfworld", "alfworld_tasks": "milegpo.envs.alfworld",
     "WebShopEnv": "milegpo.envs.webshop", "webshop_tasks": "milegpo.envs.webshop",
+    "ScienceWorldEnv": "milegpo.envs.scienceworld", "scienceworld_tasks": "milegpo.envs.scienceworld",
     "EnvPool": "milegpo.envs.pool", "SequentialPool": "milegpo.envs.pool", "StepOut": "milegpo.envs.pool",
     "PendingStep": "milegpo.envs.pool", "make_pool": "milegpo.envs.pool", "auto_env_workers": "milegpo.envs.pool",
     "GymTextEnv": "milegpo.envs.gym", "OpenEnvTextEnv": "milegpo.envs.openenv",

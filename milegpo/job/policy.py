@@ -37,6 +37,7 @@ from ..envs import NOTHING_HAPPENS, Task, household_tasks, make_env
 from ..envs.base import EnvFailure, failure_line
 from ..envs.household import household_words
 from ..rollout import make_tasks, render_prompt
+from ..rollout.prompt import shown_actions
 from ..trainer.saved_policy import reload_tokenizer, saved_task_settings  # re-exported
 from .arguments import JobArguments
 
@@ -78,19 +79,25 @@ def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float 
     steps."""
     rng = random.Random(seed)
     pairs = []
+    envs: dict[str, Any] = {}  # one environment per kind, reset per task (an engine's start is paid once)
     for task in tasks:
-        env = make_env(task.env)
+        if task.env not in envs:
+            envs[task.env] = make_env(task.env)
+        env = envs[task.env]
         act = env.expert(expert)
         obs, adm, info = env.reset(dataclasses.replace(task, horizon=task.horizon + 10))
+        goal, shown = info["goal"], shown_actions(info)
         hist: list[tuple[str, str]] = []
         while not env.done:
             label = act()
-            pairs.append((render_prompt(info["goal"], obs, adm, hist, len(hist), history_length, prompt_style),
+            pairs.append((render_prompt(goal, obs, shown, hist, len(hist), history_length, prompt_style),
                           completion_text(label)))
             a = rng.choice(adm) if explore and adm and rng.random() < explore else label
             hist.append((obs, a))
             obs, _, _, _, step_info = env.step(a)
-            adm = step_info["admissible_actions"]
+            adm, shown = step_info["admissible_actions"], shown_actions(step_info)
+    for env in envs.values():
+        env.close()
     return pairs
 
 
@@ -177,10 +184,60 @@ def webshop_texts(n_tasks: int, options: Mapping[str, Any]) -> TokenizerTexts:
     return TokenizerTexts(corpus, phrases, lowercase=True, lone_punctuation=True)
 
 
+#: ScienceWorld's short task types (5-10 gold steps), whose walkthroughs scienceworld_texts plays
+SCIENCEWORLD_SHORT_TYPES = ("find-animal", "find-living-thing", "find-non-living-thing", "find-plant",
+                            "lifespan-longest-lived", "lifespan-longest-lived-then-shortest-lived",
+                            "lifespan-shortest-lived")
+
+
+def scienceworld_texts(n_tasks: int, options: Mapping[str, Any]) -> TokenizerTexts:
+    """ScienceWorld's (with the simplifications of ``options``): the first state of the first variation of every
+    task type in each split (its observation, goal, prompt actions, every admissible action), the gold expert's
+    walkthrough prompts of ``min(n_tasks, 2)`` variations per split of the short task types
+    (:data:`SCIENCEWORLD_SHORT_TYPES`), the words of the prompt templates and of the engine's object class names
+    (``BlueJay`` -> "blue jay"); phrases: every object the prompts name (``OBJ is one of: a | b``), one token each,
+    so that a policy copies an object from its prompt as one token. 90 resets and 42 short gold episodes: 2-3
+    minutes on 2 busy cores (notes/scienceworld.md)."""
+    import re
+    from importlib.resources import files
+
+    from ..envs.scienceworld import SPLITS, TASK_TYPES, scienceworld_tasks
+    from ..envs.scienceworld.actions import OBJECTS_PREFIX
+
+    simplifications = str(options.get("simplifications", ""))
+    corpus: list[str] = []
+    objects: set[str] = set()
+
+    def shown(info: dict) -> None:
+        for entry in info.get("prompt_actions", ()):
+            if entry.startswith(OBJECTS_PREFIX):
+                objects.update(o.strip() for o in entry[len(OBJECTS_PREFIX):].split(" | ") if " " in o.strip())
+
+    env = make_env("scienceworld")
+    try:
+        for split in SPLITS:
+            for task in scienceworld_tasks(split, len(TASK_TYPES), horizon=50, simplifications=simplifications):
+                obs, admissible, info = env.reset(task)
+                corpus += [obs, info["goal"], " ".join(info["prompt_actions"]), *admissible]
+                shown(info)
+    finally:
+        env.close()
+    k = max(1, min(n_tasks, 2))
+    for split in SPLITS:
+        tasks = scienceworld_tasks(split, k * len(SCIENCEWORLD_SHORT_TYPES), task_types=SCIENCEWORLD_SHORT_TYPES,
+                                   horizon=30, simplifications=simplifications)
+        corpus += [p + " " + c for p, c in expert_pairs(tasks, prompt_style="compact", expert="oracle")]
+    corpus.append(render_prompt("goal", "now", ["a"], [("before", "act")], 1, 1, style="alfworld"))  # its words
+    names = (files("scienceworld") / "object_type_ids.tsv").read_text().splitlines()
+    corpus += [re.sub(r"(?<!^)(?=[A-Z])", " ", line.split("\t")[0].rsplit(".", 1)[-1]).lower() for line in names]
+    corpus.append(" ".join(str(i) for i in range(100)))  # flower pot 12, terminal 2, 37 degrees
+    return TokenizerTexts(corpus, objects)
+
+
 #: env kind -> the texts of its world a tiny tokenizer is trained on (``fn(n_tasks, env_options)``); any other kind's
 #: are :func:`played_texts`
 TOKENIZER_TEXTS: dict[str, Callable[[int, Mapping[str, Any]], TokenizerTexts]] = {
-    "household": household_texts, "webshop": webshop_texts}
+    "household": household_texts, "webshop": webshop_texts, "scienceworld": scienceworld_texts}
 #: :func:`played_texts`: at most this many tasks of each split are played, each for at most this many steps
 PLAYED_TASKS, PLAYED_STEPS = 8, 20
 #: :func:`played_texts`: at most this many admissible actions become one token each (the most frequent first)
@@ -392,5 +449,6 @@ def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = 
 __all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "met_actions", "easy_tasks",
            "completion_text", "CHAT_TEMPLATE", "EASY_TASK_TYPE", "TOKENIZER_TEXTS", "TokenizerTexts", "household_texts",
            "played_texts", "tokenizer_texts", "PLAYED_TASKS", "PLAYED_STEPS", "MAX_PHRASES",
-           "webshop_texts", "PHRASE_VERBS", "load_policy", "sft_tasks", "warm_start", "reload_tokenizer",
+           "webshop_texts", "scienceworld_texts", "SCIENCEWORLD_SHORT_TYPES", "PHRASE_VERBS", "load_policy", "sft_tasks",
+           "warm_start", "reload_tokenizer",
            "saved_task_settings"]

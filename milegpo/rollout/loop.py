@@ -55,7 +55,7 @@ from ..envs.base import ENV_FAILURE, EnvFailure, goal_words
 from ..envs.pool import make_pool
 from ..state_sketches import StateSimilarity, StateSketch
 from .parse import parse_action
-from .prompt import as_model_input, render_prompt
+from .prompt import as_model_input, render_prompt, shown_actions
 
 GenerateFn = Callable[[list], tuple[list[list[int]], list[list[int]], "list[list[float]] | None", list[str]]]
 
@@ -379,7 +379,8 @@ class EpisodeRunner:
                 g, task = groups[i // group_size]
                 ep = Episode(group=g, traj=g * group_size + i % group_size, task=task)
                 out.episodes.append(ep)
-                slots.append({"ep": ep, "obs": obs, "admissible": list(admissible), "key": int(info["state_key"]),
+                slots.append({"ep": ep, "obs": obs, "admissible": list(admissible), "shown": shown_actions(info),
+                              "key": int(info["state_key"]),
                               "context": info.get("state_context", ""), "goal": info.get("goal", ""), "history": [],
                               "rows": [], "live": True})
                 self._sketch(out, slots[-1]["key"], info)
@@ -428,7 +429,7 @@ class EpisodeRunner:
             prompts = []
             for s in live:
                 st = slots[s]
-                text = render_prompt(st["goal"], st["obs"], st["admissible"], st["history"], len(st["rows"]),
+                text = render_prompt(st["goal"], st["obs"], st["shown"], st["history"], len(st["rows"]),
                                      self.history_length, self.prompt_style,
                                      st["context"] if self.show_state_context else "")
                 prompts.append(as_model_input(text, self.conversational))
@@ -467,7 +468,7 @@ class EpisodeRunner:
             st["history"].append((st["obs"], p.action or texts[j].strip()[:80]))
             st["obs"], st["admissible"], st["key"] = obs, list(info.get("admissible_actions", [])), int(
                 info["state_key"])
-            st["context"] = info.get("state_context", "")
+            st["context"], st["shown"] = info.get("state_context", ""), shown_actions(info)
             if not won:
                 self._sketch(out, st["key"], info)
             ep.length += 1

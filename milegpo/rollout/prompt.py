@@ -132,10 +132,19 @@ def _webshop_prompt(goal: str, observation: str, admissible: Sequence[str], rece
     return first if len(text) > WEBSHOP_MAX_CHARS else text
 
 
+def shown_actions(info: dict) -> list[str]:
+    """The actions a prompt shows for the state of ``info`` (a reset's or step's): ``info["prompt_actions"]`` where
+    the world gives it (its admissible list is too long for a prompt: ScienceWorld shows its action templates and
+    the objects in view, :func:`milegpo.envs.scienceworld.actions.prompt_actions`), else
+    ``info["admissible_actions"]``. Parsing and constrained decoding still use the admissible list."""
+    shown = info.get("prompt_actions")
+    return list(info.get("admissible_actions", []) if shown is None else shown)
+
+
 def as_model_input(text: str, conversational: bool) -> str | list[dict]:
     """The prompt in the form TRL tokenizes: chat messages when the tokenizer has a chat template, else text."""
     return [{"role": "user", "content": text}] if conversational else text
 
 
 __all__ = ["TEMPLATE", "COMPACT_TEMPLATE", "WEBSHOP_TEMPLATE", "WEBSHOP_TEMPLATE_NO_HIS", "PROMPT_STYLES", "HISTORY",
-           "render_prompt", "webshop_observation", "as_model_input"]
+           "render_prompt", "shown_actions", "webshop_observation", "as_model_input"]

@@ -146,8 +146,8 @@ def test_two_packages_claiming_one_name_and_a_broken_entry_point(tmp_path, monke
 
 
 @pytest.mark.parametrize("kind, message", [
-    ("atari", r"^unknown environment kind 'atari'; known: alfworld, household, textworld, webshop \(or a dotted path "
-              r"'package.module:Class', or 'gym:<gymnasium id>'\)$"),
+    ("atari", r"^unknown environment kind 'atari'; known: alfworld, household, scienceworld, textworld, webshop "
+              r"\(or a dotted path 'package.module:Class', or 'gym:<gymnasium id>'\)$"),
     ("nowhere.pkg:Env", r"^environment 'nowhere.pkg:Env': 'nowhere.pkg:Env' does not resolve \(cannot "
                         r"import it \(no module named 'nowhere'\)\)$"),
     (f"{GAMES}:Nope", r"does not resolve \(module 'tests.envs.text_games' has no attribute 'Nope'\)$"),

@@ -10,6 +10,8 @@ from milegpo.credit import SINK, estimate, presets
 from milegpo.envs import HouseholdEnv, SequentialPool, household_tasks
 from milegpo.rollout import EpisodeRunner, episode_metrics
 
+from ..envs.text_games import Corridor
+
 
 def _admissible(prompt: str) -> list[str]:
     return re.findall(r"'([^']*)'", prompt.split("current situation are:")[1].split("\n")[0])
@@ -230,3 +232,36 @@ def test_constrain_query_hands_each_prompt_its_goal_words():
         assert words in goals and all(w in text.lower() for w in words), (words, text)
     with pytest.raises(ValueError, match="constrain_query needs constrain_actions"):
         EpisodeRunner(SequentialPool(4), horizon=4, constrain_query=True)
+
+
+class _ShownCorridor(Corridor):
+    """The corridor with a prompt list of its own (``info["prompt_actions"]``), as ScienceWorld gives templates."""
+
+    def _reset(self, task):
+        obs, admissible, info = super()._reset(task)
+        return obs, admissible, {**info, "prompt_actions": ["walk OBJ", "OBJ is one of: right"]}
+
+    def _step(self, action):
+        obs, reward, won, admissible, info = super()._step(action)
+        return obs, reward, won, admissible, {**info, "prompt_actions": ["walk OBJ", "OBJ is one of: right"]}
+
+
+def test_the_prompt_shows_a_worlds_prompt_actions_and_parses_against_its_admissible_list():
+    from milegpo.envs import Task, register, unregister
+
+    register("shown-corridor", _ShownCorridor)
+    try:
+        tasks = [Task("shown-corridor/0", env="shown-corridor", seed=0, horizon=5, options=(("length", 2),))]
+        prompts: list = []
+
+        def generate(batch):
+            prompts.extend(batch)
+            return [[1]] * len(batch), [[2]] * len(batch), None, ["<action>Walk  Right</action>"] * len(batch)
+
+        rollout = EpisodeRunner(SequentialPool(2), horizon=5, prompt_style="compact").run(tasks, 2, generate)
+    finally:
+        unregister("shown-corridor")
+    assert prompts and all(p.endswith("Actions: walk OBJ, OBJ is one of: right") for p in prompts)
+    assert not any("wait" in p for p in prompts)  # the admissible list is not shown
+    assert all(r.action == "walk right" and not r.invalid for r in rollout.rows)  # matched against it
+    assert [ep.won for ep in rollout.episodes] == [True, True]

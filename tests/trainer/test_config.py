@@ -64,7 +64,7 @@ def test_every_field_is_a_documented_flag():
                                   r"'cpu' or 'cuda:0'"),
     (["--credit_device", "cuda:7"], r"MileGPOConfig.credit_device='cuda:7': no such device on this machine"),
     (["--env", "atari"], r"MileGPOConfig.env='atari': not an environment kind; known: alfworld, household, "
-                         r"textworld, webshop$"),
+                         r"scienceworld, textworld, webshop$"),
     (["--train_split", "test"], r"MileGPOConfig.train_split='test': not a split of env 'household'; its splits: "
                                 r"train, id, ood$"),
     (["--env", "webshop", "--train_split", "id"], r"MileGPOConfig.train_split='id': not a split of env 'webshop'; "
