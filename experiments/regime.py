@@ -42,7 +42,8 @@ from milegpo.evidence.seed_stats import mean_ci, paired_test, seeds_for  # noqa:
 BASE = {"state_anchor": "tracked+actions", "policy_sees": "context", "tasks": 32, "groups": 8, "group_size": 8}
 #: name -> the cell's settings: env, options (the task generator's), horizon, iterations, and optionally lr,
 #: preset, prior, overrides (CreditConfig fields), state_anchor, policy_sees, tasks, groups, group_size (the
-#: testbed's), quality_groups / quality_group_size (credit-quality's batches, 16 x 8), also (more testbed
+#: testbed's), quality_seeds / quality_groups / quality_group_size (credit-quality's batches: QUALITY_SEEDS of
+#: 16 x 8), testbed (False: early-rollout figures only), also (more testbed
 #: folders of runs of the same settings, e.g. BEACON's README runs: combined with the cell's); ``base``: the cell this one changes one
 #: setting of (a cause tested on its own), ``note``: what the cell is
 CELLS: dict[str, dict] = {
@@ -64,6 +65,21 @@ CELLS: dict[str, dict] = {
     "webshop_h30": {"env": "webshop", "options": {}, "horizon": 30, "iterations": 30,
                     "also": ["experiments/results/beacon_testbed/webshop"],
                     "note": "WebShop's horizon, the README's testbed"},
+    # ScienceWorld (BEACON's "easy" simplifications): early-rollout figures only; its testbed is not run (a step
+    # costs ~0.15-0.5 s for the engine's valid list: 40 iterations x 64 episodes of one seed would take hours, and
+    # a tabular prior on the expert's action is lost among 300-3,800 listed actions; notes/milestone_truth.md)
+    "scienceworld_short": {"env": "scienceworld", "horizon": 15, "iterations": 40, "testbed": False,
+                           "options": {"task_types": ["find-non-living-thing", "lifespan-longest-lived",
+                                                      "lifespan-shortest-lived",
+                                                      "lifespan-longest-lived-then-shortest-lived"],
+                                       "simplifications": "easy"},
+                           "quality_seeds": 3,
+                           "note": "ScienceWorld's short task types (gold 5-6 steps), horizon 15"},
+    "scienceworld_long": {"env": "scienceworld", "horizon": 50, "iterations": 40, "testbed": False,
+                          "options": {"task_types": ["boil", "melt", "freeze", "change-the-state-of-matter-of"],
+                                      "simplifications": "easy"},
+                          "quality_seeds": 2, "quality_groups": 8,
+                          "note": "ScienceWorld's long task types (gold 22-36 steps), horizon 50"},
     # one cause at a time, each against its base cell (same seeds: paired)
     "household_full_h50_observation": {"base": "household_full_h50", "state_anchor": "observation",
                                        "note": "keys: the observation text alone (GiGPO's anchor; aliased)"},
@@ -119,11 +135,15 @@ def run_cell(name: str, out: Path, seeds, methods=METHODS, say=print) -> None:
     if not (quality / "credit_quality.json").is_file():
         t0 = time.perf_counter()
         preset = s.get("preset")
-        run_credit_quality(quality, env=s["env"], seeds=tuple(range(QUALITY_SEEDS)), horizon=s["horizon"],
+        run_credit_quality(quality, env=s["env"], seeds=tuple(range(s.get("quality_seeds", QUALITY_SEEDS))),
+                           horizon=s["horizon"],
                            groups=s.get("quality_groups", 16), group_size=s.get("quality_group_size", 8),
                            options=s["options"] or None, state_anchor=s["state_anchor"], backend="torch",
                            preset=preset, say=lambda *_: None)
         say(f"[{name}] credit-quality: {time.perf_counter() - t0:.0f} s", flush=True)
+    if not s.get("testbed", True):
+        say(f"[{name}] no testbed for this cell ({CELLS[name].get('note', '')}): early-rollout figures only")
+        return
     part = folder / "testbed" / f"seeds_{min(seeds)}-{max(seeds)}"
     if (part / "results.json").is_file():
         say(f"[{name}] {part} is there already: not run again")

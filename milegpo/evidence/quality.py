@@ -315,8 +315,8 @@ def plot_quality(report: dict, path, title: str = "") -> str:
 #: the first game seed / goal index of the quality batches: generated worlds far from the training runs' seeds;
 #: WebShop has a fixed goal list (the embedded catalog's train split: 1,921 goals, training runs take them from
 #: 0 on), so its batches take the train goals from 1,000 on; ALFWorld's games are a fixed set (often a few
-#: generated ones), taken from the first
-QUALITY_START = {"webshop": 1_000, "alfworld": 0}
+#: generated ones), taken from the first; ScienceWorld's train variations likewise (150 per type at most)
+QUALITY_START = {"webshop": 1_000, "alfworld": 0, "scienceworld": 0}
 QUALITY_START_DEFAULT = 100_000
 
 
@@ -470,8 +470,9 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
         say(f"\nall sources, near-duplicate states merged at {threshold} ({rep['states']['distinct']} states):")
         say(format_quality(rep))
     states = report["states"]
+    aliased = "n/a (no step labels)" if math.isnan(states["aliased_share"]) else f"{states['aliased_share']:.1%}"
     say(f"\nstates (anchor {states['anchor']}): {states['distinct']} distinct (group, state) pairs; "
-        f"{states['aliased_share']:.1%} of {states['pairs']} same-state row pairs at different steps-to-win")
+        f"{aliased} of {states['pairs']} same-state row pairs at different steps-to-win")
     say(f"\nwrote {out / 'credit_quality.json'} ({report['seconds']:.0f} s)")
     return report
 
