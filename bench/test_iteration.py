@@ -120,7 +120,7 @@ def _trainer(policy, task, pool, overlap: bool, out_dir: str):
                          save_strategy="no", dataloader_num_workers=0, gradient_checkpointing=False,
                          rollout_parts=2)
     timer = _StepTimer()
-    trainer = MileGPOTrainer(path, args, processing_class=tok, train_tasks=[task], eval_tasks={}, pool=pool,
+    trainer = MileGPOTrainer(path, args=args, processing_class=tok, train_tasks=[task], eval_tasks={}, pool=pool,
                              callbacks=[timer])
     trainer.runner.overlap = overlap
     return trainer, timer

@@ -195,7 +195,7 @@ def run(seed: int, method: str, steps: int, output_dir: str, train_seeds=range(0
     model = make_model(tokenizer, hidden=64, layers=2, seed=seed)
     sft_loss = warm_start(model, tokenizer, list(train_seeds)[:32], epochs=sft_epochs, seed=seed)
     args = make_config(output_dir, seed, method, steps)
-    trainer = MileGPOTrainer(model, args, processing_class=tokenizer, train_dataset=dataset(train_seeds),
+    trainer = MileGPOTrainer(model, args=args, processing_class=tokenizer, train_dataset=dataset(train_seeds),
                              eval_dataset={"heldout": dataset(eval_seeds)}, environment_factory=MazeEnv)
     if quiet:
         from transformers.utils import logging as hf_logging

@@ -1,11 +1,14 @@
 """What a warm-started tiny policy has learned, step by step: the numbers behind notes/main_job.md.
 
-    python scripts/probe_warm_start.py [--epochs 24 --hidden 128 --lr 3e-3 --max_receptacles 4 ...]
+    python scripts/probe_warm_start.py [--seed 1 --epochs 24 --hidden 128 --lr 3e-3 --scheduler cosine ...]
+    python scripts/probe_warm_start.py --policy milegpo_run/sft [--no_context]     # a run's warm start as it is
 
 Builds the tiny tokenizer and Qwen2 of the main job, runs its SFT warm start (TRL SFTTrainer) on the
 searching expert's walkthroughs, then reports, on held-out ID prompts of that expert, how often the greedy
 action is admissible and equals the expert's, split by the expert's verb (``go``, ``take``, ``use``...),
-and how many ID games the policy wins (greedy and at temperature 0.4). One JSON line on stdout.
+the same on prompts of its own walkthroughs (what it memorised against what carries to new games), and how many
+ID games the policy wins (greedy and at temperature 0.4, the evaluation's). ``--seed`` is the job's ``--seed``
+(the tiny model's initial weights, the walkthroughs' random moves and the SFT order). One JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -40,19 +43,37 @@ def main(argv=None) -> dict:
     p.add_argument("--probe_steps", type=int, default=80, help="held-out expert steps to score")
     p.add_argument("--games", type=int, default=32, help="ID games to play")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0, help="the job's --seed")
+    p.add_argument("--explore", type=float, default=0.2, help="the job's --sft_explore")
+    p.add_argument("--sft_batch_size", type=int, default=16)
+    p.add_argument("--scheduler", default="constant", help="the SFT's lr_scheduler_type")
+    p.add_argument("--no_context", dest="show_context", action="store_false",
+                   help="prompts without the state tracker's context line (the warm start before 2026-12-04)")
+    p.add_argument("--policy", help="a warm-started policy folder (a run's sft/) to probe instead of training one")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     k, style = a.max_receptacles, a.prompt_style
     t0 = time.perf_counter()
-    tok = make_tokenizer(max_receptacles=k)
-    model = make_model(tok, hidden=a.hidden, layers=a.layers)
     tasks = easy_tasks("train", a.sft_tasks, start=64, horizon=a.horizon, max_receptacles=k)
-    with tempfile.TemporaryDirectory() as d:
-        model, loss, n = sft_warm_start(model, tok, tasks, d + "/sft", epochs=a.epochs, learning_rate=a.lr,
-                                        disable_tqdm=True, use_cpu=True, prompt_style=style)
-        sft_s = time.perf_counter() - t0
-        tok.save_pretrained(d)
-        tok = reload_tokenizer(d)  # what the rollout decodes with
+    if a.policy:  # a run's warm-started policy, probed as it is
+        from transformers import AutoModelForCausalLM
+
+        tok, model = reload_tokenizer(a.policy), AutoModelForCausalLM.from_pretrained(a.policy).eval()
+        loss = n = float("nan")
+    else:
+        tok = make_tokenizer(max_receptacles=k)
+        model = make_model(tok, hidden=a.hidden, layers=a.layers, seed=a.seed)
+        with tempfile.TemporaryDirectory() as d:
+            model, loss, n = sft_warm_start(model, tok, tasks, d + "/sft", epochs=a.epochs, learning_rate=a.lr,
+                                            disable_tqdm=True, use_cpu=True, prompt_style=style, seed=a.seed,
+                                            explore=a.explore, batch_size=a.sft_batch_size,
+                                            lr_scheduler_type=a.scheduler, show_context=a.show_context)
+            tok.save_pretrained(d)
+            tok = reload_tokenizer(d)  # what the rollout decodes with
+    sft_s = time.perf_counter() - t0
+
+    def context(info: dict) -> str:
+        return info.get("state_context", "") if a.show_context else ""
 
     def act(prompt: str, sample: bool) -> str:
         ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
@@ -60,46 +81,60 @@ def main(argv=None) -> dict:
         out = model.generate(**ids, max_new_tokens=16, do_sample=sample, temperature=0.4 if sample else None)
         return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
 
-    # held-out expert steps: one prompt per step of the searching expert's ID episodes
-    probe = []
-    for task in easy_tasks("id", 64, horizon=a.horizon, max_receptacles=k):
-        env = HouseholdEnv()
-        obs, adm, info = env.reset(task)
-        hist = []
-        while not env.done and len(probe) < a.probe_steps:
-            label = env.search_action()
-            probe.append((render_prompt(info["goal"], obs, adm, hist, len(hist), 2, style), adm, label))
-            hist.append((obs, label))
-            obs, _, _, _, step = env.step(label)
-            adm = step["admissible_actions"]
-        if len(probe) >= a.probe_steps:
-            break
-    valid = match = 0
-    by_verb, ok_verb = collections.Counter(), collections.Counter()
-    for prompt, adm, label in probe:
-        got = parse_action(act(prompt, False), adm)
-        valid += got.valid
-        hit = got.valid and got.action == label
-        match += hit
-        by_verb[label.split()[0]] += 1
-        ok_verb[label.split()[0]] += hit
+    def expert_steps(tasks, limit):
+        """(prompt, admissible, label) of every step of the searching expert's episodes of ``tasks``."""
+        steps = []
+        for task in tasks:
+            env = HouseholdEnv()
+            obs, adm, info = env.reset(task)
+            hist = []
+            goal = info["goal"]
+            while not env.done and len(steps) < limit:
+                label = env.search_action()
+                steps.append((render_prompt(goal, obs, adm, hist, len(hist), 2, style, context(info)), adm, label))
+                hist.append((obs, label))
+                obs, _, _, _, info = env.step(label)
+                adm = info["admissible_actions"]
+            if len(steps) >= limit:
+                break
+        return steps
+
+    def score(steps):
+        """valid share, match share, and per expert verb: matched / steps."""
+        valid = match = 0
+        by_verb, ok_verb = collections.Counter(), collections.Counter()
+        for prompt, adm, label in steps:
+            got = parse_action(act(prompt, False), adm)
+            valid += got.valid
+            hit = got.valid and got.action == label
+            match += hit
+            by_verb[label.split()[0]] += 1
+            ok_verb[label.split()[0]] += hit
+        return (round(valid / len(steps), 3), round(match / len(steps), 3),
+                {v: f"{ok_verb[v]}/{by_verb[v]}" for v in sorted(by_verb)})
+
+    # held-out expert steps (ID games) and steps of the warm start's own games (without its random moves)
+    valid, match, match_by_verb = score(expert_steps(easy_tasks("id", 64, horizon=a.horizon, max_receptacles=k),
+                                                     a.probe_steps))
+    seen_valid, seen_match, seen_by_verb = score(expert_steps(tasks, a.probe_steps))
     wins = {}
     for sample in (False, True):
         won = 0
         for task in easy_tasks("id", a.games, horizon=a.horizon, max_receptacles=k):
             env = HouseholdEnv()
             obs, adm, info = env.reset(task)
-            hist = []
+            hist, goal = [], info["goal"]
             while not env.done:
-                got = parse_action(act(render_prompt(info["goal"], obs, adm, hist, len(hist), 2, style), sample), adm)
+                got = parse_action(act(render_prompt(goal, obs, adm, hist, len(hist), 2, style, context(info)), sample),
+                                   adm)
                 hist.append((obs, got.action))
-                obs, _, _, _, step = env.step(got.action)
-                adm = step["admissible_actions"]
+                obs, _, _, _, info = env.step(got.action)
+                adm = info["admissible_actions"]
             won += env.won
         wins["T=0.4" if sample else "greedy"] = f"{won}/{a.games}"
     res = {"args": vars(a), "sft_examples": n, "sft_loss": round(loss, 3), "sft_s": round(sft_s),
-           "valid": round(valid / len(probe), 3), "match": round(match / len(probe), 3),
-           "match_by_verb": {v: f"{ok_verb[v]}/{by_verb[v]}" for v in by_verb}, "wins": wins}
+           "valid": valid, "match": match, "match_by_verb": match_by_verb, "seen_valid": seen_valid,
+           "seen_match": seen_match, "seen_match_by_verb": seen_by_verb, "wins": wins}
     print(json.dumps(res))
     return res
 

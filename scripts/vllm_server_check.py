@@ -166,7 +166,8 @@ def main() -> int:
                             logging_steps=1, save_strategy="no", learning_rate=1e-2, beta=0.0, num_eval_tasks=2,
                             use_vllm=True, vllm_mode="server", vllm_server_base_url=base_url,
                             vllm_group_port=free_port(), num_env_workers=0)
-        trainer = MileGPOTrainer(model_dir, cfg, processing_class=tokenizer, train_tasks=easy_tasks("train", 4, 4),
+        trainer = MileGPOTrainer(model_dir, args=cfg, processing_class=tokenizer,
+                                 train_tasks=easy_tasks("train", 4, 4),
                                  eval_tasks={"id": easy_tasks("id", 2, 4), "ood": easy_tasks("ood", 2, 4)})
         t0 = time.perf_counter()
         trainer.train()

@@ -7,7 +7,7 @@ the map and the test are one list. The order, lowest first, and why:
 
 - ``milegpo_kernels``: tensor ops, no milegpo, no TRL (the credit pipeline and the policy loss run on them);
 - ``state_keys`` / ``usage`` / ``files``: a state's key, the one-line usage error, whole-or-nothing file writes, the
-  standard library only;
+  standard library only; ``trl_seam``: every private name of TRL milegpo touches (TRL only, no milegpo module);
 - ``state_sketches``: shingles and MinHash sketches of observations (near-duplicate states), on the keys;
 - ``credit``: advantages of a StepBatch (the algorithm), no environment, no rollout, no config;
 - ``envs``: the worlds; ``rollout``: episodes of the worlds into StepBatches;
@@ -19,8 +19,7 @@ the map and the test are one list. The order, lowest first, and why:
 The imports are read with :mod:`ast` (every ``import`` and ``from ... import`` anywhere in a module, and
 ``importlib.import_module`` of a constant), so an upward import cannot hide in a function. Inside a unit, no
 circle of files: no module imports, through any chain of imports (function-local and ``TYPE_CHECKING`` ones
-included), a module that imports it back (:data:`CIRCLES_BEING_REMOVED` lists the circles another branch is
-removing; it is empty). The credit registry imports nothing of ``milegpo.credit`` (it is the leaf every method
+included), a module that imports it back. The credit registry imports nothing of ``milegpo.credit`` (it is the leaf every method
 registers with). No file outside ``milegpo_kernels`` is over :data:`MAX_LINES` lines unless its docstring says
 why. Apart from that, no module outside a package imports one of its private (``_name``) modules, in the tests,
 benchmarks and scripts too, and inside ``milegpo_kernels`` a family's ``torch_ops`` never imports its Triton
@@ -56,14 +55,8 @@ def read_layers(text: str) -> tuple[tuple[str, ...], ...]:
 #: the layers, lowest first (docs/house.md's table); a unit imports its own modules and lower layers' only
 LAYERS: tuple[tuple[str, ...], ...] = read_layers(HOUSE.read_text())
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
-#: circles of files that another branch is taking apart (the trainer's rewrite into rollout sources: branch
-#: ``trainer``, in ``milegpo/trainer/`` and ``milegpo/rollout/tools.py``), each a sorted tuple of module names; it
-#: may only shrink, and is empty: no circle is left anywhere
-CIRCLES_BEING_REMOVED: tuple[tuple[str, ...], ...] = ()
 #: the most lines a file outside milegpo_kernels has without a reason at its top
 MAX_LINES = 700
-#: files over MAX_LINES being split on another branch (branch ``trainer`` splits the trainer into rollout sources)
-SPLIT_ELSEWHERE = ("milegpo/trainer/milegpo_trainer.py",)
 #: the folders besides the packages whose imports of private modules are checked
 OTHER_CODE = ("tests", "bench", "scripts", "experiments", "examples")
 
@@ -223,11 +216,8 @@ def test_no_circle_of_files():
     """No module imports, through any chain of imports, a module that imports it back (a circle held together by
     imports moved into functions was six files of milegpo.credit, issue 49)."""
     found = circles(import_graph())
-    new = [c for c in found if c not in CIRCLES_BEING_REMOVED]
-    assert not new, "circles of imports (a module imports, however indirectly, one that imports it back):\n" + \
-        "\n".join(" -> ".join(c) for c in new)
-    gone = [c for c in CIRCLES_BEING_REMOVED if c not in found]
-    assert not gone, f"circles no longer there: remove them from CIRCLES_BEING_REMOVED: {gone}"
+    assert not found, "circles of imports (a module imports, however indirectly, one that imports it back):\n" + \
+        "\n".join(" -> ".join(c) for c in found)
 
 
 def test_a_planted_circle_fails_the_circle_test(tmp_path, monkeypatch):
@@ -266,7 +256,7 @@ def test_no_file_is_long_without_a_reason():
         for path in sorted((ROOT / folder).rglob("*.py")) if (ROOT / folder).is_dir() else ():
             lines = path.read_text().splitlines()
             where = str(path.relative_to(ROOT))
-            if len(lines) > MAX_LINES and where not in SPLIT_ELSEWHERE:
+            if len(lines) > MAX_LINES:
                 docstring = ast.get_docstring(ast.parse("\n".join(lines))) or ""
                 if f"over {MAX_LINES} lines" not in docstring.lower():
                     long.append(f"{where}: {len(lines)} lines, no reason in its docstring")

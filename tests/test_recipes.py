@@ -181,7 +181,7 @@ def test_every_recipe_trains_one_iteration_on_cpu(path, tmp_path, tiny_policy, c
                                     *CPU_FLAGS, *STAND_IN[benchmark])
     assert script_args.model_name_or_path == tiny_policy and cfg.report_to == ["tensorboard"]
     # the job's tiny tokenizer as saved (AutoTokenizer's Qwen2 class would decode it without spaces)
-    trainer = MileGPOTrainer(script_args.model_name_or_path, cfg, processing_class=reload_tokenizer(tiny_policy))
+    trainer = MileGPOTrainer(script_args.model_name_or_path, args=cfg, processing_class=reload_tokenizer(tiny_policy))
     try:
         before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
         trainer.train()

@@ -6,7 +6,8 @@ Pipeline of :func:`run_train`:
    template), or, when it is not given, the embedded default: a WordLevel tokenizer and a tiny Qwen2 built
    on the spot;
 2. a supervised warm start with TRL's ``SFTTrainer`` on expert walkthroughs of training tasks
-   (:func:`~milegpo.job.policy.warm_start`; ``--sft_epochs 0`` skips it), saved to ``<output_dir>/sft``;
+   (:func:`~milegpo.job.policy.warm_start`; ``--sft_epochs 0`` skips it and writes nothing), saved to
+   ``<output_dir>/sft``;
 3. evaluation on ``eval_splits`` (household: ID and OOD; WebShop: test): success, invalid-action rate, the gap
    between the first two splits, and WebShop's score;
 4. MileGPO iterations (:class:`~milegpo.trainer.MileGPOTrainer`); every iteration's StepBatch is saved
@@ -25,8 +26,10 @@ The flags are :func:`milegpo.job.flags.parse`'s.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +87,30 @@ def _saved_batches(directory: Path, saved_now: list[str]) -> list[str]:
     return sorted(files | set(saved_now))
 
 
-def make_trainer(policy_path: str, tok, cfg, callbacks=()):
-    """A :class:`~milegpo.trainer.MileGPOTrainer` of the policy saved at ``policy_path``."""
+def make_trainer(policy, tok, cfg, callbacks=()):
+    """A :class:`~milegpo.trainer.MileGPOTrainer` of ``policy``: the folder it is saved in, or the model itself."""
     from ..trainer import MileGPOTrainer
 
-    return MileGPOTrainer(policy_path, cfg, processing_class=tok, callbacks=list(callbacks))
+    return MileGPOTrainer(policy, args=cfg, processing_class=tok, callbacks=list(callbacks))
+
+
+#: transformers' FutureWarnings for its deprecated aliases that TRL itself calls around every generation
+#: (trl/models/utils.py: ``unwrap_model_for_generation`` / ``disable_gradient_checkpointing`` read
+#: ``is_gradient_checkpointing`` and, when checkpointing is on, call ``gradient_checkpointing_disable`` /
+#: ``_enable``): the newest TRL (1.16) on every transformers since the rename (5.2x) warns mid-run, and nothing a
+#: user of ``milegpo train`` sets changes it (milegpo's own code and config use ``activation_checkpointing``).
+TRL_DEPRECATION_WARNINGS = (r"`is_gradient_checkpointing` is deprecated",
+                            r"`gradient_checkpointing_enable` is deprecated",
+                            r"`gradient_checkpointing_disable` is deprecated")
+
+
+@contextlib.contextmanager
+def _quiet_trl_deprecations():
+    """Inside the block, exactly :data:`TRL_DEPRECATION_WARNINGS` are not shown (every other warning is)."""
+    with warnings.catch_warnings():
+        for message in TRL_DEPRECATION_WARNINGS:
+            warnings.filterwarnings("ignore", message=message, category=FutureWarning)
+        yield
 
 
 def _set_threads(job: JobArguments) -> None:
@@ -111,7 +133,8 @@ def run_train(job: JobArguments, cfg, quiet: bool = False) -> dict[str, Any]:
     except UsageError as e:
         raise UsageError(f"milegpo train: error: {e}") from None
     try:
-        return _train(job, cfg, out, t_start, quiet)
+        with _quiet_trl_deprecations():
+            return _train(job, cfg, out, t_start, quiet)
     finally:
         lock.release()
 
@@ -165,22 +188,31 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
     short = short_run_line(job, cfg)
     if short:
         say(short)
-    resumed = bool(cfg.resume_from_checkpoint) and (out / "sft" / "config.json").is_file()
+    # without a warm start nothing is written before RL (a failed run leaves no sft/ to block the next one): the
+    # policy goes to the trainer as loaded, in memory (its reference model a copy of it)
+    resumed = bool(cfg.resume_from_checkpoint) and (job.sft_epochs == 0 or (out / "sft" / "config.json").is_file())
     if resumed:  # the warm start of the run it resumes: its policy is also the reference model's
-        say(f"[milegpo] resuming from {cfg.resume_from_checkpoint}: the warm-started policy of {out / 'sft'}, the "
-            f"log and batches cut back to the checkpoint's step")
-        policy_path, sft_info = str(out / "sft"), {"sft_epochs": job.sft_epochs, "resumed_from":
-                                                  str(cfg.resume_from_checkpoint)}
+        say(f"[milegpo] resuming from {cfg.resume_from_checkpoint}: the "
+            f"{'warm-started policy of ' + str(out / 'sft') if job.sft_epochs > 0 else 'policy as loaded'}, the "
+            "log and batches cut back to the checkpoint's step")
+        sft_info = {"sft_epochs": job.sft_epochs, "resumed_from": str(cfg.resume_from_checkpoint)}
+    if job.sft_epochs == 0:
+        if not resumed:
+            say(_warm_start_line(job, cfg))
+            sft_info = {"sft_epochs": job.sft_epochs}
+        policy, tok, _ = load_policy(job, cfg)
+    elif resumed:
+        policy = str(out / "sft")
+        tok = reload_tokenizer(policy)
     else:
-        model, tok, tiny = load_policy(job, cfg)
+        model, tok, _ = load_policy(job, cfg)
         say(_warm_start_line(job, cfg))
-        policy_path, sft_info = warm_start(job, cfg, model, tok, out / "sft", quiet=quiet,
-                                           log_file=out / METRICS_FILE)
+        policy, sft_info = warm_start(job, cfg, model, tok, out / "sft", quiet=quiet, log_file=out / METRICS_FILE)
         del model
-    tok = reload_tokenizer(policy_path)
+        tok = reload_tokenizer(policy)
 
     saver = _batch_saver(out / "batches" if job.save_batches else None)
-    trainer = make_trainer(policy_path, tok, cfg, callbacks=[saver])
+    trainer = make_trainer(policy, tok, cfg, callbacks=[saver])
     console = None
     try:  # the trainer's environment workers stop at the end, whatever happens
         saver.trainer = trainer
@@ -249,7 +281,8 @@ def run_eval(job: JobArguments, cfg) -> dict[str, float]:
     tok = reload_tokenizer(job.model_name_or_path)
     trainer = make_trainer(job.model_name_or_path, tok, cfg)
     try:
-        res = eval_summary(trainer.evaluate(), list(trainer.eval_tasks))
+        with _quiet_trl_deprecations():
+            res = eval_summary(trainer.evaluate(), list(trainer.eval_tasks))
     finally:
         trainer.close()
     print(format_eval(res, trainer.eval_tasks))

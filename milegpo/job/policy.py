@@ -65,9 +65,12 @@ def easy_tasks(split: str, n: int, horizon: int = 8, start: int = 0, max_recepta
 
 
 def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.0,
-                 seed: int = 0, expert: str = "search", prompt_style: str = "alfworld") -> list[tuple[str, str]]:
+                 seed: int = 0, expert: str = "search", prompt_style: str = "alfworld",
+                 show_context: bool = True) -> list[tuple[str, str]]:
     """(prompt text, expert completion text) for every step of an episode of each task; the prompt is the
-    rollout's (:func:`milegpo.rollout.render_prompt` of ``prompt_style``).
+    rollout's (:func:`milegpo.rollout.render_prompt` of ``prompt_style``, with the state tracker's context line
+    after the observation when ``show_context``, as a run with ``show_state_context`` shows it: a warm start on
+    prompts without it learns a prompt the rollout never shows, notes/main_job.md 2026-12-04).
 
     expert: the world's expert of that name (:meth:`milegpo.envs.TextEnv.expert`): ``search`` acts on what it
     has observed (the household world's :meth:`~milegpo.envs.HouseholdEnv.search_action`, WebShop's shopping
@@ -88,14 +91,16 @@ def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float 
         obs, adm, info = env.reset(dataclasses.replace(task, horizon=task.horizon + 10))
         goal, shown = info["goal"], shown_actions(info)
         hist: list[tuple[str, str]] = []
+        goal = info["goal"]
         while not env.done:
             label = act()
-            pairs.append((render_prompt(goal, obs, shown, hist, len(hist), history_length, prompt_style),
-                          completion_text(label)))
+            context = info.get("state_context", "") if show_context else ""
+            pairs.append((render_prompt(goal, obs, shown, hist, len(hist), history_length, prompt_style,
+                                        context=context), completion_text(label)))
             a = rng.choice(adm) if explore and adm and rng.random() < explore else label
             hist.append((obs, a))
-            obs, _, _, _, step_info = env.step(a)
-            adm, shown = step_info["admissible_actions"], shown_actions(step_info)
+            obs, _, _, _, info = env.step(a)
+            adm, shown = info["admissible_actions"], shown_actions(info)
     for env in envs.values():
         env.close()
     return pairs
@@ -370,11 +375,12 @@ def _init_phrase_embeddings(model, tokenizer) -> None:
 
 
 def sft_dataset(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.2, seed: int = 0,
-                expert: str = "search", prompt_style: str = "alfworld"):
+                expert: str = "search", prompt_style: str = "alfworld", show_context: bool = True):
     """Conversational prompt-completion dataset of expert steps (TRL's SFT format)."""
     from datasets import Dataset
 
-    pairs = expert_pairs(tasks, history_length, explore=explore, seed=seed, expert=expert, prompt_style=prompt_style)
+    pairs = expert_pairs(tasks, history_length, explore=explore, seed=seed, expert=expert, prompt_style=prompt_style,
+                         show_context=show_context)
     return Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p, _ in pairs],
                               "completion": [[{"role": "assistant", "content": c}] for _, c in pairs]})
 
@@ -383,7 +389,7 @@ def sft_warm_start(model, tokenizer, tasks: Sequence[Task], output_dir: str, epo
                    batch_size: int = 16, learning_rate: float = 3e-3, history_length: int = 2,
                    explore: float = 0.2, seed: int = 0, max_steps: int = -1, use_cpu: bool | None = None,
                    disable_tqdm: bool | None = None, expert: str = "search", prompt_style: str = "alfworld",
-                   log_file=None):
+                   log_file=None, lr_scheduler_type: str = "constant", show_context: bool = True):
     """Supervised warm start with TRL's ``SFTTrainer`` on expert walkthroughs of ``tasks``.
 
     Completion-only loss (the prompt tokens are not trained on); returns the trained model (the same object)
@@ -392,9 +398,10 @@ def sft_warm_start(model, tokenizer, tasks: Sequence[Task], output_dir: str, epo
     from .console import sft_line, use_iteration_console
     from trl import SFTConfig, SFTTrainer
 
-    data = sft_dataset(tasks, history_length, explore=explore, seed=seed, expert=expert, prompt_style=prompt_style)
+    data = sft_dataset(tasks, history_length, explore=explore, seed=seed, expert=expert, prompt_style=prompt_style,
+                       show_context=show_context)
     args = SFTConfig(output_dir=output_dir, num_train_epochs=epochs, max_steps=max_steps,
-                     per_device_train_batch_size=batch_size, learning_rate=learning_rate, lr_scheduler_type="constant",
+                     per_device_train_batch_size=batch_size, learning_rate=learning_rate, lr_scheduler_type=lr_scheduler_type,
                      warmup_steps=0, logging_steps=10, save_strategy="no", report_to="none", seed=seed,
                      bf16=False, fp16=False, max_length=None, use_cpu=bool(use_cpu) if use_cpu is not None else
                      not torch.cuda.is_available(), dataloader_num_workers=0, disable_tqdm=disable_tqdm,
@@ -438,6 +445,7 @@ def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = 
                                         learning_rate=job.sft_learning_rate, history_length=cfg.history_length,
                                         explore=job.sft_explore, seed=cfg.seed, use_cpu=cfg.use_cpu,
                                         expert=job.sft_expert, prompt_style=cfg.prompt_style,
+                                        show_context=cfg.show_state_context,
                                         disable_tqdm=quiet or cfg.disable_tqdm, log_file=log_file)
         info.update(sft_examples=n, sft_loss=loss, sft_s=time.perf_counter() - t0)
     # GRPOTrainer loads its reference model from the policy's path: the warm-started policy lives on disk

@@ -13,8 +13,8 @@ and shows the model what ``GRPOTrainer`` shows it:
 - a turn's tool calls are parsed as GRPOTrainer parses them (:func:`trl.chat_template_utils.parse_response`
   with the prompt as prefix and the tools), each call runs, and its result becomes a ``{"role": "tool",
   "name": ..., "content": str(result)}`` message; the next turn's context is the token ids of the previous
-  context + the turn's tokens + the tool messages' tokens (:func:`tool_suffix_ids`, GRPOTrainer's
-  ``_get_tool_suffix_ids``), concatenated, never re-tokenized, as GRPOTrainer builds them.
+  context + the turn's tokens + the tool messages' tokens (GRPOTrainer's own tool-suffix tokenization,
+  :func:`milegpo.trl_seam.tool_suffix_ids`), concatenated, never re-tokenized, as GRPOTrainer builds them.
 
 What differs from GRPOTrainer is the unit of training. GRPOTrainer trains the whole conversation as one
 completion on one advantage, with the tool-result tokens masked (``tool_mask`` 0). Here every assistant
@@ -30,35 +30,27 @@ truncated and its environment instance is dropped, since the tool's thread may s
 Its reward is scored once at the end as GRPOTrainer scores it: ``get_reward()`` when the environment
 defines it, plus ``score`` (the trainer's reward functions, weighted) when given. The reward is the last
 row's ``reward`` (the others' are 0); the episode is a success when the reward is at least
-``success_threshold``.
+``success_threshold``. An episode cut by a hung tool is not scored (reward 0) and never a success,
+whatever the threshold. A ``get_reward`` that raises stops the run with an error naming it.
+
+Tool calls run one after another in the main thread when ``tool_timeout`` is None (as GRPOTrainer runs
+its sync tools). With a timeout every call runs in a thread of its own, and the calls of different
+episodes of one turn run at the same time (one thread per episode, its calls in order), so that k hung
+tools cost one timeout, not k: an environment whose instances share state (a module-level random
+generator, one connection) must guard it, or set ``tool_timeout=None``.
 
 Invalid steps (counted in ``Episode.invalid_steps`` and ``ToolRollout.tool_failures``, never a crash):
 a turn whose tool call does not parse (TRL's parser raises; GRPOTrainer would fall back to plain text and
 end the episode, here the step is invalid and the parser's error is the observation, so the model can
 try again), a call that names no tool of the environment (``{"error": "Tool X not found."}``, as TRL), a
-tool that raises (``{"error": str(exception)}``, as TRL) and a call of another type than ``function``.
+tool that raises (``{"error": str(exception)}``, as TRL) or calls ``sys.exit``, a result whose ``str()``
+raises (an int past Python's int-to-str limit) or whose text is not valid UTF-8 (a lone surrogate, which the
+tokenizer cannot take), and a call of another type than ``function``; the observation names the tool.
 
-State keys (the ``state`` / ``next_state`` of a row): the text of what the model observed before the
-turn, keyed with :func:`milegpo.state_keys.state_key`. By default (:func:`default_tool_state`) it is
-
-- at turn 0, the last message of the prompt (the row's last prompt message with ``reset``'s text);
-- after a turn with tool calls, the turn's tool messages, each as its tool's name and its content
-  (the tool result), in call order: the step's observation plus the tool names, not the arguments
-  and not the history;
-- after a turn that parsed as no tool call (the episode's end), the fixed text of the failed end;
-  a successful episode's last ``next_state`` is the success sink :data:`~milegpo.credit.SINK`.
-
-Milestones (the row's ``milestone``, what BEACON's credit reads): an environment that knows its verifiable
-subgoals defines ``_milestones(self) -> int``, the number of them completed so far in the episode (0 after
-``reset``, never decreasing); the runner reads it after ``reset`` and after every turn, and a turn in which the
-count rose is a milestone step. Without the method no row is a milestone. A count that is not an int >= 0, or
-that falls, is an :class:`EnvironmentProtocolError` naming the class.
-
-An environment keys its own states by defining ``_state_anchor(self, conversation) -> str`` (the
-leading underscore keeps it out of the tools, in GRPOTrainer too); a ``state_anchor`` callable
-``fn(env, conversation) -> str`` passed to the runner wins over both. ``conversation`` is the
-episode's messages so far (the prompt, then the assistant and tool messages), ending with what the
-model observes next.
+State keys (the ``state`` / ``next_state`` of a row) are the texts of what the model observed, keyed with
+:func:`milegpo.state_keys.state_key`: :mod:`milegpo.rollout.tool_protocol` says which texts (and holds what
+TRL's protocol asks of an environment class: :func:`~milegpo.rollout.tool_protocol.inspect_environment`, and how
+an environment counts its milestones: ``_milestones``, :func:`~milegpo.rollout.tool_protocol.milestone_count`).
 
 Generation is a callable, so the runner knows nothing of models::
 
@@ -80,219 +72,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
-
 from ..credit import SINK
 from ..envs import Task
 from ..envs.anchors import anchor_raised, serialise
 from ..state_keys import state_key
 from ..state_sketches import StateSimilarity
+from ..usage import RunError
 from .loop import Episode, Rollout, StepRow
-
-#: the names of an environment's methods that are never tools (TRL's rule: ``reset``, ``get_reward`` and
-#: every name with a leading underscore, which is where the state hook lives)
-NOT_TOOLS = ("reset", "get_reward")
-#: the environment method that keys its states (:func:`default_tool_state` otherwise)
-STATE_HOOK = "_state_anchor"
-#: the environment method that counts its completed subgoals (a turn in which the count rose is a milestone)
-MILESTONE_HOOK = "_milestones"
-#: the version tag of the default state text (a change of the text changes it)
-TOOL_STATE_VERSION = "milegpo-tool-state/1"
-#: the name a tool message takes when the turn's call could not be parsed (no tool name to give)
-UNPARSED = "unknown"
+from .tool_protocol import (END_STATE_TEXT, STATE_HOOK, TOOL_STATE_VERSION, UNPARSED, EnvironmentProtocolError,
+                            ToolAnchorFn, check_reward, content_text, default_tool_state, describe,
+                            environment_tools, inspect_environment, milestone_count, not_utf8, parse_turn)
 
 GenerateIdsFn = Callable[[list[list[int]]], tuple[list[list[int]], "list[list[float]] | None"]]
 #: score(env, row, prompt, completion_messages, completion_ids) -> the reward functions' weighted sum (NaN: none)
 ScoreFn = Callable[[Any, Mapping[str, Any], list, list, list], float]
-#: state_anchor(env, conversation) -> the text the step's state key hashes
-ToolAnchorFn = Callable[[Any, list], str]
-
-
-class EnvironmentProtocolError(ValueError):
-    """An ``environment_factory`` class, or what its methods return, that breaks TRL's protocol."""
-
-
-def _describe(value: Any, limit: int = 160) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "...}"
-
-
-def environment_tools(env) -> list[Callable]:
-    """The tools of an environment instance, as GRPOTrainer lists them: the bound methods of the functions its
-    class defines (``inspect.getmembers(type(env), inspect.isfunction)``, name order), except ``reset``,
-    ``get_reward`` and names with a leading underscore."""
-    return [getattr(env, name) for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
-            if name not in NOT_TOOLS and not name.startswith("_")]
-
-
-@dataclass(frozen=True)
-class EnvironmentSpec:
-    """What a probe of an ``environment_factory`` found: the class, its tool names (name order), whether it
-    scores its episodes (``get_reward``) and keys its states (``_state_anchor``)."""
-
-    cls: type
-    tool_names: tuple[str, ...]
-    has_reward: bool
-    has_state_hook: bool
-
-
-def inspect_environment(factory: Callable[[], Any]) -> tuple[EnvironmentSpec, Any]:
-    """Build one instance of ``factory`` and check it speaks TRL's protocol: a callable ``reset`` defined by its
-    class (:class:`EnvironmentProtocolError` naming the class otherwise), ``get_reward`` callable where present.
-    Returns (spec, the instance)."""
-    if not callable(factory):
-        raise EnvironmentProtocolError(f"environment_factory must be a class or a callable returning an environment, "
-                                       f"got {type(factory).__name__} {_describe(factory, 80)}")
-    env = factory()
-    cls = type(env)
-    functions = dict(inspect.getmembers(cls, predicate=inspect.isfunction))
-    if "reset" not in functions:
-        what = "is not callable" if hasattr(env, "reset") else "is missing"
-        raise EnvironmentProtocolError(
-            f"environment {cls.__qualname__}: reset {what}; an environment_factory class must define "
-            f"`def reset(self, **row) -> str | None` (TRL's protocol: it starts an episode from a dataset row)")
-    if "get_reward" in functions and inspect.iscoroutinefunction(functions["get_reward"]):
-        raise EnvironmentProtocolError(f"environment {cls.__qualname__}: an async get_reward is not supported by "
-                                       f"MileGPOTrainer; define `def get_reward(self) -> float`")
-    tools = environment_tools(env)
-    if not tools:
-        raise EnvironmentProtocolError(f"environment {cls.__qualname__} has no tools: its public methods (other than "
-                                       f"reset and get_reward) are the tools the model calls")
-    asynchronous = [t.__name__ for t in tools if inspect.iscoroutinefunction(t)]
-    if asynchronous:
-        raise EnvironmentProtocolError(f"environment {cls.__qualname__}: async tools {asynchronous} are not supported "
-                                       f"by MileGPOTrainer; define them with `def`")
-    spec = EnvironmentSpec(cls=cls, tool_names=tuple(t.__name__ for t in tools), has_reward="get_reward" in functions,
-                           has_state_hook=STATE_HOOK in functions)
-    return spec, env
-
-
-def check_reward(value: Any, env) -> float:
-    """``get_reward()``'s value as a float: a finite real number (int, float or bool, numpy's too, as GRPOTrainer
-    takes them). None, NaN, infinities, strings and anything else are an :class:`EnvironmentProtocolError`
-    naming the class."""
-    if not isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
-        raise EnvironmentProtocolError(f"environment {type(env).__qualname__}: get_reward() returned "
-                                       f"{_describe(value, 80)} ({type(value).__name__}); expected a finite float")
-    if not math.isfinite(float(value)):
-        raise EnvironmentProtocolError(f"environment {type(env).__qualname__}: get_reward() returned {float(value)}; "
-                                       f"expected a finite float")
-    return float(value)
-
-
-def milestone_count(env, before: int | None = None) -> int | None:
-    """``env._milestones()``, the number of verifiable subgoals the episode has completed so far (None: the
-    environment defines no such method). Anything but an int >= 0, or a count below ``before`` (the count
-    after the previous turn), is an :class:`EnvironmentProtocolError` naming the class."""
-    hook = getattr(type(env), MILESTONE_HOOK, None)
-    if hook is None:
-        return None
-    count = getattr(env, MILESTONE_HOOK)()
-    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)) or count < 0:
-        raise EnvironmentProtocolError(f"environment {type(env).__qualname__}: {MILESTONE_HOOK}() returned "
-                                       f"{_describe(count, 80)}; expected an int >= 0 (the subgoals completed so far)")
-    if before is not None and count < before:
-        raise EnvironmentProtocolError(f"environment {type(env).__qualname__}: {MILESTONE_HOOK}() fell from {before} "
-                                       f"to {count}; it counts the subgoals completed so far in the episode")
-    return int(count)
-
-
-def default_tool_state(conversation: Sequence[Mapping[str, Any]]) -> str:
-    """The default state text of the point ``conversation`` ends at (see the module docstring): its trailing tool
-    messages as ``name`` and ``content`` pairs, or, where it ends with another message (the prompt at turn 0),
-    that message's role and content; serialised with :func:`milegpo.envs.anchors.serialise` after
-    :data:`TOOL_STATE_VERSION`."""
-    trailing = []
-    for message in reversed(conversation):
-        if message.get("role") != "tool":
-            break
-        trailing.insert(0, message)
-    if trailing:
-        parts = [f"{TOOL_STATE_VERSION} tools", str(len(trailing))]
-        for message in trailing:
-            parts += [str(message.get("name", "")), _content_text(message.get("content", ""))]
-        return serialise(parts)
-    last = conversation[-1] if conversation else {"role": "user", "content": ""}
-    return serialise([f"{TOOL_STATE_VERSION} {last.get('role', '')}", _content_text(last.get("content", ""))])
-
-
-#: the state text after an episode that ended with an answer (or no parse) and no success
-END_STATE_TEXT = serialise([f"{TOOL_STATE_VERSION} end"])
-
-
-def tool_state_anchor(spec) -> ToolAnchorFn | None:
-    """The ``state_anchor`` of a tool-calling run from a ``MileGPOConfig.state_anchor`` setting: None (the
-    environment's ``_state_anchor``, else :func:`default_tool_state`) for the config's default or None; a callable
-    ``fn(env, conversation) -> str`` as it is; a dotted path ``pkg.module:fn`` imported. The other built-in
-    anchors (``observation``, ``tracked``...) key a TextEnv's observations and are refused here."""
-    from ..envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, resolve_state_anchor
-
-    if spec is None or spec == DEFAULT_STATE_ANCHOR:
-        return None
-    if callable(spec):
-        return spec
-    if isinstance(spec, str) and spec in STATE_ANCHORS:
-        raise ValueError(f"state_anchor {spec!r} keys a TextEnv's observations; with environment_factory give a "
-                         f"dotted path to fn(env, conversation) -> str, define {STATE_HOOK}(self, conversation) "
-                         f"on the environment, or leave state_anchor at its default (the tool results and names)")
-    return resolve_state_anchor(spec)
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content blocks
-        return " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
-    return str(content)
-
-
-def tool_suffix_ids(processing_class, tool_messages: list[dict], chat_template: str | None = None,
-                    chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
-    """The token ids of ``tool_messages`` as the chat template writes them after an assistant turn (up to the
-    next assistant header): GRPOTrainer's ``_get_tool_suffix_ids`` (TRL 1.16) for a text tokenizer, a dummy
-    conversation rendered with and without the tool messages, the first cut after its last EOS."""
-    kwargs = dict(chat_template_kwargs or {})
-    dummy = [{"role": "user", "content": "dummy"},
-             {"role": "assistant", "content": "",
-              "tool_calls": [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}]}]
-    prefix = processing_class.apply_chat_template(dummy, add_generation_prompt=False, tokenize=True,
-                                                  chat_template=chat_template, return_dict=False, **kwargs)
-    full = processing_class.apply_chat_template(dummy + tool_messages, add_generation_prompt=True, tokenize=True,
-                                                chat_template=chat_template, return_dict=False, **kwargs)
-    eos = [i for i, tok in enumerate(prefix) if tok == processing_class.eos_token_id]
-    if eos:
-        prefix = prefix[:eos[-1] + 1]
-    if list(full[:len(prefix)]) != list(prefix):
-        raise ValueError("the chat template is not prefix-preserving: the EOS-trimmed prefix ids are not a prefix of "
-                         "the ids with the tool messages")
-    return list(full[len(prefix):])
-
-
-def parse_turn(processing_class, ids: list[int], prefix: list[int], tools: list) -> tuple[dict, str | None]:
-    """(message, error) of one generated turn: ``message`` is what GRPOTrainer's parser makes of it
-    (:func:`trl.chat_template_utils.parse_response`, plain text where parsing fails); ``error`` is None when it
-    parsed, else the parser's error text (the call did not parse)."""
-    from trl.chat_template_utils import parse_response
-
-    message = parse_response(processing_class, ids, prefix=prefix, tools=tools)
-    if "tool_calls" in message:
-        return message, None
-    try:  # TRL swallowed the parser's error into a plain-text message: was there one?
-        if getattr(processing_class, "response_template", None) is not None:
-            parsed = processing_class.parse_response(ids, prefix=prefix, tools=tools)
-        else:
-            parsed = processing_class.parse_response(ids)
-        if parsed is None:
-            raise ValueError("parse_response returned None")
-        try:  # what TRL checks after parsing (a private helper of TRL 1.16)
-            from trl.chat_template_utils import _validate_tool_calls
-        except ImportError:
-            _validate_tool_calls = None
-        if _validate_tool_calls is not None:
-            _validate_tool_calls(parsed.get("tool_calls"))
-    except (ValueError, TypeError) as e:
-        return message, f"the tool call could not be parsed: {e}"
-    return message, None
 
 
 class _Hung(Exception):
@@ -322,6 +115,52 @@ def call_with_timeout(fn: Callable, kwargs: dict, timeout: float | None):
     return box["value"]
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error)
+    return text.splitlines()[0][:300] if text else ""
+
+
+def _error_content(error: Exception) -> str:
+    """The tool message of a call that failed: TRL's ``{"error": str(e)}``, made valid UTF-8 where it is not."""
+    text = str(error)
+    if not_utf8(text) is not None:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return str({"error": text})
+
+
+def _tool_content(name: str, tool: Callable, arguments: dict):
+    """Call ``tool(**arguments)`` and make its result a tool message's content: a list (content blocks) as it is,
+    anything else ``str(result)`` (TRL's). A ``sys.exit`` in the tool (its SystemExit would end the training
+    process), a result whose ``str()`` raises (an int past Python's int-to-str limit) or whose text is not valid
+    UTF-8 is a ValueError naming the tool."""
+    try:
+        result = tool(**arguments)
+    except SystemExit as e:
+        raise ValueError(f"tool {name} called sys.exit({e.code!r})") from None
+    if isinstance(result, list):
+        return result
+    try:
+        text = str(result)
+    except Exception as e:  # noqa: BLE001 - a user's __str__, Python's int-to-str limit
+        raise ValueError(f"the result of tool {name} ({type(result).__name__}) could not be made a string: "
+                         f"{type(e).__name__}: {_first_line(e)}") from None
+    where = not_utf8(text)
+    if where is not None:
+        raise ValueError(f"tool {name} returned text that is not valid UTF-8 ({where}); the tokenizer cannot take it")
+    return text
+
+
+@dataclass
+class _Calls:
+    """What one turn's tool calls did: the tool messages, counts, and the hung call's error ("" if none)."""
+
+    messages: list = field(default_factory=list)
+    calls: int = 0
+    failures: int = 0
+    timeouts: int = 0
+    hung: str = ""
+
+
 @dataclass
 class ToolRollout(Rollout):
     """A :class:`~milegpo.rollout.Rollout` of tool-calling episodes, with GRPOTrainer's tool counts: ``tool_calls``
@@ -338,7 +177,7 @@ class ToolRollout(Rollout):
 
 
 def _row_text(row: Mapping[str, Any]) -> str:
-    return _describe(dict(row), 200)
+    return describe(dict(row), 200)
 
 
 class ToolEpisodeRunner:
@@ -423,7 +262,7 @@ class ToolEpisodeRunner:
         except Exception as e:  # noqa: BLE001 - a user's anchor may raise anything; the run stops in one line
             raise anchor_raised(where, e, f"turn {len(conversation)} of the conversation") from e
         if not isinstance(text, str):
-            raise EnvironmentProtocolError(f"{where} returned {type(text).__name__} {_describe(text, 80)}; expected "
+            raise EnvironmentProtocolError(f"{where} returned {type(text).__name__} {describe(text, 80)}; expected "
                                            f"the state's text (str)")
         return text
 
@@ -440,6 +279,8 @@ class ToolEpisodeRunner:
         if cache_key not in self._suffix_cache:
             if len(self._suffix_cache) > 4096:
                 self._suffix_cache.clear()
+            from ..trl_seam import tool_suffix_ids  # GRPOTrainer's own
+
             self._suffix_cache[cache_key] = tool_suffix_ids(self.processing_class, tool_messages, self.chat_template,
                                                             self.chat_template_kwargs)
         return self._suffix_cache[cache_key]
@@ -460,7 +301,7 @@ class ToolEpisodeRunner:
                              f"{type(e).__name__}: {e}") from e
         if observation is not None and not isinstance(observation, str):
             raise EnvironmentProtocolError(
-                f"{type(env).__qualname__}.reset returned {type(observation).__name__} {_describe(observation, 80)} "
+                f"{type(env).__qualname__}.reset returned {type(observation).__name__} {describe(observation, 80)} "
                 f"for dataset row {_row_text(row)}; expected a str (appended to the last user message) or None")
         messages = [dict(m) for m in prompt]
         if observation is not None:
@@ -469,23 +310,31 @@ class ToolEpisodeRunner:
                 raise ValueError(f"dataset row {_row_text(row)}: the last prompt message's content must be a str to "
                                  f"append reset's text to")
             messages[-1] = {**messages[-1], "content": content + observation}
+        where = not_utf8(observation) if observation is not None else None
+        if where is not None:
+            raise EnvironmentProtocolError(f"{type(env).__qualname__}.reset returned text that is not valid UTF-8 "
+                                           f"({where}) for dataset row {_row_text(row)}; the tokenizer cannot take it")
+        for message in messages:
+            where = not_utf8(content_text(message.get("content", "")))
+            if where is not None:
+                raise ValueError(f"dataset row {_row_text(row)}: its prompt is not valid UTF-8 ({where}); the "
+                                 "tokenizer cannot take it")
         ids = self.processing_class.apply_chat_template(messages, tools=tools or None, chat_template=self.chat_template,
                                                        add_generation_prompt=True, tokenize=True, return_dict=True,
                                                        **self.chat_template_kwargs)["input_ids"]
         return messages, list(ids)
 
-    def _run_calls(self, env, tool_calls: list, out: ToolRollout) -> tuple[list[dict], bool, str]:
-        """Run one turn's calls: (tool messages, any call failed, "" or the hung call's error)."""
+    def _run_calls(self, env, tool_calls: list) -> _Calls:
+        """Run one turn's calls in order (no change to the rollout: this may run in a thread of its own)."""
         tools = {t.__name__: t for t in environment_tools(env)}
-        messages, failed = [], False
+        done = _Calls()
         for call in tool_calls:
-            out.tool_calls += 1
+            done.calls += 1
             if call.get("type", "function") != "function":
-                out.tool_failures += 1
-                failed = True
+                done.failures += 1
                 name = call.get("name", UNPARSED)
-                messages.append({"role": "tool", "name": name,
-                                 "content": str({"error": f"Unsupported tool call type: {call.get('type')}"})})
+                done.messages.append({"role": "tool", "name": name,
+                                      "content": str({"error": f"Unsupported tool call type: {call.get('type')}"})})
                 continue
             function = call["function"]
             name = function["name"]
@@ -494,26 +343,57 @@ class ToolEpisodeRunner:
                     raise ValueError(f"Tool {name} not found.")
                 arguments = function.get("arguments") or {}
                 if not isinstance(arguments, dict):
-                    raise ValueError(f"the arguments of tool {name} must be an object, got {_describe(arguments, 60)}")
-                result = call_with_timeout(tools[name], arguments, self.tool_timeout)
+                    raise ValueError(f"the arguments of tool {name} must be an object, got {describe(arguments, 60)}")
+                content = call_with_timeout(_tool_content, {"name": name, "tool": tools[name], "arguments": arguments},
+                                            self.tool_timeout)
             except _Hung:
-                out.tool_failures += 1
-                out.tool_timeouts += 1
-                error = f"tool {name} timed out after {self.tool_timeout:g} s; the episode is truncated"
-                messages.append({"role": "tool", "name": name, "content": str({"error": error})})
-                return messages, True, error
+                done.failures += 1
+                done.timeouts += 1
+                done.hung = f"tool {name} timed out after {self.tool_timeout:g} s; the episode is truncated"
+                done.messages.append({"role": "tool", "name": name, "content": str({"error": done.hung})})
+                return done
             except Exception as e:  # noqa: BLE001 - a tool that raises: an invalid step, its error the result (TRL)
-                out.tool_failures += 1
-                failed = True
-                result = {"error": str(e)}
-            messages.append({"role": "tool", "name": name,
-                             "content": result if isinstance(result, list) else str(result)})
-        return messages, failed, ""
+                done.failures += 1
+                content = _error_content(e)
+            done.messages.append({"role": "tool", "name": name, "content": content})
+        return done
+
+    def _run_turns(self, turns: list[tuple[Any, list]]) -> list[_Calls]:
+        """Every ``(env, tool_calls)`` of one generation step run: one after another in this thread without a
+        ``tool_timeout``; with one, each episode's calls in a thread of their own, all episodes at once (k hung
+        tools cost one timeout, not k)."""
+        if self.tool_timeout is None or len(turns) < 2:
+            return [self._run_calls(env, calls) for env, calls in turns]
+        results: list[_Calls | BaseException | None] = [None] * len(turns)
+
+        def play(j: int, env, calls: list) -> None:
+            try:
+                results[j] = self._run_calls(env, calls)
+            except BaseException as e:  # noqa: BLE001 - raised in the caller's thread, as without a timeout
+                results[j] = e
+
+        threads = [threading.Thread(target=play, args=(j, env, calls), daemon=True, name=f"milegpo-tools-{j}")
+                   for j, (env, calls) in enumerate(turns)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return results
 
     def _finish_reward(self, env, slot: dict) -> float:
         reward = 0.0
         if self.spec.has_reward:
-            reward += check_reward(env.get_reward(), env)
+            try:
+                value = env.get_reward()
+            except Exception as e:  # noqa: BLE001 - the user's method: the run stops with one line naming it
+                raise RunError(f"{type(env).__qualname__}.get_reward() raised {type(e).__name__}: "
+                               f"{_first_line(e)}") from e
+            except SystemExit as e:
+                raise RunError(f"{type(env).__qualname__}.get_reward() called sys.exit({e.code!r})") from None
+            reward += check_reward(value, env)
         if self.score is not None:
             extra = self.score(env, slot["row"], slot["prompt"], slot["completion"], slot["completion_ids"])
             if not math.isnan(extra):
@@ -570,15 +450,21 @@ class ToolEpisodeRunner:
             if live:
                 self._dummy = live[0]["ids"]
             t0 = time.perf_counter()
-            for j, slot in enumerate(live):
-                self._step(slot, list(map(int, completion_ids[j])),
-                           None if logprobs is None else [float(x) for x in logprobs[j]], out)
+            turns = [self._turn(slot, list(map(int, completion_ids[j])),
+                                None if logprobs is None else [float(x) for x in logprobs[j]], out)
+                     for j, slot in enumerate(live)]
+            calling = [(slot, calls) for slot, calls in zip(live, turns) if calls]
+            results = self._run_turns([(slot["env"], calls) for slot, calls in calling])
+            for (slot, _), done in zip(calling, results):
+                self._after_calls(slot, done, out)
             out.env_s += time.perf_counter() - t0
         return out
 
-    def _step(self, slot: dict, ids: list[int], logprobs: list[float] | None, out: ToolRollout) -> None:
+    def _turn(self, slot: dict, ids: list[int], logprobs: list[float] | None, out: ToolRollout) -> list:
+        """Record one generated turn as a row; an answer (no tool call) ends the episode, a call that does not
+        parse is an invalid step with the parser's error as its observation. Returns the turn's tool calls to run
+        (none: the turn is done)."""
         ep: Episode = slot["ep"]
-        env = slot["env"]
         message, parse_error = parse_turn(self.processing_class, ids, slot["ids"], slot["tools"])
         tool_calls = message.get("tool_calls") or []
         text = self.processing_class.decode(ids, skip_special_tokens=True)
@@ -591,33 +477,42 @@ class ToolEpisodeRunner:
         slot["completion"].append(message)
         slot["completion_ids"].extend(ids)
         if parse_error is not None:
-            out.tool_calls += 1
-            out.tool_failures += 1
-            tool_messages, failed, hung = [{"role": "tool", "name": UNPARSED,
-                                            "content": str({"error": parse_error})}], True, ""
             row.action = "<unparsed tool call>"
-        elif tool_calls:
-            tool_messages, failed, hung = self._run_calls(env, tool_calls, out)
+            done = _Calls(calls=1, failures=1,
+                          messages=[{"role": "tool", "name": UNPARSED, "content": str({"error": parse_error})}])
+            self._after_calls(slot, done, out)
+            return []
+        if tool_calls:
             row.action = "; ".join(_call_text(c) for c in tool_calls)
-        else:  # an answer: the episode's end
-            row.action = "<answer>"
+            return tool_calls
+        row.action = "<answer>"  # an answer: the episode's end
+        self._milestone(slot, row)
+        self._end(slot, out, next_text=None, truncated=False, error="")
+        return []
+
+    def _after_calls(self, slot: dict, done: _Calls, out: ToolRollout) -> None:
+        """The turn's tool messages in the conversation, the next state and context; the episode's end at the
+        horizon, past ``max_context`` or after a hung tool."""
+        ep: Episode = slot["ep"]
+        out.tool_calls += done.calls
+        out.tool_failures += done.failures
+        out.tool_timeouts += done.timeouts
+        row = slot["rows"][-1]
+        if not done.hung:  # a hung call's thread may still be using the instance
             self._milestone(slot, row)
-            self._end(slot, out, next_text=None, truncated=False, error="")
-            return
-        if not hung:  # a hung call's thread may still be using the instance
-            self._milestone(slot, row)
-        row.invalid = failed and not hung
+        row.invalid = done.failures > 0 and not done.hung
         ep.invalid_steps += int(row.invalid)
+        tool_messages = done.messages
         slot["conversation"].extend(tool_messages)
         slot["completion"].extend(tool_messages)
-        next_text = self._state_text(env, slot["conversation"]) if not hung else serialise(
-            [f"{TOOL_STATE_VERSION} timeout", hung])
-        if hung:
+        if done.hung:
+            next_text = serialise([f"{TOOL_STATE_VERSION} timeout", done.hung])
             self._instances[slot["index"]] = self.factory()  # the hung call's thread may still use the old one
-            self._end(slot, out, next_text=next_text, truncated=True, error=hung, score=False)
+            self._end(slot, out, next_text=next_text, truncated=True, error=done.hung, score=False)
             return
+        next_text = self._state_text(slot["env"], slot["conversation"])
         suffix = self._suffix(tool_messages)
-        next_ids = slot["ids"] + ids + suffix
+        next_ids = slot["ids"] + row.completion_ids + suffix
         slot["completion_ids"].extend(suffix)
         if len(slot["rows"]) >= self.horizon:
             self._end(slot, out, next_text=next_text, truncated=True, error="")
@@ -640,7 +535,7 @@ class ToolEpisodeRunner:
         slot["live"] = False
         reward = self._finish_reward(slot["env"], slot) if score else 0.0
         ep.reward = reward
-        ep.won = reward >= self.success_threshold
+        ep.won = score and reward >= self.success_threshold  # an unscored (hung) episode is never a success
         ep.truncated = truncated and not ep.won
         ep.error = error
         rows = slot["rows"]
@@ -661,7 +556,4 @@ def _call_text(call: Mapping[str, Any]) -> str:
     return f"{function.get('name', call.get('name', '?'))}({args})"
 
 
-__all__ = ["ToolEpisodeRunner", "ToolRollout", "EnvironmentSpec", "EnvironmentProtocolError", "inspect_environment",
-           "environment_tools", "check_reward", "default_tool_state", "tool_state_anchor", "tool_suffix_ids",
-           "parse_turn",
-           "call_with_timeout", "STATE_HOOK", "MILESTONE_HOOK", "milestone_count", "NOT_TOOLS", "TOOL_STATE_VERSION", "END_STATE_TEXT"]
+__all__ = ["ToolEpisodeRunner", "ToolRollout", "call_with_timeout", "GenerateIdsFn", "ScoreFn"]

@@ -3,8 +3,10 @@ with MileGPO credit), its config :class:`MileGPOConfig`, and what they need.
 
 - :mod:`.config`: :class:`MileGPOConfig` (GRPOConfig plus the agent, environment and credit settings);
 - :mod:`.milegpo_trainer`: the trainer (its docstring: how an iteration runs, which hooks it overrides);
-- :mod:`.trl_mirror`: the pieces of GRPOTrainer's private logic the trainer reproduces, pinned to the
-  TRL version they were compared against;
+- :mod:`.sources`: where the episodes come from: the text worlds and their pool, or TRL's
+  ``environment_factory`` protocol with its tool runner (one rollout source per mode, one interface);
+- :mod:`.trl_mirror`: the pieces of GRPOTrainer's math the trainer reproduces, tested against TRL's own methods
+  (every private TRL name goes through :mod:`milegpo.trl_seam`, pinned to the TRL release it was checked against);
 - :mod:`.engines`: what DDP, FSDP2 and DeepSpeed ZeRO-2/3 need of the chunked micro-steps, and the
   combinations refused at start;
 - :mod:`.vllm_sync`: the colocated vLLM weight sync through vLLM's in-place reload (vLLM on CPU);

@@ -222,7 +222,13 @@ class MileGPOConfig(GRPOConfig):
         success_threshold (`float`, defaults to `0.5`): an episode whose reward (`get_reward()`, plus the
             reward functions' weighted sum where given) is at least this is a success.
         tool_timeout (`float`, *optional*, defaults to `60.0`): seconds a tool call may take; a call past it
-            truncates its episode (the step's observation says so). None: no limit.
+            truncates its episode (the step's observation says so). None: no limit (and the calls run one after
+            another in the main thread; with a timeout the calls of different episodes run at the same time).
+        GRPOConfig's `max_tool_calling_iterations` is not read (`horizon` is the turn budget): a value other than
+            `horizon - 1` is refused.
+    Also taken: `overwrite_output_dir` (transformers 4's argument, not a field of transformers 5's
+        TrainingArguments; `milegpo train --overwrite_output_dir` is the job's flag): the trainer writes into
+        `output_dir` either way, so it changes nothing here; it is kept as an attribute.
     """
 
     # ---- environment and tasks
@@ -343,8 +349,11 @@ class MileGPOConfig(GRPOConfig):
     #: True once a saved policy's task settings have been decided for this config (:meth:`with_task_settings`,
     #: or ``milegpo train`` / ``eval``, whose flags win over them): MileGPOTrainer then takes the config as it is
     task_settings_applied: ClassVar[bool] = False
+    #: transformers 4's TrainingArguments field, taken (not a flag: ``milegpo train`` has its own of that name)
+    overwrite_output_dir: dataclasses.InitVar[bool] = False
 
-    def __post_init__(self):
+    def __post_init__(self, overwrite_output_dir: bool = False):
+        self.overwrite_output_dir = bool(overwrite_output_dir)
         self.credit_overrides = _json_object("credit_overrides", self.credit_overrides)
         for key, flag in SUPERSEDED_CREDIT_FIELDS.items():
             if self.credit_overrides and key in self.credit_overrides:
@@ -509,6 +518,12 @@ class MileGPOConfig(GRPOConfig):
         if isinstance(self.env_step_timeout, bool) or not isinstance(self.env_step_timeout, (int, float)) or \
                 not math.isfinite(self.env_step_timeout) or self.env_step_timeout <= 0:
             raise _refused("env_step_timeout", self.env_step_timeout, "a number of seconds > 0")
+        iterations = self.max_tool_calling_iterations
+        if iterations is not None and (isinstance(iterations, bool) or not isinstance(iterations, int)
+                                       or iterations + 1 != self.horizon):
+            raise _refused("max_tool_calling_iterations", iterations, "GRPOTrainer's tool-calling budget is not read: "
+                           f"MileGPOTrainer's is horizon (assistant turns, one more than the tool-calling iterations; "
+                           f"now {self.horizon}): set horizon instead and leave this unset")
         if self.prompt_style not in PROMPT_STYLES:
             raise _refused("prompt_style", self.prompt_style, f"one of {', '.join(PROMPT_STYLES)}")
         at_least = {"groups_per_iteration": 1, "horizon": 1, "num_train_tasks": 1, "eval_group_size": 1,

@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import inspect
 
+from ..trl_seam import distributed_backend
+
 
 def weight_sharding(trainer) -> str | None:
     """What shards the policy's weights outside its forward ("DeepSpeed ZeRO-3", "FSDP"), or None."""
-    dist = trainer._dist  # TRL's DistributedBackend: the engine, read once from accelerator.state
+    dist = distributed_backend(trainer)  # TRL's: the engine, read once from accelerator.state
     if dist.is_zero3:
         return "DeepSpeed ZeRO-3"
     if dist.is_fsdp:

@@ -3,9 +3,10 @@
 One training iteration (docs/architecture.md, "Data flow of one training iteration"):
 
 1. the dataloader hands each process its ``groups_per_iteration / world_size`` tasks (whole groups);
-2. :class:`~milegpo.rollout.EpisodeRunner` plays ``group_size`` episodes of each, one batched
-   generation per step through TRL's own backend (``_generate_single_turn``: vLLM colocate /
-   server when ``use_vllm``, transformers ``generate`` otherwise); every step is one row;
+2. the rollout source (:class:`~milegpo.rollout.EpisodeRunner` for the text worlds,
+   :class:`~milegpo.rollout.tools.ToolEpisodeRunner` for an ``environment_factory``) plays ``group_size``
+   episodes of each, one batched generation per step through TRL's own backend (vLLM colocate / server when
+   ``use_vllm``, transformers ``generate`` otherwise); every step is one row;
 3. each process runs :func:`milegpo.credit.estimate` on its own rows only (a
    :class:`~milegpo.credit.StepBatch` of its groups, group / trajectory ids offset by rank): credit is
    group-local and every group is on one process, so each row gets the advantage one process
@@ -31,21 +32,23 @@ no DeepSpeed boundary or engine step; :mod:`milegpo.trainer.engines`: DDP, FSDP2
 chunk runs in the loop's own context. Narrower hooks cannot do this:
 ``compute_loss`` returns one loss for one backward, and ``_prepare_inputs`` one batch. GRPOTrainer's
 two counters (the micro-step count that decides when to play, and ``step_time``) are kept by
-:func:`~milegpo.trainer.trl_mirror.micro_step_bookkeeping`.
+:func:`~milegpo.trl_seam.micro_step_bookkeeping`.
 
-What has to reproduce TRL's private logic lives in :mod:`milegpo.trainer.trl_mirror` (pinned to the
-TRL version it was compared against, tested against TRL's own methods): the buffering of an
-iteration's micro-steps, the old / reference log-probs, the vLLM importance-sampling ratio, the
-token-normalised loss divisor of the fused loss, and the metric names.
+Where the episodes come from is the trainer's rollout source (:mod:`milegpo.trainer.sources`): the text
+worlds with their pool, or TRL's ``environment_factory`` protocol with its tool runner. Each owns its runner, its
+datasets and its evaluation sets; the trainer plays through it, credits the rows and trains on them.
 
-Hooks overridden (all documented Trainer / GRPOTrainer hooks):
-``_set_signature_columns_if_needed``, ``get_train_dataloader``, ``_get_train_sampler`` (each process
-gets whole task groups), ``_generate_and_score_completions`` (episodes + credit instead of
-single-turn generation + reward functions; with ``environment_factory`` the tool-calling episodes of
-:mod:`milegpo.rollout.tools`), ``training_step`` (play when due, then
-``Trainer.training_step`` per chunk), ``_prepare_inputs`` (a chunk is ready as built; anything else
-is refused), ``compute_loss`` (chunk weight for row-averaged loss types; the fused loss) and
-``evaluate`` (ID / OOD success and their gap).
+What has to reproduce TRL's math lives in :mod:`milegpo.trainer.trl_mirror` (tested against TRL's own methods):
+the old / reference log-probs condition, the vLLM importance-sampling ratio, the token-normalised loss divisor of
+the fused loss, and the metric names. Every private name of TRL the trainer touches goes through
+:mod:`milegpo.trl_seam`, the one module that names them: GRPOTrainer's state (the micro-step counter, the
+buffered iteration, the metrics), its generation backends and log-probs, and the private hooks overridden for
+MileGPO, which its base class :class:`~milegpo.trl_seam.GRPOHooks` hands to the public-named methods here:
+``signature_columns`` and ``train_sampler`` (each process gets whole task groups), ``play_iteration`` (episodes +
+credit instead of single-turn generation + reward functions), ``prepared_chunk`` (a chunk is ready as built;
+anything else is refused). Overridden directly: ``get_train_dataloader``, ``training_step`` (play when due, then
+``Trainer.training_step`` per chunk), ``compute_loss`` (chunk weight for row-averaged loss types; the fused loss)
+and ``evaluate`` (ID / OOD success and their gap).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ import contextlib
 import functools
 import math
 import os
+import tempfile
 import time
 import warnings
 from typing import Any, Sequence
@@ -62,19 +66,14 @@ import numpy as np
 import torch
 import trl
 from accelerate.utils import gather_object
-from datasets import Dataset
-from transformers.integrations.fsdp import is_fsdp_managed_module
-from trl import GRPOTrainer
-from trl.trainer.utils import RepeatSampler, is_async_callable, pad
+from trl.trainer.utils import RepeatSampler, pad
 
 from .config import MileGPOConfig
-from .saved_policy import reload_tokenizer, saved_task_settings
+from .sources import RolloutSource, environment_reward, rollout_source
 from ..credit import (CreditResult, SketchTable, StepBatch, diagnostic_parts, diagnostics_from_parts,
                       estimate_merged, merge_diagnostic_parts)
 from ..envs import Task
-from ..envs.pool import make_pool
-from ..rollout import EpisodeRunner, Rollout, episode_metrics, make_tasks
-from ..rollout.tools import ToolEpisodeRunner, ToolRollout, inspect_environment, tool_state_anchor
+from ..rollout import Rollout, episode_metrics
 from .tensorboard import use_tensorboard_scalars
 from .trl_mirror import TOKEN_NORMALISED_LOSSES
 
@@ -82,14 +81,7 @@ from .trl_mirror import TOKEN_NORMALISED_LOSSES
 import milegpo.trainer.constrained as constrained  # isort: skip
 import milegpo.trainer.engines as engines  # isort: skip
 import milegpo.trainer.trl_mirror as trl_mirror  # isort: skip
-
-
-def environment_reward(completions, **kwargs):
-    """Placeholder reward source: MileGPO's rewards come from the environments.
-
-    GRPOTrainer refuses to start without a reward function; MileGPOTrainer never calls this one
-    (episodes are scored by :func:`milegpo.credit.estimate`)."""
-    raise RuntimeError("environment_reward is a placeholder; MileGPOTrainer scores episodes with milegpo.credit")
+import milegpo.trl_seam as trl_seam  # isort: skip
 
 
 @contextlib.contextmanager
@@ -115,15 +107,43 @@ def credit_device(setting: str, accelerator_device, backend: str) -> torch.devic
     return torch.device("cpu")
 
 
-class MileGPOTrainer(GRPOTrainer):
+@contextlib.contextmanager
+def _reference_from(model, args, peft_config):
+    """Inside the block an in-memory ``model`` (``config.name_or_path`` empty) has a folder TRL can build the
+    reference model from: with ``beta > 0`` GRPOTrainer loads the reference from the policy's name, which such a
+    model does not have. The folder is a copy of the model as it is now, saved in a temporary folder that is gone
+    after the block (the reference is loaded by then); the name is restored."""
+    config = getattr(model, "config", None)
+    if (args.beta == 0.0 or peft_config is not None or isinstance(model, (str, os.PathLike)) or config is None
+            or getattr(config, "name_or_path", "") or not callable(getattr(model, "save_pretrained", None))):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="milegpo-reference-") as folder:
+        model.save_pretrained(folder)
+        config.name_or_path = folder
+        try:
+            yield
+        finally:
+            config.name_or_path = ""
+
+
+class MileGPOTrainer(trl_seam.GRPOHooks):
     """GRPOTrainer for multi-step text-game agents with MileGPO (or GRPO / GiGPO / GraphGPO) credit.
 
+    The arguments are GRPOTrainer's, in its order (``MileGPOTrainer(model, reward_funcs, args=...)``), then
+    milegpo's own keywords. ``tools`` / ``rollout_func`` (GRPOTrainer's) and model reward functions are refused.
+
     Args:
-        model: a model id / path or a ``PreTrainedModel`` (as GRPOTrainer). A policy folder saved by
+        model: a model id / path or a ``PreTrainedModel`` (as GRPOTrainer). An in-memory model (one with no
+            ``name_or_path``) with ``beta > 0`` gets a copy of itself as the reference model (GRPOTrainer would
+            load the reference from that empty name). A policy folder saved by
             ``milegpo train`` (``milegpo_run/final``) is loaded as ``milegpo eval`` loads it: its tokenizer
             faithfully (:func:`milegpo.trainer.saved_policy.reload_tokenizer`, unless ``processing_class`` is given) and
             its ``milegpo_task.json`` in the fields ``args`` leaves at their defaults
             (:meth:`MileGPOConfig.with_task_settings`; ``self.args`` is that copy).
+        reward_funcs: with ``environment_factory``, plain functions summed with ``get_reward``; each is called
+            once per finished episode (lists of one episode), not once per generation batch as in GRPOTrainer (a
+            reward that normalises over its batch sees one episode; a warning says so at start).
         args: a :class:`~milegpo.trainer.config.MileGPOConfig`.
         processing_class: the tokenizer (left padding); a chat template makes prompts conversational.
         train_tasks: the training Tasks (default: ``make_tasks(args.env, args.train_split, args.num_train_tasks)``).
@@ -132,15 +152,18 @@ class MileGPOTrainer(GRPOTrainer):
             an :class:`EnvPool` for worlds whose steps cost more than a round trip to a worker, else a
             :class:`SequentialPool`); it must hold ``groups_per_process * group_size`` slots. A pool the
             trainer made is its own: :meth:`close` stops its workers (a pool passed in stays the caller's).
-        callbacks, optimizers, peft_config: as GRPOTrainer.
+        callbacks, optimizers, quantization_config, peft_config: as GRPOTrainer.
         environment_factory: an environment class in TRL's tool-calling protocol (GRPOTrainer's argument of that
             name: ``reset(**row) -> str | None``, public methods = tools, optional ``get_reward() -> float``),
             played by :class:`~milegpo.rollout.tools.ToolEpisodeRunner`: each assistant turn is one row, its
             tokens get that turn's advantage. Then ``train_dataset`` (its rows are the task groups, ``reset``'s
-            arguments), ``eval_dataset`` (a Dataset or ``{split: Dataset}``) and ``reward_funcs`` (plain
-            functions, summed with ``get_reward`` as GRPOTrainer sums them) are GRPOTrainer's, and ``train_tasks``
-            / ``eval_tasks`` / ``pool`` are not taken. ``args.horizon`` is the turn budget,
-            ``args.success_threshold`` decides success, ``args.tool_timeout`` bounds a tool call.
+            arguments), ``eval_dataset`` (a Dataset or ``{split: Dataset}``) and ``reward_funcs`` are GRPOTrainer's,
+            and ``train_tasks`` / ``eval_tasks`` / ``pool`` are not taken. ``args.horizon`` is the turn budget (not
+            GRPOConfig's ``max_tool_calling_iterations``), ``args.success_threshold`` decides success,
+            ``args.tool_timeout`` bounds a tool call.
+
+    The episodes come from ``self.source`` (:mod:`milegpo.trainer.sources`); ``runner``, ``train_tasks`` and
+    ``eval_tasks`` are its.
 
     After each iteration ``self.last_iteration`` holds this process's part of it: ``batch`` (the StepBatch
     of its rows, group / trajectory ids those of the whole iteration), ``result`` (its CreditResult: the
@@ -152,54 +175,35 @@ class MileGPOTrainer(GRPOTrainer):
     saves).
     """
 
-    _tag_names = ["trl", "grpo", "milegpo"]
-    _name = "MileGPO"
-
-    def __init__(self, model, args: MileGPOConfig, processing_class=None, train_tasks: Sequence[Task] | None = None,
-                 eval_tasks: dict[str, Sequence[Task]] | None = None, pool=None, callbacks=None,
-                 optimizers=(None, None), peft_config=None, *, train_dataset=None, eval_dataset=None,
-                 environment_factory=None, reward_funcs=None):
+    def __init__(self, model, reward_funcs=None, args: MileGPOConfig | None = None, train_dataset=None,
+                 eval_dataset=None, processing_class=None, reward_processing_classes=None, callbacks=None,
+                 optimizers=(None, None), quantization_config=None, peft_config=None, tools=None, rollout_func=None,
+                 environment_factory=None, *, train_tasks: Sequence[Task] | None = None,
+                 eval_tasks: dict[str, Sequence[Task]] | None = None, pool=None):
+        if isinstance(reward_funcs, MileGPOConfig):
+            raise TypeError("MileGPOTrainer takes GRPOTrainer's argument order (model, reward_funcs, args, ...): "
+                            "pass the config as args=")
         if not isinstance(args, MileGPOConfig):
-            raise TypeError(f"MileGPOTrainer needs a MileGPOConfig, got {type(args).__name__}")
-        unchecked = trl_mirror.trl_version_mismatch(trl.__version__)
+            raise TypeError(f"MileGPOTrainer needs a MileGPOConfig as args, got {type(args).__name__}")
+        refused = [name for name, value in (("tools", tools), ("rollout_func", rollout_func),
+                                            ("reward_processing_classes", reward_processing_classes))
+                   if value is not None]
+        if refused:
+            raise TypeError(f"MileGPOTrainer does not take GRPOTrainer's {', '.join(refused)}: tools come from an "
+                            "environment_factory class, episodes from its rollout source, rewards from the "
+                            "environments and plain reward functions")
+        unchecked = trl_seam.trl_version_mismatch(trl.__version__)
         if unchecked:
             warnings.warn(unchecked, stacklevel=2)
-        self.environment_factory = environment_factory
-        if environment_factory is not None or train_dataset is not None or reward_funcs is not None:
-            self._init_environment_factory(model, args, processing_class, train_tasks, eval_tasks, pool, callbacks,
-                                           optimizers, peft_config, train_dataset, eval_dataset, environment_factory,
-                                           reward_funcs)
-            return
-        if eval_dataset is not None:
-            raise ValueError("MileGPOTrainer: eval_dataset goes with environment_factory; the built-in worlds take "
-                             "eval_tasks")
-        if isinstance(model, (str, os.PathLike)) and os.path.isdir(model):  # a saved policy: as `milegpo eval`
-            args = args.with_task_settings(saved_task_settings(model))
-            processing_class = reload_tokenizer(str(model)) if processing_class is None else processing_class
-        if train_tasks is None:
-            train_tasks = make_tasks(args.env, args.train_split, args.num_train_tasks, args.task_type, args.horizon,
-                                     options=args.env_options)
-        if eval_tasks is None:
-            eval_tasks = {s: make_tasks(args.env, s, args.num_eval_tasks, args.task_type, args.horizon,
-                                        options=args.env_options)
-                          for s in args.eval_splits} if args.num_eval_tasks else {}
-            for split, tasks in eval_tasks.items():  # a world with fewer games (ALFWorld's files): say so
-                if len(tasks) < args.num_eval_tasks:
-                    warnings.warn(f"evaluation split {split!r} of env {args.env!r}: {len(tasks)} tasks, "
-                                  f"num_eval_tasks={args.num_eval_tasks} asked (the split holds no more)",
-                                  stacklevel=2)
-        self.train_tasks = list(train_tasks)
-        self.eval_tasks = {k: list(v) for k, v in eval_tasks.items()}
-        if len(self.train_tasks) < args.groups_per_iteration:
-            raise ValueError(f"{len(self.train_tasks)} training tasks, fewer than groups_per_iteration "
-                             f"({args.groups_per_iteration})")
-        train_dataset = Dataset.from_dict({"task_index": list(range(len(self.train_tasks))),
-                                           "task_id": [t.task_id for t in self.train_tasks]})
-        eval_dataset = {s: Dataset.from_dict({"task_index": list(range(len(v))), "task_id": [t.task_id for t in v]})
-                        for s, v in self.eval_tasks.items()} or None
-        super().__init__(model=model, reward_funcs=environment_reward, args=args, train_dataset=train_dataset,
-                         eval_dataset=eval_dataset, processing_class=processing_class, callbacks=callbacks,
-                         optimizers=optimizers, peft_config=peft_config)
+        source, args, processing_class = rollout_source(
+            model, args, processing_class, train_tasks=train_tasks, eval_tasks=eval_tasks, pool=pool,
+            train_dataset=train_dataset, eval_dataset=eval_dataset, environment_factory=environment_factory,
+            reward_funcs=reward_funcs)
+        self.source: RolloutSource = source
+        with _reference_from(model, args, peft_config):
+            super().__init__(model=model, args=args, processing_class=processing_class, callbacks=callbacks,
+                             optimizers=optimizers, quantization_config=quantization_config, peft_config=peft_config,
+                             **source.trl_arguments())
         engines.check_engine(self)  # DDP / FSDP2 / DeepSpeed ZeRO-2/3: what they need (milegpo/trainer/engines.py)
         use_tensorboard_scalars(self.callback_handler)  # report_to tensorboard: n/a metrics left out, not warned
         self.credit_cfg = args.credit_config()
@@ -208,122 +212,35 @@ class MileGPOTrainer(GRPOTrainer):
             from .vllm_sync import install_weight_sync
 
             self.vllm_weight_sync = install_weight_sync(self.vllm_generation)
-        n_slots = args.groups_per_process * args.group_size
-        self._owns_pool = pool is None
-        if pool is None:
-            kinds = {t.env for t in self.train_tasks} | {t.env for v in self.eval_tasks.values() for t in v}
-            pool = make_pool(n_slots, args.num_env_workers, kinds, step_timeout=args.env_step_timeout)
-        if pool.n < n_slots:
-            raise ValueError(f"the environment pool has {pool.n} slots; an iteration needs {n_slots} "
-                             f"(groups_per_process x group_size)")
-        conversational = getattr(self._tokenizer, "chat_template", None) is not None
-        self.runner = EpisodeRunner(pool, conversational=conversational, history_length=args.history_length,
-                                    horizon=args.horizon, require_think=args.require_think,
-                                    prompt_style=args.prompt_style, state_similarity=args.state_similarity_params(),
-                                    state_anchor=args.state_anchor, show_state_context=args.show_state_context,
-                                    parts=args.rollout_parts, constrain_actions=args.constrain_actions,
-                                    constrain_query=args.constrain_query, env_errors=args.env_errors)
+        source.start(self)
         self.last_iteration: dict[str, Any] | None = None
 
-    def _init_environment_factory(self, model, args, processing_class, train_tasks, eval_tasks, pool, callbacks,
-                                  optimizers, peft_config, train_dataset, eval_dataset, environment_factory,
-                                  reward_funcs) -> None:
-        """``MileGPOTrainer(model, args, train_dataset=ds, environment_factory=MyEnv)``: TRL's tool-calling protocol
-        (:mod:`milegpo.rollout.tools`) with step credit; GRPOTrainer's own setup of the environment (its tools'
-        schema, response parser, prefix-preserving chat template) and reward functions."""
-        if environment_factory is None:
-            raise ValueError("MileGPOTrainer: train_dataset / reward_funcs go with environment_factory (TRL's "
-                             "tool-calling protocol); the built-in worlds take train_tasks")
-        if isinstance(environment_factory, dict):
-            raise TypeError("MileGPOTrainer takes one environment class as environment_factory; a dict of "
-                            "environments (TRL's multi-environment routing) is not supported")
-        given = [name for name, value in (("train_tasks", train_tasks), ("eval_tasks", eval_tasks), ("pool", pool))
-                 if value is not None]
-        if given:
-            raise ValueError(f"MileGPOTrainer: {', '.join(given)} belong to the built-in worlds; with "
-                             f"environment_factory the dataset rows are the tasks (train_dataset / eval_dataset)")
-        if train_dataset is None:
-            raise ValueError("MileGPOTrainer: environment_factory needs a train_dataset (its rows are reset(**row)'s "
-                             "arguments; a row per task group)")
-        if len(train_dataset) < args.groups_per_iteration:
-            raise ValueError(f"train_dataset has {len(train_dataset)} rows, fewer than groups_per_iteration "
-                             f"({args.groups_per_iteration}): a row is one task group")
-        _, probe = inspect_environment(environment_factory)  # a clear error for a class that breaks the protocol
-        state_anchor = tool_state_anchor(args.state_anchor)
-        if reward_funcs is not None and not isinstance(reward_funcs, list):
-            reward_funcs = [reward_funcs]
-        for func in reward_funcs or []:
-            if isinstance(func, (str, torch.nn.Module)) or is_async_callable(func) or not callable(func):
-                raise TypeError(f"MileGPOTrainer with environment_factory: reward_funcs must be plain (sync) "
-                                f"functions, got {func!r:.80}")
-        self._user_reward_funcs = list(reward_funcs or [])
-        if isinstance(eval_dataset, Dataset):
-            eval_dataset = {"eval": eval_dataset}
-        self.train_tasks, self.eval_tasks = [], {}
-        super().__init__(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train_dataset,
-                         eval_dataset=eval_dataset, processing_class=processing_class, callbacks=callbacks,
-                         optimizers=optimizers, peft_config=peft_config, environment_factory=environment_factory)
-        engines.check_engine(self)
-        use_tensorboard_scalars(self.callback_handler)
-        self.credit_cfg = args.credit_config()
-        self.vllm_weight_sync = None
-        if self.use_vllm:
-            from .vllm_sync import install_weight_sync
+    @property
+    def runner(self):
+        """The rollout source's episode runner."""
+        return self.source.runner
 
-            self.vllm_weight_sync = install_weight_sync(self.vllm_generation)
-        self._owns_pool = False
-        max_positions = getattr(self.model.config, "max_position_embeddings", None)
-        max_context = max_positions - (self.max_completion_length or 0) if max_positions else None
-        self.runner = ToolEpisodeRunner(
-            environment_factory, self.processing_class, horizon=args.horizon,
-            success_threshold=args.success_threshold, tool_timeout=args.tool_timeout,
-            state_anchor=state_anchor, chat_template=self.chat_template,
-            chat_template_kwargs=self.chat_template_kwargs,
-            score=self._score_episode if self._user_reward_funcs else None, max_context=max_context,
-            state_similarity=args.state_similarity_params(), probe=probe)
-        self.last_iteration = None
+    @property
+    def train_tasks(self) -> list:
+        """The training tasks of the text worlds (an ``environment_factory`` run: none, its rows are the tasks)."""
+        return getattr(self.source, "train_tasks", [])
 
-    def _score_episode(self, env, row, prompt, completion, completion_ids) -> float:
-        """The reward functions' weighted sum for one finished episode, called as GRPOTrainer calls them (the row's
-        columns as one-element lists, ``environments=[env]``, ``trainer_state``); a None is NaN and left out of the
-        sum (GRPOTrainer's nansum); anything but a real number is an error naming the function."""
-        kwargs = {k: [v] for k, v in row.items() if k not in ("prompt", "completion", "completion_ids")}
-        kwargs.update(trainer_state=self.state, log_extra=self._log_completion_extra, log_metric=self._log_metric,
-                      environments=[env])
-        total, seen = 0.0, False
-        for i, func in enumerate(self._user_reward_funcs):
-            values = func(prompts=[prompt], completions=[completion], completion_ids=[completion_ids], **kwargs)
-            name = self.reward_func_names[i]
-            if not isinstance(values, (list, tuple)) or len(values) != 1:
-                raise ValueError(f"reward function {name!r} returned {values!r:.80}; expected a list of one reward "
-                                 f"(one per completion)")
-            value = values[0]
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise TypeError(f"reward function {name!r} returned {value!r:.80} ({type(value).__name__}); expected "
-                                f"a float or None")
-            if math.isnan(float(value)):
-                continue
-            total += float(self.reward_weights[i]) * float(value)
-            seen = True
-        return total if seen else float("nan")
+    @property
+    def eval_tasks(self) -> dict[str, list]:
+        """The evaluation splits, ``{name: tasks}`` (an ``environment_factory`` run: its eval_dataset's rows)."""
+        return self.source.eval_splits()
 
     def close(self) -> None:
         """Stop the environment workers of the pool this trainer made (a pool passed in is left open); the
         trainer cannot play episodes afterwards. Call it when done (the job does); a pool left open holds its
         workers until it is collected or the interpreter exits (:class:`~milegpo.envs.EnvPool` closes then)."""
-        if self._owns_pool:
-            self.runner.close()
+        self.source.close()
 
     # ------------------------------------------------------------------ data plumbing
-    def _set_signature_columns_if_needed(self):
-        if self.environment_factory is not None:  # the rows are reset's arguments: GRPOTrainer's columns
-            return super()._set_signature_columns_if_needed()
-        if self._signature_columns is None:
-            self._signature_columns = ["task_index", "task_id"]
+    def signature_columns(self) -> list[str] | None:
+        return self.source.signature_columns()
 
-    def _get_train_sampler(self, dataset=None):
+    def train_sampler(self, dataset=None):
         # One "prompt" is one task group: the sampler draws groups_per_iteration distinct tasks per iteration
         # (no repeat inside the iteration: the episode loop plays group_size episodes of each) and repeats the
         # draw for the steps_per_generation x num_iterations micro-steps that reuse the iteration's rows.
@@ -339,80 +256,55 @@ class MileGPOTrainer(GRPOTrainer):
     def get_train_dataloader(self):
         # batches of groups_per_process tasks: accelerate hands consecutive batches to consecutive processes,
         # so each process owns whole groups of every iteration.
-        return self._get_dataloader(dataset=self.train_dataset, description="Training",
-                                    batch_size=self.args.groups_per_process, sampler_fn=self._get_train_sampler,
-                                    is_training=True)
+        return trl_seam.dataloader(self, self.train_dataset, "Training", self.args.groups_per_process,
+                                   self.train_sampler, is_training=True)
 
     # ------------------------------------------------------------------ generation
-    def _sync_any(self, flag: bool) -> bool:
+    def sync_any(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any process (an all-reduce; every process calls it at the same point)."""
         if self.accelerator.num_processes == 1:
             return flag
         t = torch.tensor([1 if flag else 0], device=self.accelerator.device)
         return bool(self.accelerator.reduce(t, reduction="sum").item() > 0)
 
-    def _generate_batch(self, prompts: list, admissible: list[list[str]] | None = None,
-                        query_words: list[tuple[str, ...] | None] | None = None):
+    def generate_texts(self, prompts: list, admissible: list[list[str]] | None = None,
+                       query_words: list[tuple[str, ...] | None] | None = None):
         """One batched generation call through TRL's backend: (prompt_ids, completion_ids, logprobs, texts).
 
         admissible: per prompt, the actions its ``<action>`` block is constrained to (``constrain_actions``;
         :mod:`milegpo.trainer.constrained`): vLLM's structured outputs, one regex per prompt
-        (:func:`~milegpo.trainer.trl_mirror.guided_vllm_generate`), or transformers' ``generate`` with a
+        (:func:`~milegpo.trl_seam.guided_vllm_generate`), or transformers' ``generate`` with a
         ``prefix_allowed_tokens_fn``; None: unconstrained. query_words: per prompt, the words a template's query
         is made of (``constrain_query``: its goal's words), None: free queries."""
-        prompt_ids, _, _ = self._tokenize_prompts(prompts)
-        prompt_ids = [list(p) for p in prompt_ids]
+        prompt_ids = trl_seam.tokenize_prompts(self, prompts)
         words = query_words if query_words is not None else [None] * len(prompts)
+        tokenizer = trl_seam.tokenizer(self)
         if admissible is not None and self.use_vllm:
-            completion_ids, logprobs = trl_mirror.guided_vllm_generate(
+            completion_ids, logprobs = trl_seam.guided_vllm_generate(
                 self, prompt_ids, [constrained.action_regex(a, w) if a else None for a, w in zip(admissible, words)])
         elif admissible is not None:
-            allowed = constrained.allowed_tokens_fn(self._tokenizer, self.eos_token_ids, admissible,
+            allowed = constrained.allowed_tokens_fn(tokenizer, self.eos_token_ids, admissible,
                                                     self.generation_config.max_new_tokens, words)
             with _generate_with(self.accelerator.unwrap_model(self.model_wrapped), prefix_allowed_tokens_fn=allowed):
-                completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, 1)
+                completion_ids, logprobs = trl_seam.generate_single_turn(self, prompt_ids)
         else:
-            completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, 1)
+            completion_ids, logprobs = trl_seam.generate_single_turn(self, prompt_ids)
         completion_ids = [list(map(int, c)) for c in completion_ids]
-        texts = self._tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         return prompt_ids, completion_ids, logprobs, texts
 
-    @contextlib.contextmanager
-    def _temperature(self, temperature: float | None):
-        """Sample at ``temperature`` inside the block (transformers and vLLM backends)."""
-        if temperature is None:
-            yield
-            return
-        saved = []
-        if getattr(self, "vllm_generation", None) is not None and self.use_vllm:
-            saved.append((self.vllm_generation, "temperature", self.vllm_generation.temperature))
-            self.vllm_generation.temperature = temperature
-        if getattr(self, "generation_config", None) is not None:
-            saved.append((self, "generation_config", self.generation_config))
-            self.generation_config = self.generation_config.__class__(
-                **{**self.generation_config.to_dict(), "temperature": temperature})
-        if getattr(self, "generation_kwargs", None) is not None:
-            saved.append((self, "generation_kwargs", self.generation_kwargs))
-            self.generation_kwargs = {**self.generation_kwargs, "temperature": temperature}
-        try:
-            yield
-        finally:
-            for obj, name, value in saved:
-                setattr(obj, name, value)
+    def generate_ids(self, prompt_ids: list[list[int]]):
+        """One batched generation call from token ids through TRL's backend (vLLM or transformers), as
+        GRPOTrainer's tool loop calls it: (completion_ids, logprobs)."""
+        completion_ids, logprobs = trl_seam.generate_single_turn(self, [list(p) for p in prompt_ids])
+        return [list(map(int, c)) for c in completion_ids], logprobs
 
     def play(self, tasks: Sequence, group_size: int, temperature: float | None = None) -> Rollout:
         """Play ``group_size`` episodes of each task with the current policy (every process calls it). With
         ``environment_factory`` the tasks are dataset rows (dicts) and the episodes are tool-calling ones
         (:class:`~milegpo.rollout.tools.ToolEpisodeRunner`)."""
-        with self._temperature(temperature):
-            if self.environment_factory is not None:
-                return self.runner.run(tasks, group_size, self._generate_ids, self._sync_any)
-            return self.runner.run(tasks, group_size, self._generate_batch, self._sync_any)
-
-    def _generate_ids(self, prompt_ids: list[list[int]]):
-        """One batched generation call from token ids through TRL's backend (vLLM or transformers), as
-        GRPOTrainer's tool loop calls it: (completion_ids, logprobs)."""
-        completion_ids, logprobs = self._generate_single_turn([list(p) for p in prompt_ids], None, {}, 1)
-        return [list(map(int, c)) for c in completion_ids], logprobs
+        with trl_seam.sampling_temperature(self, temperature):
+            return self.source.play(tasks, group_size, self)
 
     # ------------------------------------------------------------------ credit
     def _local_credit(self, rollout: Rollout) -> tuple[StepBatch, CreditResult]:
@@ -430,7 +322,7 @@ class MileGPOTrainer(GRPOTrainer):
         # on a GPU the batch travels with its row order: the pipeline runs there without a row sort
         credit_batch = batch if device.type == "cpu" else batch.to(device)
         # near-duplicate observations of a group become one state (group-local, like the credit)
-        similarity = self.runner.state_similarity  # the rule the runner sketched with; None: exact keys
+        similarity = self.source.state_similarity  # the rule the runner sketched with; None: exact keys
         table = SketchTable.from_sketches(rollout.sketches) if similarity is not None else None
         seen, results = estimate_merged(credit_batch, {"credit": (self.args.credit_method, self.args.credit_variant,
                                                                   self.credit_cfg)},
@@ -460,16 +352,13 @@ class MileGPOTrainer(GRPOTrainer):
         return StepBatch(**{k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
 
     # ------------------------------------------------------------------ one iteration
-    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        """Play this process's task groups, score every step with MileGPO credit, build the chunked rows."""
+    def play_iteration(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """Play this process's task groups, score every step with MileGPO credit, build the chunked rows
+        (GRPOTrainer's ``_generate_and_score_completions``: ``{"micro_steps": [[chunk, ...], ...]}``)."""
         mode = "train" if self.model.training else "eval"
         device = self.accelerator.device
         t0 = time.perf_counter()
-        if self.environment_factory is not None:
-            tasks = list(inputs)  # the dataset rows: reset(**row)
-        else:
-            tasks = [self.train_tasks[int(x["task_index"])] for x in inputs]
-        rollout = self.play(tasks, self.args.group_size)
+        rollout = self.play(self.source.tasks(inputs), self.args.group_size)
         t1 = time.perf_counter()
         batch, result = self._local_credit(rollout)
         adv = result.advantages.detach().cpu().to(torch.float64)
@@ -513,6 +402,7 @@ class MileGPOTrainer(GRPOTrainer):
         device = self.accelerator.device
         if not rows:
             raise RuntimeError("a process played no step at all; every process must own at least one group")
+        pad_id = trl_seam.tokenizer(self).pad_token_id
         n_real = len(idx)
         n_pad = max(pad_to or 0, 1) - n_real if n_real < max(pad_to or 0, 1) else 0
         if n_pad:
@@ -520,17 +410,17 @@ class MileGPOTrainer(GRPOTrainer):
             idx = list(idx) + [short] * n_pad
         real = torch.tensor([True] * n_real + [False] * n_pad)
         sel = [rows[i] for i in idx]
-        prompt_ids = pad([torch.tensor(r.prompt_ids) for r in sel], padding_value=self._tokenizer.pad_token_id,
+        prompt_ids = pad([torch.tensor(r.prompt_ids) for r in sel], padding_value=pad_id,
                          padding_side="left", pad_to_multiple_of=self.pad_to_multiple_of).to(device)
         prompt_mask = pad([torch.ones(len(r.prompt_ids), dtype=torch.long) for r in sel], padding_value=0,
                           padding_side="left", pad_to_multiple_of=self.pad_to_multiple_of).to(device)
-        completion = [r.completion_ids or [self._tokenizer.pad_token_id] for r in sel]
-        completion_ids = pad([torch.tensor(c) for c in completion], padding_value=self._tokenizer.pad_token_id,
+        completion = [r.completion_ids or [pad_id] for r in sel]
+        completion_ids = pad([torch.tensor(c) for c in completion], padding_value=pad_id,
                              padding_side="right", pad_to_multiple_of=self.pad_to_multiple_of).to(device)
         completion_mask = pad([torch.tensor([1] * len(r.completion_ids) or [0]) for r in sel], padding_value=0,
                               padding_side="right", pad_to_multiple_of=self.pad_to_multiple_of).to(device)
         if self.mask_truncated_completions:
-            eos_and_pad = [*self.eos_token_ids, self._tokenizer.pad_token_id]
+            eos_and_pad = [*self.eos_token_ids, pad_id]
             trunc = torch.tensor([bool(r.completion_ids) and r.completion_ids[-1] not in eos_and_pad for r in sel],
                                  device=device)
             completion_mask = completion_mask * (~trunc).unsqueeze(1).long()
@@ -549,12 +439,11 @@ class MileGPOTrainer(GRPOTrainer):
         batch_size = self.args.per_device_train_batch_size
         with torch.no_grad():
             if trl_mirror.needs_old_logps(self):
-                old, _, _ = self._get_per_token_logps_and_entropies(self.model, input_ids, attention_mask, keep,
-                                                                    batch_size=batch_size)
-                chunk["old_per_token_logps"] = old
+                chunk["old_per_token_logps"] = trl_seam.per_token_logps(self, self.model, input_ids, attention_mask,
+                                                                        keep, batch_size)
             if self.beta != 0.0:
-                chunk["ref_per_token_logps"] = trl_mirror.reference_logps(self, input_ids, attention_mask, keep,
-                                                                          batch_size)
+                chunk["ref_per_token_logps"] = trl_seam.reference_logps(self, input_ids, attention_mask, keep,
+                                                                        batch_size)
         if all(r.logprobs is not None for r in sel):
             lp = pad([torch.tensor([float("nan") if x is None else x for x in (r.logprobs or [0.0])])
                       for r in sel], padding_value=0.0, padding_side="right",
@@ -566,7 +455,7 @@ class MileGPOTrainer(GRPOTrainer):
                     self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max)
             if "old_per_token_logps" in chunk:  # trainer vs sampler log-prob gap (TRL's metric), equal shapes per rank
                 gap = trl_mirror.sampling_logp_difference(chunk["old_per_token_logps"], lp, completion_mask)
-                self._metrics["train"][trl_mirror.SAMPLING_LOGP_DIFFERENCE].append(
+                trl_seam.metrics(self, "train")[trl_mirror.SAMPLING_LOGP_DIFFERENCE].append(
                     self.accelerator.gather(gap.reshape(1)).nanmean().item())
         return chunk
 
@@ -575,7 +464,7 @@ class MileGPOTrainer(GRPOTrainer):
         """The iteration's metrics, each over the whole iteration (every process): episodes, rows, the
         advantages (from ``credit_parts``, merged over processes) and the credit diagnostics (of those parts),
         lengths, times (the slowest process's)."""
-        m = self._metrics[mode]
+        m = trl_seam.metrics(self, mode)
         for k, v in episode_metrics(summaries, prefix="episode/").items():
             m[k].append(v)
         if self.args.constrain_actions:  # the actions were constrained to the admissible ones (reported when on)
@@ -594,7 +483,7 @@ class MileGPOTrainer(GRPOTrainer):
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 m[f"credit/{k}"].append(float(v))
         lengths = torch.tensor([float(len(r.completion_ids)) for r in rollout.rows] or [0.0])
-        eos_and_pad = set([*self.eos_token_ids, self._tokenizer.pad_token_id])
+        eos_and_pad = set([*self.eos_token_ids, trl_seam.tokenizer(self).pad_token_id])
         clipped = torch.tensor([float(bool(r.completion_ids) and r.completion_ids[-1] not in eos_and_pad)
                                 for r in rollout.rows] or [0.0])
         seen = float(sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollout.rows))
@@ -616,15 +505,14 @@ class MileGPOTrainer(GRPOTrainer):
         m["time/generate_s"].append(float(mx[5]))
         m["time/env_s"].append(float(mx[6]))
         m["states/distinct_per_group"].append(float(tot[8] / max(float(tot[9]), 1.0)))
-        if isinstance(rollout, ToolRollout):  # GRPOTrainer's tool metrics, per episode / per call
-            counts = torch.tensor([float(rollout.tool_calls), float(rollout.tool_failures),
-                                   float(rollout.tool_timeouts), float(len(rollout.episodes))], dtype=torch.float64,
-                                  device=self.accelerator.device)
+        counts = self.source.iteration_counts(rollout)  # the source's own counts (tool calls...), summed
+        if counts:
+            names = sorted(counts)
+            totals = torch.tensor([counts[k] for k in names], dtype=torch.float64, device=self.accelerator.device)
             if self.accelerator.num_processes > 1:
-                counts = self.accelerator.gather(counts.unsqueeze(0)).sum(0)
-            m["tools/call_frequency"].append(float(counts[0] / max(float(counts[3]), 1.0)))
-            m["tools/failure_frequency"].append(float(counts[1] / counts[0]) if counts[0] > 0 else 0.0)
-            m["tools/timeouts"].append(float(counts[2]))
+                totals = self.accelerator.gather(totals.unsqueeze(0)).sum(0)
+            for k, v in self.source.count_metrics(dict(zip(names, totals.tolist()))).items():
+                m[k].append(float(v))
         if mode == "train":
             self.state.num_input_tokens_seen += int(tot[7])
         m[trl_mirror.NUM_TOKENS] = [self.state.num_input_tokens_seen]
@@ -634,42 +522,24 @@ class MileGPOTrainer(GRPOTrainer):
         """One micro-step: play an iteration when one is due (``inputs``: this process's task rows), then
         transformers' own ``Trainer.training_step`` on each chunk of the micro-step; gradients are
         synchronised on the last chunk only. Returns the micro-step's loss (the sum of its chunks')."""
-        with trl_mirror.micro_step_bookkeeping(self):
+        with trl_seam.micro_step_bookkeeping(self):
             # the iteration is played in training mode, as GRPOTrainer plays it inside Trainer.training_step
             model.train()
             if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
                 self.optimizer.train()
-            if trl_mirror.generation_due(self):
-                self._buffered_inputs = self._generate_and_score_completions(inputs)["micro_steps"]
-            chunks = trl_mirror.buffered_micro_step(self)
+            if trl_seam.generation_due(self):
+                trl_seam.buffer_iteration(self, self.play_iteration(inputs)["micro_steps"])
+            chunks = trl_seam.buffered_micro_step(self)
             total = None
             for i, chunk in enumerate(chunks):
-                with contextlib.nullcontext() if i == len(chunks) - 1 else self._no_gradient_sync(model):
+                last = i == len(chunks) - 1
+                with contextlib.nullcontext() if last else trl_seam.no_gradient_sync(self, model):
                     # transformers' Trainer.training_step: GRPOTrainer's adds only the counters kept above
-                    loss = super(GRPOTrainer, self).training_step(model, chunk, num_items_in_batch)
+                    loss = super(trl.GRPOTrainer, self).training_step(model, chunk, num_items_in_batch)
                 total = loss if total is None else total + loss
         return total
 
-    @contextlib.contextmanager
-    def _no_gradient_sync(self, model):
-        """A chunk before the last of its micro-step: the model's gradient reduction deferred
-        (``accelerator.no_sync``: DDP / FSDP; transformers' own deferral for a model it sharded at load time,
-        as its loop does) and accelerate's ``sync_gradients`` off, so that the backward is not an
-        accumulation boundary (DeepSpeed does not step on it). :mod:`milegpo.trainer.engines`: per engine."""
-        state = self.accelerator.gradient_state
-        synced = state.sync_gradients
-        state._set_sync_gradients(False)
-        if getattr(self, "is_distributed_loading_by_transformers", False) and is_fsdp_managed_module(self.model):
-            deferred = self._defer_fsdp_gradient_reduction()  # Trainer's: accelerate did not wrap this model
-        else:
-            deferred = self.accelerator.no_sync(model)
-        try:
-            with deferred:
-                yield
-        finally:
-            state._set_sync_gradients(synced)
-
-    def _prepare_inputs(self, inputs):
+    def prepared_chunk(self, inputs):
         """``Trainer.training_step``'s input hook: a chunk comes ready from :meth:`_build_chunk` (on the
         accelerator device, its floats kept in float32 as GRPOTrainer keeps them) and is used as is."""
         if not (isinstance(inputs, dict) and "completion_ids" in inputs and "advantages" in inputs):
@@ -704,7 +574,7 @@ class MileGPOTrainer(GRPOTrainer):
             unsupported.append("sequence-level importance sampling")
         if self.off_policy_mask_threshold is not None or self.top_entropy_quantile < 1.0:
             unsupported.append("off-policy / entropy masks")
-        if self._entropy_bonus_enabled:
+        if trl_seam.entropy_bonus_enabled(self):
             unsupported.append("an entropy bonus")
         if "importance_sampling_ratio" in inputs:
             unsupported.append("vLLM importance-sampling correction")
@@ -750,7 +620,7 @@ class MileGPOTrainer(GRPOTrainer):
             bias_correction_kl=self.args.use_bias_correction_kl)
         if self.loss_type != "dapo":
             loss = loss / trl_mirror.accumulation_divisor(self.current_gradient_accumulation_steps, mode == "train")
-        m = self._metrics[mode]
+        m = trl_seam.metrics(self, mode)
         gather = self.accelerator.gather
         if self.beta != 0.0:
             m[trl_mirror.KL].append(gather(stats.kl.reshape(1)).nanmean().item())
@@ -771,24 +641,9 @@ class MileGPOTrainer(GRPOTrainer):
         random stream is left as it was), so the same policy, tasks and seed give the same result, whether
         ``milegpo train`` evaluates it after training or ``milegpo eval`` loads it from disk.
 
-        eval_dataset: None (the trainer's ``eval_tasks``), ``{split: [Task]}`` or ``[Task]``."""
-        if self.environment_factory is not None:  # dataset rows: the eval_dataset given at init, or these
-            if eval_dataset is None:
-                eval_dataset = self.eval_dataset or {}
-            splits = ({k: list(v) for k, v in eval_dataset.items()} if isinstance(eval_dataset, dict)
-                      else {"eval": list(eval_dataset)})
-            for name, rows in splits.items():
-                if not all(isinstance(r, dict) for r in rows):
-                    raise TypeError(f"evaluate: split {name!r} must be dataset rows (dicts) for environment_factory")
-        elif eval_dataset is None:
-            splits = self.eval_tasks
-        elif isinstance(eval_dataset, dict):
-            splits = {k: list(v) for k, v in eval_dataset.items()}
-        else:
-            splits = {"custom": list(eval_dataset)}
-        for name, tasks in splits.items():
-            if self.environment_factory is None and not all(isinstance(t, Task) for t in tasks):
-                raise TypeError(f"evaluate: split {name!r} must be a list of milegpo.envs.Task")
+        eval_dataset: None (the rollout source's evaluation sets), ``{split: [Task]}`` or ``[Task]`` (with
+        ``environment_factory``: ``{split: Dataset}``, a Dataset or a list of rows)."""
+        splits = self.source.eval_splits(eval_dataset)
         was_training = self.model.training
         self.model.eval()
         rank, world = self.accelerator.process_index, self.accelerator.num_processes

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import types
 
+import milegpo.trl_seam as trl_seam  # isort: skip
+
 
 def _worker(generation):
     return generation.llm.llm_engine.model_executor.driver_worker
@@ -54,12 +56,8 @@ def sync_weights_by_reload(generation) -> None:
     the reload keeps a layer's tensors until the layer is complete, and TRL's iterator may change the
     trainer's tensors in place afterwards (PEFT unmerges its adapters)."""
     if generation.enable_sleep_mode:
-        from trl.generation.vllm_generation import empty_cache
-
-        empty_cache()
-        generation.llm.wake_up(tags=["weights"])
-        generation._llm_weights_sleeping = False
-    weights = ((name, param.detach().clone()) for name, param in generation._iter_named_params())
+        trl_seam.vllm_weights_awake(generation)
+    weights = ((name, param.detach().clone()) for name, param in trl_seam.vllm_named_params(generation))
     _worker(generation).reload_weights(weights_iterator=weights, is_checkpoint_format=True)
     generation.llm.reset_prefix_cache()
 

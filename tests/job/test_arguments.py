@@ -193,12 +193,19 @@ def test_every_help_text_that_names_a_default_names_the_real_one():
     assert {"sft_learning_rate", "max_steps", "learning_rate", "beta", "horizon"} <= checked  # the claims exist
 
 
-def test_one_default_number_of_evaluation_tasks():
-    from milegpo.job import parse
+def test_default_number_of_evaluation_tasks():
+    """The embedded household run evaluates on 300 games per split (a success rate's standard error under 3 points,
+    issue 50); a real model keeps MileGPOConfig's 48, in `milegpo train` and `milegpo eval` alike (a saved tiny
+    policy records its 300 for `milegpo eval`: test_a_saved_policy_carries_its_evaluation_settings)."""
+    from milegpo.job import TINY_DEFAULTS, parse
+    from milegpo.trainer.config import MileGPOConfig
 
     _, train = parse([])
+    _, real_train = parse(["--model_name_or_path", "some/model"])
     _, real = parse(["--model_name_or_path", "some/model"], prog="milegpo eval")
-    assert train.num_eval_tasks == real.num_eval_tasks == 48
+    assert train.num_eval_tasks == TINY_DEFAULTS["num_eval_tasks"] == 300
+    assert real_train.num_eval_tasks == real.num_eval_tasks == MileGPOConfig.__dataclass_fields__[
+        "num_eval_tasks"].default == 48
 
 
 def test_our_defaults_set_no_deprecated_field():

@@ -112,3 +112,45 @@ def test_any_text_environment_gets_a_tiny_tokenizer_of_its_own_words(tmp_path):
     assert again.decode(again(text)["input_ids"]) == text
     free = make_tokenizer(env="tests.envs.text_games:FreeKeyDoor")  # free text: the words it shows
     assert free.unk_token_id not in free("You are in the hall. Doors lead left and right.")["input_ids"]
+
+
+@pytest.mark.parametrize("style", ["compact", "alfworld"])
+@pytest.mark.parametrize("show_context", [True, False])
+def test_warm_start_prompts_are_the_rollouts_prompts(style, show_context):
+    """The warm start learns on the prompts the rollout shows, the state tracker's context line included when the
+    run shows it (issue 50: the warm start had learned prompts without the line that every rollout prompt has)."""
+    from milegpo.envs import HouseholdEnv
+    from milegpo.envs.pool import SequentialPool
+    from milegpo.job.policy import easy_tasks, expert_pairs
+    from milegpo.rollout import EpisodeRunner
+
+    task = easy_tasks("train", 1, start=5, max_receptacles=4)[0]
+    walkthrough = HouseholdEnv().walkthrough(task, "search")
+    seen = []
+
+    def expert(prompts):
+        seen.extend(prompts)
+        text = f"<think> i act </think> <action> {walkthrough[len(seen) - 1]} </action>"
+        return [[1]], [[2]], None, [text]
+
+    runner = EpisodeRunner(SequentialPool(1), history_length=2, horizon=8, prompt_style=style,
+                           show_state_context=show_context, parts=1)
+    assert runner.run([task], 1, expert).episodes[0].won
+    pairs = expert_pairs([task], prompt_style=style, show_context=show_context)
+    assert [prompt for prompt, _ in pairs] == seen
+    assert ("Items in hand (status)" in seen[0]) == show_context
+
+
+def test_tiny_tokenizer_knows_every_word_of_the_rollout_prompts():
+    """No word of the expert's prompts is <unk> to the embedded tokenizer, the state tracker's context line included
+    (before issue 50 "Location", "Items", "hand", "status" were). Not yet covered: the words of the observations of
+    `inventory` / `look` ("not carrying anything", "facing"), which the expert never plays (notes/main_job.md)."""
+    from milegpo.job import TINY_DEFAULTS
+    from milegpo.job.policy import easy_tasks, expert_pairs, make_tokenizer
+
+    options = TINY_DEFAULTS["env_options"]
+    tok = make_tokenizer(env="household", options=options)
+    tasks = easy_tasks("id", 6, max_receptacles=options["max_receptacles"])
+    for prompt, _ in expert_pairs(tasks, prompt_style=TINY_DEFAULTS["prompt_style"]):
+        assert "Location:" in prompt
+        assert tok.unk_token_id not in tok(prompt)["input_ids"], prompt

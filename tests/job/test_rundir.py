@@ -51,6 +51,26 @@ def test_a_folder_holding_an_earlier_run_is_refused_in_one_line(capsys, tmp_path
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 8
 
 
+def test_a_run_without_warm_start_writes_nothing_before_rl(monkeypatch, tmp_path):
+    """--sft_epochs 0: the policy goes to the trainer as loaded, so a run that fails before RL leaves no sft/ behind
+    and the next run on the folder is not refused as an earlier run."""
+    import milegpo.job.pipeline as pipeline
+    from milegpo.usage import RunError
+
+    built = []
+
+    def failing_trainer(policy, tok, cfg, callbacks=()):
+        built.append(policy)
+        raise RunError("the environment failed")
+
+    monkeypatch.setattr(pipeline, "make_trainer", failing_trainer)
+    run = tmp_path / "run"
+    assert main(["train", "--output_dir", str(run), *FAST]) == 1
+    assert not isinstance(built[0], str)  # the model itself, not a folder written for it
+    assert not (run / "sft").exists()
+    claim_output_dir(run).release()  # the next run takes the folder
+
+
 def test_a_folder_with_other_files_only_is_a_new_runs(tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     claim_output_dir(tmp_path).release()

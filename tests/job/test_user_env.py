@@ -82,15 +82,15 @@ def test_the_first_lines_name_a_short_run_on_a_cpu(tmp_path):
 
     job, cfg = parse(["--output_dir", str(tmp_path / "run")])  # the tiny household run
     assert short_run_line(job, cfg) == (
-        "[milegpo] on a CPU: 50 iterations of 4 x 4 episodes of up to 8 steps, 16 tokens a step, 48 evaluation tasks "
-        "a split; a short run to try things: --max_steps 5 --groups_per_iteration 2 --num_eval_tasks 8")
+        "[milegpo] on a CPU: 50 iterations of 4 x 8 episodes of up to 8 steps, 16 tokens a step, 300 evaluation tasks "
+        "a split; a short run to try things: --max_steps 5 --groups_per_iteration 2 --group_size 4 --num_eval_tasks 8")
     job, cfg = parse(["--env", f"{GAMES}:KeyDoor", "--model_name_or_path", _model_folder(tmp_path), "--output_dir",
                       str(tmp_path / "run")])
     assert short_run_line(job, cfg).endswith(
         "a short run to try things: --max_steps 5 --groups_per_iteration 2 --group_size 4 --horizon 10 "
         "--num_eval_tasks 8 --max_completion_length 32")
-    job, cfg = parse(["--max_steps", "2", "--groups_per_iteration", "2", "--num_eval_tasks", "4", "--output_dir",
-                      str(tmp_path / "run")])
+    job, cfg = parse(["--max_steps", "2", "--groups_per_iteration", "2", "--group_size", "4", "--num_eval_tasks", "4",
+                      "--output_dir", str(tmp_path / "run")])
     assert short_run_line(job, cfg) is None  # short already
 
 

@@ -11,7 +11,7 @@ torch.set_num_threads(1)
 
 def test_close_stops_the_workers_of_the_trainers_own_pool(tmp_path, warm_checkpoint):
     train, evals = tasks()
-    trainer = MileGPOTrainer(warm_checkpoint, make_args(tmp_path, num_env_workers=2), train_tasks=train,
+    trainer = MileGPOTrainer(warm_checkpoint, args=make_args(tmp_path, num_env_workers=2), train_tasks=train,
                              eval_tasks=evals)
     pool = trainer.runner.pool
     assert isinstance(pool, EnvPool) and all(p.is_alive() for p in pool._procs)
@@ -24,7 +24,7 @@ def test_close_stops_the_workers_of_the_trainers_own_pool(tmp_path, warm_checkpo
 def test_close_leaves_a_pool_passed_in_open(tmp_path, warm_checkpoint):
     train, evals = tasks()
     with EnvPool(8, num_workers=1) as pool:
-        trainer = MileGPOTrainer(warm_checkpoint, make_args(tmp_path), train_tasks=train, eval_tasks=evals,
+        trainer = MileGPOTrainer(warm_checkpoint, args=make_args(tmp_path), train_tasks=train, eval_tasks=evals,
                                  pool=pool)
         trainer.close()
         assert pool._procs[0].is_alive()

@@ -107,6 +107,9 @@ def test_every_field_is_a_documented_flag():
     (["--constrain_actions", "true", "--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_tensor_parallel_size",
       "2"], r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_tensor_parallel_size=1 \(got 2\)$"),
     (["--constrain_query", "true"], r"MileGPOConfig.constrain_query=True: needs constrain_actions=True \(it "),
+    (["--max_tool_calling_iterations", "5"],
+     r"MileGPOConfig.max_tool_calling_iterations=5: GRPOTrainer's tool-calling budget is not read: MileGPOTrainer's is "
+     r"horizon \(.*now 50\)"),
 ])
 def test_bad_values_are_refused(flags, match):
     from milegpo.trainer.config import ConfigError
@@ -131,6 +134,17 @@ def test_bad_values_are_refused_at_construction(kwargs, match):
 
     with pytest.raises(ConfigError, match=match):
         MileGPOConfig(output_dir="/tmp/milegpo-config-test", report_to="none", **kwargs)
+
+
+def test_what_a_trl_user_passes_is_taken():
+    """transformers 4's overwrite_output_dir (a flag of milegpo train) is taken, not a TypeError; GRPOConfig's
+    max_tool_calling_iterations is taken where it agrees with horizon (turns = tool-calling iterations + 1)."""
+    cfg = MileGPOConfig(output_dir="/tmp/milegpo-config-test", report_to="none", overwrite_output_dir=True)
+    assert cfg.overwrite_output_dir is True
+    assert MileGPOConfig(output_dir="/tmp/milegpo-config-test", report_to="none").overwrite_output_dir is False
+    cfg = MileGPOConfig(output_dir="/tmp/milegpo-config-test", report_to="none", horizon=6,
+                        max_tool_calling_iterations=5)
+    assert cfg.horizon == 6 and cfg.max_tool_calling_iterations == 5
 
 
 def test_evaluation_splits_default_to_the_envs_own():

@@ -256,14 +256,14 @@ def test_the_trainer_constrains_its_generation(tmp_path, tokenizer):
                          max_completion_length=24, num_eval_tasks=0, activation_checkpointing=False, save_strategy="no",
                          dataloader_num_workers=0, constrain_actions=True, num_env_workers=0, beta=0.0,
                          env_options={"catalog_size": 30, "test_goals": 10})
-    trainer = MileGPOTrainer(model, args, processing_class=tokenizer, train_tasks=tasks, eval_tasks={})
+    trainer = MileGPOTrainer(model, args=args, processing_class=tokenizer, train_tasks=tasks, eval_tasks={})
     try:
         prompts = [[{"role": "user", "content": "shop"}]] * len(pages)
         for admissible, valid in ((None, False), (pages, True)):
-            _, _, _, texts = trainer._generate_batch(prompts, admissible)
+            _, _, _, texts = trainer.generate_texts(prompts, admissible)
             assert [parse_action(t, a).valid for t, a in zip(texts, pages)] == [valid] * len(pages), texts
         words = goal_words(_goal(tokenizer))  # constrain_query: the search row's query of the goal's words
-        _, _, _, texts = trainer._generate_batch(prompts, pages, [words] * len(pages))
+        _, _, _, texts = trainer.generate_texts(prompts, pages, [words] * len(pages))
         assert all(parse_action(t, a).valid for t, a in zip(texts, pages)) and _query_of_words(tokenizer, texts[2],
                                                                                              words), texts
         assert "generate" not in vars(trainer.model)  # the class's generate again after the call

@@ -15,7 +15,7 @@ def test_fused_loss_equals_trl_loss_in_the_trainer(tmp_path, warm_checkpoint, lo
     tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
     train, evals = tasks()
     args = make_args(tmp_path, max_steps=1, loss_type=loss_type, beta=0.04, use_fused_loss=False)
-    trainer = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    trainer = RecordingTrainer(warm_checkpoint, args=args, processing_class=tok, train_tasks=train, eval_tasks=evals)
     trainer.train()
     chunk = trainer.records[0]["micro_steps"][0][0]
     assert "ref_per_token_logps" in chunk and int(chunk["completion_mask"].sum()) > 0

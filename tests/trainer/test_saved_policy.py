@@ -42,7 +42,7 @@ def test_the_api_plays_a_saved_policy_as_milegpo_eval(tmp_path, saved_policy, ca
     capsys.readouterr()
     # the README's way: a MileGPOConfig of the run's own settings and the policy's path, nothing else
     args = MileGPOConfig(output_dir=str(tmp_path / "api"), report_to="none", **SMALL_RUN)
-    trainer = MileGPOTrainer(str(saved_policy), args)
+    trainer = MileGPOTrainer(str(saved_policy), args=args)
     assert args.task_type == "" and args.horizon == 50  # the caller's config is left as it was
     assert {k: getattr(trainer.args, k) for k in SETTINGS} == SETTINGS and trainer.args.task_settings_applied
     assert all(t.task_type == "look_at_obj_in_light" and t.horizon == 6 for v in trainer.eval_tasks.values() for t in v)

@@ -35,7 +35,7 @@ def _local(args, rollout):
     """MileGPOTrainer._local_credit on one CPU process, without a model."""
     trainer = SimpleNamespace(accelerator=SimpleNamespace(process_index=0, num_processes=1, device=torch.device("cpu")),
                               args=args, credit_cfg=args.credit_config(),
-                              runner=SimpleNamespace(state_similarity=args.state_similarity_params()))
+                              source=SimpleNamespace(state_similarity=args.state_similarity_params()))
     return MileGPOTrainer._local_credit(trainer, rollout)
 
 
@@ -70,7 +70,7 @@ def test_two_iterations_train_on_the_merged_states(tmp_path, warm_checkpoint):
     tok = reload_tokenizer(warm_checkpoint)
     train, evals = tasks()
     args = make_args(tmp_path, credit_method="milegpo", state_similarity=0.6)
-    trainer = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    trainer = RecordingTrainer(warm_checkpoint, args=args, processing_class=tok, train_tasks=train, eval_tasks=evals)
     assert trainer.runner.state_similarity == StateSimilarity(0.6)
     trainer.train()
     assert len(trainer.records) == 2

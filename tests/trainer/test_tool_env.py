@@ -1,8 +1,10 @@
 """TRL's environment_factory protocol with step credit: milegpo.rollout.tools and
 MileGPOTrainer(..., environment_factory=...), on the maze of examples/maze_env.py."""
 
+import ast
 import os
 import sys
+import threading
 import time
 from types import SimpleNamespace
 
@@ -18,8 +20,10 @@ from train_maze import ANSWER, call_text, dataset, expert_policy, make_config, m
 
 from milegpo.credit import SINK  # noqa: E402
 from milegpo.job.policy import make_model  # noqa: E402
-from milegpo.rollout.tools import (EnvironmentProtocolError, ToolEpisodeRunner, default_tool_state,  # noqa: E402
-                                   environment_tools, tool_suffix_ids)
+from milegpo.rollout.tool_protocol import (EnvironmentProtocolError, default_tool_state,  # noqa: E402
+                                           environment_tools)
+from milegpo.rollout.tools import ToolEpisodeRunner  # noqa: E402
+from milegpo.trl_seam import tool_suffix_ids  # noqa: E402
 from milegpo.state_keys import state_key  # noqa: E402
 
 torch.set_num_threads(1)
@@ -85,7 +89,7 @@ def test_expert_episodes_follow_trl_protocol(tok):
 
 
 def test_tool_suffix_is_grpo_trainers(tok):
-    """tool_suffix_ids is GRPOTrainer._get_tool_suffix_ids for a text tokenizer."""
+    """tool_suffix_ids runs GRPOTrainer._get_tool_suffix_ids for a text tokenizer (and so equals it)."""
     from trl import GRPOTrainer
 
     fake = SimpleNamespace(processing_class=tok, _tokenizer=tok, chat_template=None, chat_template_kwargs={},
@@ -186,7 +190,7 @@ def test_an_environments_subgoal_count_marks_milestone_turns(tok):
     """_milestones() is read after reset and every turn: a turn whose count rose is a milestone row (every move of
     the expert reaches a new room; its answer does not); an environment without it has none; the hook is no
     tool; a count that falls or is no int is refused naming the class."""
-    from milegpo.rollout.tools import EnvironmentProtocolError, milestone_count
+    from milegpo.rollout.tool_protocol import EnvironmentProtocolError, milestone_count
 
     assert "_milestones" not in [t.__name__ for t in environment_tools(MilestoneMaze())]
     rollout = ToolEpisodeRunner(MilestoneMaze, tok, horizon=12, tool_timeout=None).run(
@@ -215,6 +219,145 @@ def test_an_environments_subgoal_count_marks_milestone_turns(tok):
         ToolEpisodeRunner(Falling, tok, horizon=12, tool_timeout=None).run(list(dataset([3])), 1, expert_policy(tok))
     with pytest.raises(EnvironmentProtocolError, match=r"Texty: _milestones\(\) returned '1'; expected an int"):
         ToolEpisodeRunner(Texty, tok, horizon=12, tool_timeout=None).run(list(dataset([3])), 1, expert_policy(tok))
+
+
+class Unprintable:
+    def __str__(self):
+        raise RuntimeError("no text for you")
+
+
+class HostileMaze(MazeEnv):
+    """Tools whose results or errors break what comes after the call: str(), the tokenizer, the process."""
+
+    def big(self) -> str:
+        """
+        A number past Python's int-to-str limit.
+
+        Returns:
+            A number.
+        """
+        return 10 ** 5000
+
+    def opaque(self) -> str:
+        """
+        A result whose str() raises.
+
+        Returns:
+            An object.
+        """
+        return Unprintable()
+
+    def garbled(self) -> str:
+        """
+        Text with a lone surrogate.
+
+        Returns:
+            Text.
+        """
+        return "room \udc80"
+
+    def complain(self) -> str:
+        """
+        Raise with a lone surrogate in the message.
+
+        Returns:
+            Nothing.
+        """
+        raise ValueError("bad \udc80")
+
+    def leave(self) -> str:
+        """
+        Exit the process.
+
+        Returns:
+            Nothing.
+        """
+        sys.exit(3)
+
+
+HOSTILE = ["big", "opaque", "garbled", "complain", "leave"]
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0])
+def test_tool_results_that_break_what_follows_are_invalid_steps(timeout):
+    """A result past the int-to-str limit, one whose str() raises, text or an error message with a lone surrogate
+    (the tokenizer cannot take it), a tool that calls sys.exit: each is an invalid step whose observation names the
+    tool; the episode goes on to its answer, the process lives."""
+    tok = maze_tokenizer()
+    tok.add_tokens([call_text(name, {}) for name in HOSTILE])
+    runner = ToolEpisodeRunner(HostileMaze, tok, horizon=8, tool_timeout=timeout)
+    rollout = runner.run(list(dataset([1])), 1, scripted(tok, [call_text(name, {}) for name in HOSTILE]))
+    steps = sorted(rollout.rows, key=lambda r: r.t)
+    assert [r.invalid for r in steps] == [True] * 5 + [False]
+    assert rollout.tool_failures == 5 and rollout.episodes[0].invalid_steps == 5
+    shown = [m["content"] for m in rollout.conversations[0] if m["role"] == "tool"]
+    assert all(text.encode("utf-8") for text in shown)  # every observation reaches the tokenizer
+    errors = [ast.literal_eval(text)["error"] for text in shown]
+    assert errors[0].startswith("the result of tool big (int) could not be made a string: ValueError: Exceeds the "
+                                "limit")
+    assert errors[1] == ("the result of tool opaque (Unprintable) could not be made a string: RuntimeError: no text "
+                         "for you")
+    assert errors[2] == ("tool garbled returned text that is not valid UTF-8 (a lone surrogate '\\udc80' at position "
+                         "5); the tokenizer cannot take it")
+    assert errors[3] == "bad \\udc80"  # the error's own text, the surrogate escaped
+    assert errors[4] == "tool leave called sys.exit(3)"
+
+
+class SurrogateReset(MazeEnv):
+    def reset(self, seed: int = 0, **row):
+        return super().reset(seed=seed) + " \ud800"
+
+
+def test_a_lone_surrogate_from_reset_names_reset(tok):
+    with pytest.raises(EnvironmentProtocolError, match=r"SurrogateReset.reset returned text that is not valid UTF-8 "
+                                                       r"\(a lone surrogate '\\ud800' at position \d+\)"):
+        ToolEpisodeRunner(SurrogateReset, tok, tool_timeout=None).run(list(dataset([2])), 1, expert_policy(tok))
+
+
+def test_a_raising_get_reward_names_it(tok):
+    from milegpo.usage import RunError
+
+    class Broken(MazeEnv):
+        def get_reward(self):
+            raise KeyError("gone")
+
+    with pytest.raises(RunError, match=r"Broken.get_reward\(\) raised KeyError: 'gone'"):
+        ToolEpisodeRunner(Broken, tok, tool_timeout=None).run(list(dataset([2])), 1, expert_policy(tok))
+
+
+def test_a_hung_tool_is_never_a_win(tok):
+    """With success_threshold 0 an unscored (reward 0) episode cut by a hung tool was recorded as won."""
+    tok2 = maze_tokenizer()
+    tok2.add_tokens([call_text("wait", {})])
+    runner = ToolEpisodeRunner(HangingMaze, tok2, horizon=8, tool_timeout=0.2, success_threshold=0.0)
+    episode = runner.run(list(dataset([1])), 1, scripted(tok2, [call_text("wait", {})])).episodes[0]
+    assert episode.truncated and not episode.won and episode.reward == 0.0
+
+
+def test_hung_tools_of_a_turn_wait_together():
+    """The calls of different episodes run at the same time: three tools that each wait for the other two (a
+    barrier) all get past it, then hang and time out; run one after another, none would get past it (the first
+    waits alone until the barrier breaks, an error before the timeout)."""
+    barrier = threading.Barrier(3, timeout=3.0)
+
+    class Gathering(MazeEnv):
+        def gather(self) -> str:
+            """
+            Meet the others, then wait.
+
+            Returns:
+                Nothing.
+            """
+            barrier.wait()
+            time.sleep(10.0)
+            return "done"
+
+    tok = maze_tokenizer()
+    tok.add_tokens([call_text("gather", {})])
+    runner = ToolEpisodeRunner(Gathering, tok, horizon=8, tool_timeout=4.0)
+    rollout = runner.run(list(dataset([1, 2, 3])), 1, scripted(tok, [call_text("gather", {})]))
+    assert rollout.tool_timeouts == 3 and rollout.tool_failures == 3
+    assert all(e.truncated and not e.won and "timed out after 4 s" in e.error for e in rollout.episodes)
 
 
 # ---------------------------------------------------------------------------------------------- bad input
@@ -268,14 +411,15 @@ def test_trainer_refuses_bad_input_before_loading(tmp_path, tok):
 
     args = make_config(str(tmp_path), 0, "milegpo", 1, groups_per_iteration=2, group_size=2)
     with pytest.raises(EnvironmentProtocolError, match="reset is missing"):
-        MileGPOTrainer(None, args, processing_class=tok, train_dataset=dataset(range(4)), environment_factory=NoReset)
+        MileGPOTrainer(None, args=args, processing_class=tok, train_dataset=dataset(range(4)),
+                       environment_factory=NoReset)
     with pytest.raises(ValueError, match="train_dataset has 1 rows, fewer than groups_per_iteration"):
-        MileGPOTrainer(None, args, processing_class=tok, train_dataset=dataset([0]), environment_factory=MazeEnv)
+        MileGPOTrainer(None, args=args, processing_class=tok, train_dataset=dataset([0]), environment_factory=MazeEnv)
     with pytest.raises(ValueError, match="train_tasks, pool belong to the built-in worlds"):
-        MileGPOTrainer(None, args, processing_class=tok, train_tasks=[], pool=object(),
+        MileGPOTrainer(None, args=args, processing_class=tok, train_tasks=[], pool=object(),
                        train_dataset=dataset(range(4)), environment_factory=MazeEnv)
     with pytest.raises(TypeError, match="a dict of environments"):
-        MileGPOTrainer(None, args, processing_class=tok, train_dataset=dataset(range(4)),
+        MileGPOTrainer(None, args=args, processing_class=tok, train_dataset=dataset(range(4)),
                        environment_factory={"maze": MazeEnv})
 
     class AsyncMaze(MazeEnv):
@@ -284,11 +428,11 @@ def test_trainer_refuses_bad_input_before_loading(tmp_path, tok):
             return ""
 
     with pytest.raises(EnvironmentProtocolError, match=r"async tools \['wait'\]"):
-        MileGPOTrainer(None, args, processing_class=tok, train_dataset=dataset(range(4)),
+        MileGPOTrainer(None, args=args, processing_class=tok, train_dataset=dataset(range(4)),
                        environment_factory=AsyncMaze)
     anchored = make_config(str(tmp_path), 0, "milegpo", 1, groups_per_iteration=2, state_anchor="observation")
     with pytest.raises(ValueError, match="state_anchor 'observation' keys a TextEnv's observations"):
-        MileGPOTrainer(None, anchored, processing_class=tok, train_dataset=dataset(range(4)),
+        MileGPOTrainer(None, args=anchored, processing_class=tok, train_dataset=dataset(range(4)),
                        environment_factory=MazeEnv)
     from milegpo.trainer.config import ConfigError
 
@@ -303,8 +447,8 @@ def make_trainer(tmp_path, tok, method="milegpo", **overrides):
     from milegpo.trainer import MileGPOTrainer
 
     class Recording(MileGPOTrainer):
-        def _generate_and_score_completions(self, inputs):
-            out = super()._generate_and_score_completions(inputs)
+        def play_iteration(self, inputs):
+            out = super().play_iteration(inputs)
             self.records = getattr(self, "records", []) + [{**self.last_iteration, "micro_steps": out["micro_steps"]}]
             return out
 
@@ -312,7 +456,7 @@ def make_trainer(tmp_path, tok, method="milegpo", **overrides):
     settings.update(overrides)
     args = make_config(str(tmp_path), 0, method, 1, **settings)
     model = make_model(tok, hidden=32, layers=1, seed=0)
-    return Recording(model, args, processing_class=tok, train_dataset=dataset(range(4)),
+    return Recording(model, args=args, processing_class=tok, train_dataset=dataset(range(4)),
                      eval_dataset={"heldout": dataset([100, 101])}, environment_factory=MazeEnv)
 
 
@@ -363,7 +507,7 @@ def test_trainer_plays_the_protocol_with_the_tiny_model(tmp_path, tok):
 def test_scripted_policy_through_the_trainer(tmp_path, tok):
     """The trainer's generation replaced by the expert: every episode won, group-relative credit of winners is 0."""
     trainer = make_trainer(tmp_path, tok, method="grpo", horizon=12)
-    trainer._generate_ids = expert_policy(tok)  # what play() generates with
+    trainer.generate_ids = expert_policy(tok)  # what play() generates with
     trainer.train()
     record = trainer.records[0]
     assert all(e.won for e in record["rollout"].episodes)
@@ -388,13 +532,57 @@ def test_reward_functions_score_an_environment_without_get_reward(tmp_path, tok)
     from milegpo.trainer import MileGPOTrainer
 
     args = make_config(str(tmp_path), 0, "grpo", 1, groups_per_iteration=2, group_size=2, horizon=12)
-    trainer = MileGPOTrainer(make_model(tok, hidden=32, layers=1), args, processing_class=tok,
+    trainer = MileGPOTrainer(make_model(tok, hidden=32, layers=1), args=args, processing_class=tok,
                              train_dataset=dataset(range(4)), environment_factory=PlainMaze, reward_funcs=[escaped])
     rollout = trainer.runner.run(list(dataset([0, 1])), 2, expert_policy(tok))
     assert [e.reward for e in rollout.episodes] == [1.0] * 4 and all(e.won for e in rollout.episodes)
     with pytest.raises(ValueError, match="No reward source provided"):  # GRPOTrainer's own refusal
-        MileGPOTrainer(make_model(tok, hidden=32, layers=1), args, processing_class=tok,
+        MileGPOTrainer(make_model(tok, hidden=32, layers=1), args=args, processing_class=tok,
                        train_dataset=dataset(range(4)), environment_factory=PlainMaze)
+
+
+def test_trls_argument_order_and_what_differs_is_said(tmp_path, tok):
+    """GRPOTrainer's positional order (model, reward_funcs, args, ...) works; the config where the reward functions
+    go is a TypeError naming the order; reward functions called once per episode are announced (a warning); a
+    reward function that raises is an error naming it."""
+    from milegpo.trainer import MileGPOTrainer
+    from milegpo.usage import RunError
+
+    args = make_config(str(tmp_path), 0, "grpo", 1, groups_per_iteration=2, group_size=2, horizon=12)
+    with pytest.raises(TypeError, match=r"GRPOTrainer's argument order \(model, reward_funcs, args, ...\): pass the "
+                                        r"config as args="):
+        MileGPOTrainer(None, args, processing_class=tok, train_dataset=dataset(range(4)), environment_factory=MazeEnv)
+    with pytest.warns(UserWarning, match="once per finished episode .* GRPOTrainer calls it once per generation batch"):
+        trainer = MileGPOTrainer(make_model(tok, hidden=32, layers=1), [escaped], args, dataset(range(4)),
+                                 processing_class=tok, environment_factory=PlainMaze)
+    assert trainer.reward_func_names == ["escaped"] and trainer.args is args
+    assert [e.won for e in trainer.runner.run(list(dataset([0])), 2, expert_policy(tok)).episodes] == [True, True]
+
+    def failing(completions, **kwargs):
+        raise ZeroDivisionError("no episodes to normalise")
+
+    with pytest.warns(UserWarning):
+        trainer = MileGPOTrainer(make_model(tok, hidden=32, layers=1), [failing], args, dataset(range(4)),
+                                 processing_class=tok, environment_factory=PlainMaze)
+    with pytest.raises(RunError, match="reward function 'failing' raised ZeroDivisionError: no episodes to normalise"):
+        trainer.runner.run(list(dataset([0])), 1, expert_policy(tok))
+
+
+def test_an_in_memory_model_with_a_kl_term_gets_a_copy_as_reference(tmp_path, tok):
+    """beta > 0 with a model object that has no name_or_path: GRPOTrainer would load the reference from "" (a long
+    traceback); here the reference is a copy of the model as it was handed in, and the model keeps its (empty) name."""
+    from milegpo.trainer import MileGPOTrainer
+
+    model = make_model(tok, hidden=32, layers=1)
+    assert model.config.name_or_path == ""
+    trainer = MileGPOTrainer(model, args=make_config(str(tmp_path), 0, "milegpo", 1, groups_per_iteration=2,
+                                                     group_size=2, beta=0.04),
+                             processing_class=tok, train_dataset=dataset(range(4)), environment_factory=MazeEnv)
+    assert trainer.ref_model is not None and trainer.ref_model is not trainer.model
+    policy, reference = dict(trainer.model.named_parameters()), dict(trainer.ref_model.named_parameters())
+    assert policy.keys() == reference.keys()
+    assert all(torch.equal(policy[k], reference[k]) for k in policy)
+    assert trainer.model.config.name_or_path == ""
 
 
 def test_turn_advantage_moves_only_its_tokens(tmp_path, tok):

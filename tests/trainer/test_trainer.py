@@ -29,8 +29,8 @@ class RecordingTrainer(MileGPOTrainer):
         super().__init__(*a, **kw)
         self.records = []
 
-    def _generate_and_score_completions(self, inputs):
-        out = super()._generate_and_score_completions(inputs)
+    def play_iteration(self, inputs):
+        out = super().play_iteration(inputs)
         self.records.append({**self.last_iteration, "micro_steps": out["micro_steps"]})
         return out
 
@@ -78,7 +78,7 @@ def test_two_iterations_train_on_estimate_advantages(tmp_path, warm_checkpoint, 
     tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
     train, evals = tasks()
     args = make_args(tmp_path, credit_method=method)
-    trainer = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    trainer = RecordingTrainer(warm_checkpoint, args=args, processing_class=tok, train_tasks=train, eval_tasks=evals)
     before = {k: v.detach().clone() for k, v in trainer.model.named_parameters()}
     trainer.train()
     assert trainer.state.global_step == 2 and len(trainer.records) == 2
@@ -106,11 +106,11 @@ def test_checkpoint_and_resume(tmp_path, warm_checkpoint):
     tok = reload_tokenizer(warm_checkpoint)  # AutoTokenizer would re-tokenize the tiny vocabulary (main_job)
     train, evals = tasks()
     args = make_args(tmp_path, save_strategy="steps", save_steps=1, max_steps=2, beta=0.0, horizon=3)
-    MileGPOTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals).train()
+    MileGPOTrainer(warm_checkpoint, args=args, processing_class=tok, train_tasks=train, eval_tasks=evals).train()
     ckpt = tmp_path / "out" / "checkpoint-2"
     assert (ckpt / "trainer_state.json").exists() and (ckpt / "optimizer.pt").exists()
     args = make_args(tmp_path, save_strategy="no", max_steps=3, beta=0.0, horizon=3)
-    trainer = MileGPOTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    trainer = MileGPOTrainer(warm_checkpoint, args=args, processing_class=tok, train_tasks=train, eval_tasks=evals)
     trainer.train(resume_from_checkpoint=str(ckpt))
     assert trainer.state.global_step == 3
     assert [h["step"] for h in trainer.state.log_history if "loss" in h] == [1, 2, 3]
@@ -234,7 +234,7 @@ def test_chunking_does_not_change_the_update(tmp_path, warm_checkpoint, loss_typ
         args = make_args(tmp_path / f"{chunk}-{ga}", per_device_train_batch_size=chunk, max_steps=1, beta=0.0,
                          optim="sgd", learning_rate=0.5, loss_type=loss_type, max_grad_norm=0.0, horizon=4,
                          gradient_accumulation_steps=ga)
-        tr = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+        tr = RecordingTrainer(warm_checkpoint, args=args, processing_class=tok, train_tasks=train, eval_tasks=evals)
         tr.train()
         rec = tr.records[0]
         assert len(tr.records) == 1 and len(rec["micro_steps"]) == ga
@@ -269,7 +269,7 @@ def test_every_chunk_goes_through_transformers_training_step(tmp_path, warm_chec
     train, evals = tasks()
     args = make_args(tmp_path, per_device_train_batch_size=3, gradient_accumulation_steps=2, max_steps=1, beta=0.0,
                      horizon=4, torch_empty_cache_steps=1)
-    tr = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    tr = RecordingTrainer(warm_checkpoint, args=args, processing_class=tok, train_tasks=train, eval_tasks=evals)
     tr.train()
     chunks = [len(m) for m in tr.records[0]["micro_steps"]]
     assert len(chunks) == 2 and min(chunks) > 1
@@ -284,7 +284,7 @@ def test_evaluation_during_training(tmp_path, warm_checkpoint):
     train, evals = tasks()
     args = make_args(tmp_path, eval_strategy="steps", eval_steps=1, max_steps=2, beta=0.0, horizon=3,
                      per_device_eval_batch_size=8)
-    tr = MileGPOTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    tr = MileGPOTrainer(warm_checkpoint, args=args, processing_class=tok, train_tasks=train, eval_tasks=evals)
     tr.train()
     evals_logged = [h for h in tr.state.log_history if "eval_id_minus_ood" in h]
     assert [h["step"] for h in evals_logged] == [1, 2]
@@ -306,7 +306,7 @@ def test_on_a_gpu_the_trainer_runs_triton_credit_and_the_fused_loss(tmp_path, wa
     tok = reload_tokenizer(warm_checkpoint)
     train, evals = tasks()
     args = make_args(tmp_path, use_cpu=False, credit_method=method)
-    trainer = RecordingTrainer(warm_checkpoint, args, processing_class=tok, train_tasks=train, eval_tasks=evals)
+    trainer = RecordingTrainer(warm_checkpoint, args=args, processing_class=tok, train_tasks=train, eval_tasks=evals)
     fused_calls = []
     fused = trainer._fused_loss
     trainer._fused_loss = lambda *a, **kw: fused_calls.append(1) or fused(*a, **kw)

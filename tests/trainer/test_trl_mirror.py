@@ -1,9 +1,10 @@
-"""milegpo.trainer.trl_mirror against TRL's own GRPOTrainer: every piece on the same inputs.
+"""milegpo.trainer.trl_mirror (and the pieces of milegpo.trl_seam that mirror TRL's bookkeeping) against TRL's own
+GRPOTrainer: every piece on the same inputs.
 
 TRL keeps these pieces inline in big private methods, so each test runs the TRL method on a tiny
 GRPOTrainer (a tiny Qwen2 built on the spot, generation stubbed with fixed completions and sampler
 log-probs) and compares its output with the mirror's on the same tensors. A TRL release that changes
-one of them fails here; ``test_the_mirrored_trl_is_the_installed_one`` fails on any newer TRL.
+one of them fails here; ``test_the_mirrored_trl_is_the_installed_one`` fails on any other TRL release.
 """
 
 import contextlib
@@ -18,6 +19,7 @@ from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
 from milegpo.job.policy import make_model, make_tokenizer
+from milegpo import trl_seam
 from milegpo.trainer import trl_mirror
 
 torch.set_num_threads(1)
@@ -85,17 +87,19 @@ def policy_logps(trainer, out):
 
 def mirrored_reference_logps(trainer, out):
     with torch.no_grad():
-        return trl_mirror.reference_logps(trainer, *model_inputs(out), trainer.args.per_device_train_batch_size)
+        return trl_seam.reference_logps(trainer, *model_inputs(out), trainer.args.per_device_train_batch_size)
 
 
 def test_the_mirrored_trl_is_the_installed_one():
-    assert trl_mirror.trl_version_mismatch(trl.__version__) is None, trl_mirror.trl_version_mismatch(trl.__version__)
-    assert trl_mirror.MIRRORED_TRL == (1, 16)
-    for version in ("1.16.0", "1.16.4", "1.16.0.dev0", "1.15.2", "0.29.1"):
-        assert trl_mirror.trl_version_mismatch(version) is None, version
-    for version in ("1.17.0", "1.17.0.dev0", "2.0.0"):
-        message = trl_mirror.trl_version_mismatch(version)
-        assert message and f"TRL {version} is newer than TRL 1.16" in message and "MIRRORED_TRL" in message
+    """The TRL installed is the release the seam and the mirror were checked against (pyproject pins it); any
+    other release is named at start, with what to do."""
+    assert trl_seam.trl_version_mismatch(trl.__version__) is None, trl_seam.trl_version_mismatch(trl.__version__)
+    assert trl_seam.TESTED_TRL == (1, 16)
+    for version in ("1.16.0", "1.16.4", "1.16.0.dev0"):
+        assert trl_seam.trl_version_mismatch(version) is None, version
+    for version in ("1.17.0", "1.17.0.dev0", "2.0.0", "1.15.2", "0.29.1"):
+        message = trl_seam.trl_version_mismatch(version)
+        assert message and f"TRL {version} is not TRL 1.16" in message and "TESTED_TRL" in message
 
 
 @pytest.mark.parametrize("mode, clip_min, clip_max", [
@@ -266,10 +270,10 @@ def test_buffering_equals_trls_prepare_inputs(grpo, monkeypatch, steps_per_gener
         if step == steps_per_generation * iterations + 1:
             grpo._buffered_inputs = None  # as after a resume from a checkpoint
         grpo._step = step
-        if trl_mirror.generation_due(grpo):
+        if trl_seam.generation_due(grpo):
             expected.append(step)
         batch = GRPOTrainer._prepare_inputs(grpo, None)
-        assert batch is trl_mirror.buffered_micro_step(grpo)
+        assert batch is trl_seam.buffered_micro_step(grpo)
     assert played == expected and len(played) >= 3
 
 
@@ -286,7 +290,7 @@ def test_micro_step_bookkeeping_equals_grpo_training_step(grpo, monkeypatch):
             if who == "trl":
                 GRPOTrainer.training_step(grpo, grpo.model, None, None)
             else:
-                with trl_mirror.micro_step_bookkeeping(grpo):
+                with trl_seam.micro_step_bookkeeping(grpo):
                     pass
             states[who].append((grpo._step, len(grpo._metrics["train"][trl_mirror.STEP_TIME]),
                                 grpo._current_train_step_time == 0.0))

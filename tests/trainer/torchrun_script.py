@@ -109,9 +109,9 @@ def credit_run(out, method=None):
             self.loss_calls += 1
             return super().compute_loss(model, inputs, **kw)
 
-        def _generate_and_score_completions(self, inputs):
+        def play_iteration(self, inputs):
             before = len(calls)
-            out = super()._generate_and_score_completions(inputs)
+            out = super().play_iteration(inputs)
             it = self.last_iteration
             whole = self.gather_iteration_batch()  # every process calls it
             method, cfg, variant = self.args.credit_method, self.args.credit_config(), self.args.credit_variant
@@ -139,7 +139,7 @@ def credit_run(out, method=None):
     tasks = [dataclasses.replace(t, horizon=HORIZONS[i // 2]) for i, t in enumerate(easy_tasks("train", 2 * world))]
     args = make_args(out, world, use_cpu=True, ddp_backend="gloo", **({"credit_method": method} if method else {}))
     model, tok = load_policy()
-    trainer = Recording(model, args, processing_class=tok, train_tasks=tasks, eval_tasks={})
+    trainer = Recording(model, args=args, processing_class=tok, train_tasks=tasks, eval_tasks={})
     trainer.train()
     logged = [h for h in trainer.state.log_history if "credit/rows" in h]
     mismatches = []
@@ -171,8 +171,8 @@ def engine_run(out, engine, chunk_rows):
     args = make_args(out, world, max_steps=1, per_device_train_batch_size=chunk_rows, gradient_accumulation_steps=2,
                      optim="sgd", learning_rate=0.5, max_grad_norm=0.0, beta=0.01, **engine_args)
     model, tok = load_policy()  # after the arguments: under ZeRO-3 transformers then loads it partitioned
-    trainer = MileGPOTrainer(model, args, processing_class=tok, train_tasks=tasks, eval_tasks={})
-    backward, play = trainer.accelerator.backward, trainer._generate_and_score_completions
+    trainer = MileGPOTrainer(model, args=args, processing_class=tok, train_tasks=tasks, eval_tasks={})
+    backward, play = trainer.accelerator.backward, trainer.play_iteration
 
     def recording_backward(loss, **kw):
         backwards.append(trainer.accelerator.sync_gradients)
@@ -183,7 +183,7 @@ def engine_run(out, engine, chunk_rows):
         micro_steps.append([len(chunks) for chunks in built["micro_steps"]])
         return built
 
-    trainer.accelerator.backward, trainer._generate_and_score_completions = recording_backward, recording_play
+    trainer.accelerator.backward, trainer.play_iteration = recording_backward, recording_play
     trainer.train()
     trainer.save_model(os.path.join(out, "final"))  # the whole weights, gathered (ZeRO-3, FSDP2)
     # DeepSpeed counts its optimizer steps (its ZeRO optimizer steps the torch one per parameter sub-group)
@@ -210,7 +210,7 @@ def served_run(out):
         tasks = [dataclasses.replace(t, env="served-household") for t in tasks]
     args = make_args(out, world, max_steps=1, use_cpu=True, ddp_backend="gloo")
     model, tok = load_policy()
-    trainer = MileGPOTrainer(model, args, processing_class=tok, train_tasks=tasks, eval_tasks={})
+    trainer = MileGPOTrainer(model, args=args, processing_class=tok, train_tasks=tasks, eval_tasks={})
     trainer.train()
     episodes = trainer.last_iteration["rollout"].episodes
     return {"global_step": trainer.state.global_step, "kinds": sorted({e.task.env for e in episodes}),

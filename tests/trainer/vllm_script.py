@@ -65,7 +65,7 @@ def main():
                          save_strategy="no", learning_rate=1e-2, beta=0.0, use_vllm=True, vllm_mode="colocate",
                          vllm_gpu_memory_utilization=0.2, vllm_enable_sleep_mode=False, num_eval_tasks=2)
     t0 = time.time()
-    tr = MileGPOTrainer(ck, args, processing_class=tok, train_tasks=easy_tasks("train", 4, 4),
+    tr = MileGPOTrainer(ck, args=args, processing_class=tok, train_tasks=easy_tasks("train", 4, 4),
                         eval_tasks={"id": easy_tasks("id", 2, 4), "ood": easy_tasks("ood", 2, 4)})
     t1 = time.time()
     print("WEIGHT_SYNC", tr.vllm_weight_sync)

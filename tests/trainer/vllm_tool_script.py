@@ -31,7 +31,7 @@ def main():
     args = make_config(os.path.join(out, "run"), 0, "milegpo", 2, groups_per_iteration=2, group_size=4,
                        use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.2,
                        vllm_enable_sleep_mode=False)
-    trainer = MileGPOTrainer(path, args, processing_class=tok, train_dataset=dataset(range(8)),
+    trainer = MileGPOTrainer(path, args=args, processing_class=tok, train_dataset=dataset(range(8)),
                              eval_dataset={"heldout": dataset([100, 101])}, environment_factory=MazeEnv)
     trainer.train()
     rollout = trainer.last_iteration["rollout"]
