@@ -38,5 +38,16 @@ def test_a_tiny_cell_runs_in_parts_and_tables(tmp_path, monkeypatch):
     assert set(f["learner"]) == {"graphgpo", "milegpo-full"}
     assert 0.0 <= f["learner"]["graphgpo"]["tie_share_first"][0] <= 1.0
     assert "| tiny | 10 | 4 |" in (tmp_path / "table.md").read_text()
+    # the tie share is the pooled one with its interval over groups, not a t-interval over a few batches'
+    # shares (two batches at 86% and 95% gave ScienceWorld's long cell 90.4 [29.8, 151.0])
+    qpath = tmp_path / "tiny" / "quality" / "credit_quality.json"
+    q = json.loads(qpath.read_text())
+    q["methods"]["milegpo-full"]["diagnostics_per_batch"]["tie_share"] = [0.856, 0.952]
+    qpath.write_text(json.dumps(q))
+    share, lo, hi = mod.cell_figures("tiny", tmp_path)["expert"]["tie_share"]
+    assert [share, lo, hi] == [q["ties"]["tie_share"], *q["ties"]["ci"]] and 0.0 <= lo <= share <= hi <= 1.0
+    # a success rate's interval over seeds stays inside [0, 1] near its bound (a t-interval: 99.8 [99.4, 100.1])
+    mean, lo, hi = mod.bounded_mean_ci([1.0] * 18 + [0.96, 0.98])
+    assert mean == pytest.approx(0.997) and lo < mean and hi <= 1.0
     with pytest.raises(SystemExit):
         mod.main(["run", "no_such_cell", "--out", str(tmp_path)])

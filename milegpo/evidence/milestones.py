@@ -65,7 +65,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..credit import SINK, CreditResult, StepBatch
-from .ranking import bootstrap_weights, percentile_interval, ranked_above, ratio
+from .ranking import bootstrap_ratios, bootstrap_weights, percentile_interval, ranked_above, ratio
 
 
 @dataclass(frozen=True)
@@ -296,12 +296,8 @@ def milestone_truth(batches: Sequence[StepBatch], scores: Sequence[dict], n_resa
         counts.append(batch_pairs)
     count = np.concatenate(counts)
     weights = bootstrap_weights(len(count), n_resamples, seed)
-    boot_count = weights @ count
     out: dict = {"scores": {}, "reference": reference if reference in keys else None}
-    boot = {}
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for k in keys:
-            boot[k] = (weights @ np.concatenate(won[k])) / boot_count
+    boot = {k: bootstrap_ratios(np.concatenate(won[k]), count, weights) for k in keys}
     totals = {k: ratio(float(np.concatenate(won[k]).sum()), float(count.sum())) for k in keys}
     for k in keys:
         spec = SCORES_BY_KEY.get(k)

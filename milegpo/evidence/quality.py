@@ -39,7 +39,8 @@ from ..credit.diagnostic_metrics import TIE_TOL, diagnostics, same_state_pairs
 from ..usage import UsageError
 from .milestones import format_milestone_truth, milestone_truth, plot_milestone_truth, step_scores
 from .labelled import LabelledBatch, step_labels  # re-exported: the labelled batches this module scores
-from .ranking import ADV_TIE_TOL, bootstrap_weights, ordered_share, percentile_interval, ratio  # re-exported
+from .ranking import (ADV_TIE_TOL, bootstrap_ratios, bootstrap_weights, ordered_share,  # re-exported
+                      percentile_interval, pooled_ratio, ratio)
 
 METRICS = ("same_state_auc", "group_auc", "tied_pair_accuracy")
 #: diagnostics (spec section 11) reported beside the ground-truth figures, averaged over batches
@@ -58,10 +59,14 @@ def labelled_pairs(first: np.ndarray, second: np.ndarray, good: np.ndarray) -> t
 
 @dataclass
 class PairSets:
-    """The labelled pairs of one batch: for each metric (good row, bad row, the pair's task group)."""
+    """The labelled pairs of one batch: for each metric (good row, bad row, the pair's task group); and per task
+    group the same-state row pairs (any labels) and those whose A^G ties (``tied``, ``same_state``: (G,) float64),
+    the counts of GraphGPO's tie share."""
 
     pairs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
     n_groups: int
+    tied: np.ndarray
+    same_state: np.ndarray
 
 
 def pair_sets(labelled: LabelledBatch, a_graph: np.ndarray) -> PairSets:
@@ -69,13 +74,18 @@ def pair_sets(labelled: LabelledBatch, a_graph: np.ndarray) -> PairSets:
     cols = labelled.batch.to_numpy()
     _, group = np.unique(cols["group"], return_inverse=True)
     group = group.reshape(-1)
+    n_groups = int(group.max()) + 1 if len(group) else 0
     good = labelled.good
-    same_good, same_bad = labelled_pairs(*same_state_pairs(group, cols["state"]), good)
+    first, second = same_state_pairs(group, cols["state"])
+    same_good, same_bad = labelled_pairs(first, second, good)
     all_good, all_bad = labelled_pairs(*same_state_pairs(group, np.zeros_like(group)), good)
     tied = np.abs(a_graph[same_good] - a_graph[same_bad]) <= TIE_TOL
     sets = {"same_state_auc": (same_good, same_bad), "group_auc": (all_good, all_bad),
             "tied_pair_accuracy": (same_good[tied], same_bad[tied])}
-    return PairSets({k: (g, b, group[g]) for k, (g, b) in sets.items()}, int(group.max()) + 1 if len(group) else 0)
+    tied_any = (np.abs(a_graph[first] - a_graph[second]) <= TIE_TOL).astype(np.float64)
+    return PairSets({k: (g, b, group[g]) for k, (g, b) in sets.items()}, n_groups,
+                    np.bincount(group[first], weights=tied_any, minlength=n_groups).astype(np.float64),
+                    np.bincount(group[first], minlength=n_groups).astype(np.float64))
 
 
 def _runs(config: CreditConfig, methods=None) -> dict:
@@ -215,6 +225,7 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
     # per unit (a task group of one batch) and metric: summed pair scores and pair counts, per method
     score = {m: {k: [] for k in METRICS} for m in names}
     count = {k: [] for k in METRICS}
+    tied, same_state = [], []
     per_batch = {m: {k: [] for k in METRICS} for m in names}
     for b, labelled in enumerate(batches):
         if set(advantages[b]) != set(names):
@@ -222,6 +233,8 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
         sets = pair_sets(labelled, a_graphs[b])
         for k, (good_row, bad_row, group) in sets.pairs.items():
             count[k].append(np.bincount(group, minlength=sets.n_groups))
+        tied.append(sets.tied)
+        same_state.append(sets.same_state)
         for m in names:
             adv = np.asarray(advantages[b][m], dtype=np.float64)
             if adv.shape != labelled.good.shape:
@@ -235,8 +248,7 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
     scores = {m: {k: np.concatenate(v).astype(np.float64) for k, v in d.items()} for m, d in score.items()}
     n_units = len(counts[METRICS[0]])
     weights = bootstrap_weights(n_units, n_resamples, seed)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = {m: {k: (weights @ scores[m][k]) / (weights @ counts[k]) for k in METRICS} for m in names}
+    boot = {m: {k: bootstrap_ratios(scores[m][k], counts[k], weights) for k in METRICS} for m in names}
     out: dict = {"methods": {}}
     for m in names:
         entry: dict = {k: ratio(float(scores[m][k].sum()), float(counts[k].sum())) for k in METRICS}
@@ -255,6 +267,9 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
             entry["diagnostics_per_batch"] = {key: [float(d.get(key, float("nan"))) for d in ds]
                                               for key in entry["diagnostics"]}
         out["methods"][m] = entry
+    tie_share, tie_ci = pooled_ratio(np.concatenate(tied), np.concatenate(same_state), weights)
+    out["ties"] = {"tie_share": tie_share, "ci": tie_ci, "tied_pairs": int(sum(t.sum() for t in tied)),
+                   "same_state_pairs": int(sum(p.sum() for p in same_state))}
     good = np.concatenate([b.good for b in batches])
     out["labels"] = {"rows": int(good.size), "good_share": float(good.mean()) if good.size else float("nan"),
                      "batches": len(batches), "groups": n_units,

@@ -46,6 +46,21 @@ def bootstrap_weights(n_units: int, n_resamples: int, seed: int) -> np.ndarray:
     return weights
 
 
+def bootstrap_ratios(num: np.ndarray, den: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per resample of :func:`bootstrap_weights` the pooled ratio sum(num) / sum(den) of the units drawn:
+    (n_resamples,) float64, NaN where a resample drew no denominator. num, den: (n_units,) float64."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (weights @ num) / (weights @ den)
+
+
+def pooled_ratio(num: np.ndarray, den: np.ndarray, weights: np.ndarray) -> tuple[float, list[float]]:
+    """A share pooled over units (e.g. tied pairs of all same-state pairs, per task group) with its 95%
+    percentile bootstrap interval over the units (``weights``: :func:`bootstrap_weights`): (value, [lo, hi]).
+    A share of counts stays in [0, 1] and its interval too, however few the units (a t-interval over a few
+    per-batch shares does not: two batches at 86% and 95% give [30%, 151%])."""
+    return ratio(float(num.sum()), float(den.sum())), percentile_interval(bootstrap_ratios(num, den, weights))
+
+
 def percentile_interval(samples: np.ndarray, level: float = 0.95) -> list[float]:
     """[lo, hi] of the finite ``samples`` (NaN, NaN when there are none)."""
     finite = samples[np.isfinite(samples)]
@@ -60,4 +75,5 @@ def ratio(num: float, den: float) -> float:
     return num / den if den else float("nan")
 
 
-__all__ = ["ADV_TIE_TOL", "ordered_share", "ranked_above", "bootstrap_weights", "percentile_interval", "ratio"]
+__all__ = ["ADV_TIE_TOL", "ordered_share", "ranked_above", "bootstrap_weights", "bootstrap_ratios", "pooled_ratio",
+           "percentile_interval", "ratio"]
