@@ -14,6 +14,7 @@ to test a cause on its own) this measures, on the same settings:
   rollouts (the records' ``credit`` and ``milestone_truth``).
 
     python experiments/regime.py run household_full_h50 --seeds $(seq 0 19)   # one cell (parts: other seeds)
+    python experiments/regime.py quality household_full_h50                   # its credit-quality again
     python experiments/regime.py table                                        # every cell on disk
 
 ``run`` writes ``<out>/<cell>/quality/credit_quality.json`` (once) and ``<out>/<cell>/testbed/seeds_<a>-<b>/``
@@ -129,12 +130,13 @@ def testbed_args(s: dict, out: Path, seeds, methods) -> list[str]:
     return args
 
 
-def run_cell(name: str, out: Path, seeds, methods=METHODS, say=print) -> None:
-    """The cell's credit-quality batches (once) and its testbed runs of ``seeds`` x ``methods``."""
+def run_cell(name: str, out: Path, seeds, methods=METHODS, say=print, quality_only: bool = False) -> None:
+    """The cell's credit-quality batches (once; again with ``quality_only``, which runs nothing else) and its
+    testbed runs of ``seeds`` x ``methods``."""
     s = cell_settings(name)
     folder = out / name
     quality = folder / "quality"
-    if not (quality / "credit_quality.json").is_file():
+    if quality_only or not (quality / "credit_quality.json").is_file():
         t0 = time.perf_counter()
         preset = s.get("preset")
         run_credit_quality(quality, env=s["env"], seeds=tuple(range(s.get("quality_seeds", QUALITY_SEEDS))),
@@ -143,6 +145,8 @@ def run_cell(name: str, out: Path, seeds, methods=METHODS, say=print) -> None:
                            options=s["options"] or None, state_anchor=s["state_anchor"], backend="torch",
                            preset=preset, say=lambda *_: None)
         say(f"[{name}] credit-quality: {time.perf_counter() - t0:.0f} s", flush=True)
+    if quality_only:
+        return
     if not s.get("testbed", True):
         say(f"[{name}] no testbed for this cell ({CELLS[name].get('note', '')}): early-rollout figures only")
         return
@@ -299,7 +303,8 @@ def table(figures: list[dict]) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["run", "table", "cells"])
+    p.add_argument("command", choices=["run", "quality", "table", "cells"],
+                   help="run: a cell's credit-quality (once) and testbed; quality: its credit-quality again")
     p.add_argument("cells", nargs="*", help="cells to run (run) or table (table; default every cell on disk)")
     p.add_argument("--out", default="experiments/results/regime")
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(20)))
@@ -313,11 +318,11 @@ def main(argv=None) -> int:
         for name in CELLS:
             print(f"{name}: {CELLS[name].get('note', '')}; {json.dumps(cell_settings(name))}")
         return 0
-    if args.command == "run":
+    if args.command in ("run", "quality"):
         if not args.cells:
-            p.error("run: name the cells to run")
+            p.error(f"{args.command}: name the cells to run")
         for name in args.cells:
-            run_cell(name, out, args.seeds, args.methods)
+            run_cell(name, out, args.seeds, args.methods, quality_only=args.command == "quality")
         return 0
     figures = [f for f in (cell_figures(name, out) for name in (args.cells or CELLS)) if f is not None]
     md = table(figures)

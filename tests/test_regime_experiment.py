@@ -51,3 +51,12 @@ def test_a_tiny_cell_runs_in_parts_and_tables(tmp_path, monkeypatch):
     assert mean == pytest.approx(0.997) and lo < mean and hi <= 1.0
     with pytest.raises(SystemExit):
         mod.main(["run", "no_such_cell", "--out", str(tmp_path)])
+    # the milestone-truth table across worlds reads the same report: a row per step score, a column per world
+    truth = SimpleNamespace(**runpy.run_path(str(SCRIPT.parent / "milestone_truth_table.py"), run_name="truth"))
+    assert truth.main([f"tiny={qpath}", f"again={qpath}", "--out", str(tmp_path / "truth.md")]) == 0
+    md = (tmp_path / "truth.md").read_text()
+    assert "| method (result read) | score | tiny | again |" in md and "| milegpo-full | `milegpo_s_pcc` |" in md
+    assert "(told)" in md.split("`beacon_segment_reward`")[1].splitlines()[0]
+    with pytest.raises(SystemExit) as exit_:
+        truth.main([f"tiny={tmp_path / 'nothing.json'}"])
+    assert exit_.value.code == 2
