@@ -301,6 +301,43 @@ def table(figures: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the seeds the issue asks of every learning cell
+SEEDS_ASKED = 20
+
+
+def table_notes(figures: list[dict]) -> str:
+    """What the table's n/a cells and seed counts mean, per cell: its note, why a column is n/a (a cell's ``why``
+    says what it would cost), the cell whose early-rollout batches it reads, and where its seeds fall short of
+    :data:`SEEDS_ASKED` or of the seeds a paired t-test needs to see 2 points at the spread measured."""
+    lines = ["", "Notes (per cell):", ""]
+    for f in figures:
+        name, s = f["cell"], f["settings"]
+        own = CELLS[name]
+        said = [f["note"]]
+        if "expert" not in f:
+            said.append("no credit-quality batches on disk: the early-rollout columns are n/a")
+        if not s.get("testbed", True):
+            said.append(f"learning n/a: no testbed run ({own.get('why', 'not run')})")
+        elif "methods" not in f:
+            said.append(f"learning n/a: {own.get('why', 'its testbed was not run in this round')}")
+        if "base" in own and "state_anchor" not in own:
+            said.append(f"early-rollout columns: {own['base']}'s batches credited with its settings (this cell's change "
+                        "is applied to its learner only)")
+        pair = f.get("paired", {}).get("milegpo-full - graphgpo")
+        if pair:
+            n = pair["train_success"]["n"]
+            need = {k: pair[k]["seeds_for_2_points"] for k in ("final_success", "train_success")}
+            short = [f"{k.split('_')[0]} {need[k]}" for k in need if need[k] > n]
+            said.append(f"{n} paired seeds" + (f" (fewer than the {SEEDS_ASKED} asked)" if n < SEEDS_ASKED else "")
+                        + ("; seeds a paired t-test needs to see 2 points at the measured spread, more than run: "
+                           + ", ".join(short) if short else "; enough to see 2 points in both endpoints"))
+        lines.append(f"- **{name}**: " + "; ".join(x for x in said if x) + ".")
+    absent = [name for name in CELLS if name not in {f["cell"] for f in figures}]
+    if absent:
+        lines.append(f"- Not run (nothing on disk, not in the table): {', '.join(absent)}.")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["run", "quality", "table", "cells"],
@@ -325,7 +362,8 @@ def main(argv=None) -> int:
             run_cell(name, out, args.seeds, args.methods, quality_only=args.command == "quality")
         return 0
     figures = [f for f in (cell_figures(name, out) for name in (args.cells or CELLS)) if f is not None]
-    md = table(figures)
+    md = table(figures) + table_notes(figures)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(md)
     (out / "regime.json").write_text(json.dumps(figures, indent=1))
     print(md + f"wrote {out / 'table.md'}, {out / 'regime.json'}")
