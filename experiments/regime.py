@@ -18,7 +18,8 @@ to test a cause on its own) this measures, on the same settings:
     python experiments/regime.py table                                        # every cell on disk
 
 ``run`` writes ``<out>/<cell>/quality/credit_quality.json`` (once) and ``<out>/<cell>/testbed/seeds_<a>-<b>/``
-(one credit_testbed folder per call: calls with other seeds add to a cell); ``table`` combines each cell's
+(``seeds_<a>-<b>_<methods>`` for other methods than :data:`METHODS`; one credit_testbed folder per call: calls
+with other seeds or methods add to a cell); ``table`` combines each cell's
 folders (a (method, seed) found twice is refused) into ``<out>/table.md`` and ``<out>/regime.json``. A cell whose
 world is not installed (ScienceWorld before its branch lands) is one more key of :data:`CELLS`.
 """
@@ -150,7 +151,8 @@ def run_cell(name: str, out: Path, seeds, methods=METHODS, say=print, quality_on
     if not s.get("testbed", True):
         say(f"[{name}] no testbed for this cell ({CELLS[name].get('note', '')}): early-rollout figures only")
         return
-    part = folder / "testbed" / f"seeds_{min(seeds)}-{max(seeds)}"
+    part = folder / "testbed" / (f"seeds_{min(seeds)}-{max(seeds)}"
+                                 + ("" if tuple(methods) == METHODS else "_" + "_".join(methods)))
     if (part / "results.json").is_file():
         say(f"[{name}] {part} is there already: not run again")
         return
