@@ -47,9 +47,10 @@ BASE = {"state_anchor": "tracked+actions", "policy_sees": "context", "tasks": 32
 #: name -> the cell's settings: env, options (the task generator's), horizon, iterations, and optionally lr,
 #: preset, prior, overrides (CreditConfig fields), state_anchor, policy_sees, tasks, groups, group_size (the
 #: testbed's), quality_seeds / quality_groups / quality_group_size (credit-quality's batches: QUALITY_SEEDS of
-#: 16 x 8), testbed (False: early-rollout figures only), also (more testbed
-#: folders of runs of the same settings, e.g. BEACON's README runs: combined with the cell's); ``base``: the cell this one changes one
-#: setting of (a cause tested on its own), ``note``: what the cell is
+#: 16 x 8), testbed (False: early-rollout figures only), also (more testbed folders of runs of the same settings,
+#: e.g. BEACON's README runs: combined with the cell's); ``base``: the cell this one changes one setting of (a cause
+#: tested on its own), ``note``: what the cell is, ``why`` / ``why_no_beacon``: why its learning / BEACON's runs
+#: are n/a (the table's notes)
 CELLS: dict[str, dict] = {
     "household_r4_h10": {"env": "household", "options": {"max_receptacles": 4}, "horizon": 10, "iterations": 40,
                          "note": "the main job's world: rooms of 4 receptacles, a short horizon"},
@@ -78,21 +79,37 @@ CELLS: dict[str, dict] = {
                                                       "lifespan-longest-lived-then-shortest-lived"],
                                        "simplifications": "easy"},
                            "quality_seeds": 3,
-                           "note": "ScienceWorld's short task types (gold 5-6 steps), horizon 15"},
+                           "note": "ScienceWorld's short task types (gold 5-6 steps), horizon 15",
+                           "why": "measured: its credit-quality, 384 episodes, 2,671 steps, took 184 s (0.07 s a "
+                                  "step, load 4-6), so a testbed run (40 iterations x 64 episodes x up to 15 steps) "
+                                  "costs up to ~45 min, the cell's 60 runs ~44 h of one core; and a tabular policy "
+                                  "with the testbed's prior (logit 2 on the expert's action) among the 300-3,800 "
+                                  "listed actions gives it 0.2-2.4% a step (e^2 against one per listed action): it "
+                                  "would win almost never, so every method's advantages would be the same zeros"},
     "scienceworld_long": {"env": "scienceworld", "horizon": 50, "iterations": 40, "testbed": False,
                           "options": {"task_types": ["boil", "melt", "freeze", "change-the-state-of-matter-of"],
                                       "simplifications": "easy"},
                           "quality_seeds": 2, "quality_groups": 8,
-                          "note": "ScienceWorld's long task types (gold 22-36 steps), horizon 50"},
+                          "note": "ScienceWorld's long task types (gold 22-36 steps), horizon 50; its early-rollout "
+                                  "figures rest on 2 batches of 8 groups (16 groups, 2,837 same-state pairs)",
+                          "why": "measured: its credit-quality, 128 episodes, 3,603 steps, took 347 s (0.10 s a "
+                                 "step, load 4), so a testbed run (40 x 64 episodes x up to 50 steps) costs up to "
+                                 "~3.4 h, the cell's 60 runs ~205 h of one core; and the tabular policy would not "
+                                 "win (as scienceworld_short)"},
     # one cause at a time, each against its base cell (same seeds: paired)
     "household_full_h50_observation": {"base": "household_full_h50", "state_anchor": "observation",
                                        "note": "keys: the observation text alone (GiGPO's anchor; aliased)"},
     "household_full_h50_eta1": {"base": "household_full_h50", "overrides": {"eta": 1.0},
-                                "note": "scale: MileGPO's eta 1.0 (WebShop's table-5 value) instead of 0.2"},
+                                "note": "scale: MileGPO's eta 1.0 (WebShop's table-5 value) instead of 0.2",
+                                "why_no_beacon": "BEACON reads no eta: its runs would be household_full_h50's"},
     "household_full_h50_norm_mean": {"base": "household_full_h50", "overrides": {"norm": "mean"}, "lr": 0.05,
                                      "note": "convention: step terms centred, not divided by their spread (WebShop's "
                                              "table-5 norm; lr 0.05 as WebShop's testbed, advantages in reward "
-                                             "units); under mean/std MileGPO's A^res points away from milestones"},
+                                             "units); under mean/std MileGPO's A^res points away from milestones "
+                                             "(its milestone AUC 0.399; under mean 0.698 [0.675, 0.722] on the same "
+                                             "batches: experiments/results/milestone_truth/causes)",
+                                     "why_no_beacon": "a change of MileGPO's normalisation (BEACON normalises by "
+                                                      "its own beacon_mode); not run"},
     "household_full_h50_prior1": {"base": "household_full_h50", "prior": 1.0,
                                   "note": "a weaker start (prior logit 1.0): fewer wins early, more ties"},
 }
@@ -217,7 +234,8 @@ def cell_figures(name: str, out: Path) -> dict | None:
         q = json.loads(qpath.read_text())
         per = q["methods"]["milegpo-full"]["diagnostics_per_batch"]
         fig["expert"] = {"tie_share": expert_tie_share(q),
-                         "per_batch": {k: per[k] for k in ("tie_share", "shared_state_coverage", "tie_correction_rate")},
+                         "per_batch": {k: per[k] for k in ("tie_share", "shared_state_coverage",
+                                                           "tie_correction_rate")},
                          "tie_correction_rate": _pooled(per["tie_correction_rate"], per["tie_pairs"])}
         fig["expert"]["tie_pairs"] = sum(per["tie_pairs"])
         truth = q["milestone_truth"]
@@ -323,9 +341,11 @@ def table_notes(figures: list[dict]) -> str:
         elif "methods" not in f:
             said.append(f"learning n/a: {own.get('why', 'its testbed was not run in this round')}")
         if "base" in own and "state_anchor" not in own:
-            said.append(f"early-rollout columns: {own['base']}'s batches credited with its settings (this cell's change "
-                        "is applied to its learner only)")
+            said.append(f"early-rollout columns: {own['base']}'s batches credited with its settings (this cell's "
+                        "change is applied to its learner only)")
         pair = f.get("paired", {}).get("milegpo-full - graphgpo")
+        if pair and "beacon - milegpo-full" not in f["paired"]:
+            said.append(f"BEACON n/a: {own.get('why_no_beacon', 'not run')}")
         if pair:
             n = pair["train_success"]["n"]
             need = {k: pair[k]["seeds_for_2_points"] for k in ("final_success", "train_success")}
