@@ -217,7 +217,9 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
 
     Returns ``{"methods": {name: {"same_state_auc", "group_auc", "tied_pair_accuracy", "ci": {metric: [lo,
     hi]}, "pairs": {metric: count}, "per_batch": {metric: [value per batch]}, "minus_<reference>": {metric:
-    {"value", "ci"}}, "diagnostics": {...}}}, "labels": {...}}``; NaN where a figure has no pairs."""
+    {"value", "ci"}}, "diagnostics": {...}}}, "ties": {"tie_share", "ci", "tied_pairs", "same_state_pairs"},
+    "labels": {...}}``: ``ties`` is GraphGPO's tie share (same-state row pairs, any labels, whose A^G ties) pooled
+    over the batches with its bootstrap interval over the same groups; NaN where a figure has no pairs."""
     if not (len(batches) == len(advantages) == len(a_graphs)) or not batches:
         raise ValueError(f"quality_of_advantages: {len(batches)} batches, {len(advantages)} advantage sets and "
                          f"{len(a_graphs)} A^G arrays: need one of each per batch, at least one")
