@@ -80,22 +80,24 @@ CELLS: dict[str, dict] = {
                                        "simplifications": "easy"},
                            "quality_seeds": 3,
                            "note": "ScienceWorld's short task types (gold 5-6 steps), horizon 15",
-                           "why": "measured: its credit-quality, 384 episodes, 2,671 steps, took 184 s (0.07 s a "
-                                  "step, load 4-6), so a testbed run (40 iterations x 64 episodes x up to 15 steps) "
-                                  "costs up to ~45 min, the cell's 60 runs ~44 h of one core; and a tabular policy "
-                                  "with the testbed's prior (logit 2 on the expert's action) among the 300-3,800 "
-                                  "listed actions gives it 0.2-2.4% a step (e^2 against one per listed action): it "
-                                  "would win almost never, so every method's advantages would be the same zeros"},
+                           "why": "measured: a 2-iteration probe (seed 0, GraphGPO, the cell's settings; its folder "
+                                  "testbed_probe) took 148 s "
+                                  "for 128 training and 128 evaluation episodes of ~10 steps (load 4), ~50 s an "
+                                  "iteration, so a run of 40 iterations costs ~35 min and the cell's 60 runs ~35 h "
+                                  "of one core; and it won 3.1% then 0% of its training episodes (final 1.6%): a "
+                                  "tabular policy with the testbed's prior (logit 2 on the expert's action) among "
+                                  "300-3,800 listed actions gives that action 0.2-2.4% a step, so the methods "
+                                  "would have almost no win to credit"},
     "scienceworld_long": {"env": "scienceworld", "horizon": 50, "iterations": 40, "testbed": False,
                           "options": {"task_types": ["boil", "melt", "freeze", "change-the-state-of-matter-of"],
                                       "simplifications": "easy"},
                           "quality_seeds": 2, "quality_groups": 8,
                           "note": "ScienceWorld's long task types (gold 22-36 steps), horizon 50; its early-rollout "
                                   "figures rest on 2 batches of 8 groups (16 groups, 2,837 same-state pairs)",
-                          "why": "measured: its credit-quality, 128 episodes, 3,603 steps, took 347 s (0.10 s a "
+                          "why": "estimated: its credit-quality, 128 episodes, 3,603 steps, took 347 s (0.10 s a "
                                  "step, load 4), so a testbed run (40 x 64 episodes x up to 50 steps) costs up to "
-                                 "~3.4 h, the cell's 60 runs ~205 h of one core; and the tabular policy would not "
-                                 "win (as scienceworld_short)"},
+                                 "~3.4 h, the cell's 60 runs ~205 h of one core; and the tabular policy would "
+                                 "almost never win (as scienceworld_short's probe)"},
     # one cause at a time, each against its base cell (same seeds: paired)
     "household_full_h50_observation": {"base": "household_full_h50", "state_anchor": "observation",
                                        "note": "keys: the observation text alone (GiGPO's anchor; aliased)"},
