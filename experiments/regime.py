@@ -91,12 +91,12 @@ CELLS: dict[str, dict] = {
     "scienceworld_long": {"env": "scienceworld", "horizon": 50, "iterations": 40, "testbed": False,
                           "options": {"task_types": ["boil", "melt", "freeze", "change-the-state-of-matter-of"],
                                       "simplifications": "easy"},
-                          "quality_seeds": 2, "quality_groups": 8,
+                          "quality_seeds": 5, "quality_groups": 8,
                           "note": "ScienceWorld's long task types (gold 22-36 steps), horizon 50; its early-rollout "
-                                  "figures rest on 2 batches of 8 groups (16 groups, 2,837 same-state pairs)",
-                          "why": "estimated: its credit-quality, 128 episodes, 3,603 steps, took 347 s (0.10 s a "
+                                  "figures rest on 5 batches of 8 groups (40 groups, 6,315 same-state pairs)",
+                          "why": "estimated: its credit-quality, 320 episodes, 9,030 steps, took 818 s (0.09 s a "
                                  "step, load 4), so a testbed run (40 x 64 episodes x up to 50 steps) costs up to "
-                                 "~3.4 h, the cell's 60 runs ~205 h of one core; and the tabular policy would "
+                                 "~3.2 h, the cell's 60 runs ~195 h of one core; and the tabular policy would "
                                  "almost never win (as scienceworld_short's probe)"},
     # one cause at a time, each against its base cell (same seeds: paired)
     "household_full_h50_observation": {"base": "household_full_h50", "state_anchor": "observation",
