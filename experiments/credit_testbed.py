@@ -32,7 +32,10 @@ score is WebShop's (x 100).
 ``--overrides '{"norm": "mean_std"}'`` changes CreditConfig fields of the preset, ``--env-options`` the task
 generator's settings (WebShop: ``'{"reward": "score"}'``, 10 x WebShop's score as the reward). Every record keeps
 the advantages its credit gave the purchase rows (``click[buy now]``) of winning and of losing episodes
-(``purchases``; the table's last section).
+(``purchases``; the table's last section), the paper's mechanism figures of each iteration's credit on the
+policy's own rollouts (``credit``: GraphGPO's tie share and the shared-state coverage where the method computes
+A^G, MileGPO's tie-correction rate) and the milestone truth of the method's own step scores (``milestone_truth``:
+per score of :mod:`milegpo.evidence.milestones`, [pairs won, pairs] summed over the iterations).
 
 Every method of a seed plays the same tasks in the same order from the same prior with the same random
 stream, so seeds pair the methods. Writes ``<out>/results.json`` (one record per method and seed: curves and
@@ -178,12 +181,15 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     envs: dict = {}
     curve = []
     purchases: dict[str, list[float]] = {"won": [], "lost": []}  # the advantage of every "buy now" row, by outcome
+    milestones: dict[str, list[float]] = {}  # per step score of the method: [pairs won, pairs] over the iterations
+    credit: list[dict] = []  # per iteration: the mechanism figures of the method's credit on the policy's rollouts
     for _ in range(s["iterations"]):
         chosen = [tasks[next(stream)] for _ in range(s["groups"])]
         groups, record = play_groups(chosen, s["group_size"], policy, envs, s["state_anchor"])
         curve.append(episode_stats(groups))
         batch = step_batch(groups)
         result = estimate(batch, method, config, variant, backend="torch")
+        credit.append(credit_figures(result, method_label, milestones))
         advantages = result.advantages.numpy()
         for (key, i), adv, won in zip(record, advantages, batch.success.numpy()):
             if policy.table[key][0][i] == PURCHASE_ACTION:
@@ -194,8 +200,28 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     for env in envs.values():
         env.close()
     return {"method": method_label, "seed": seed, "env": s["env"], "curve": curve, "final": final,
-            "purchases": purchase_stats(purchases),
+            "purchases": purchase_stats(purchases), "milestone_truth": milestones, "credit": credit,
             "states": len(policy.table), "seconds": time.perf_counter() - t0}
+
+
+def credit_figures(result, method_label: str, milestones: dict) -> dict:
+    """The paper's mechanism figures of one iteration's credit on the policy's own rollouts (spec section 11:
+    GraphGPO's tie share and the shared-state coverage where the method computes A^G, MileGPO's tie-correction
+    rate), returned for the record's ``credit`` list (one entry per iteration); and the milestone truth of the method's own step scores
+    (:mod:`milegpo.evidence.milestones`), added into ``milestones`` ({score: [pairs won, pairs]})."""
+    from milegpo.credit import diagnostics
+    from milegpo.evidence.milestones import milestone_pair_scores, step_scores
+
+    out = {}
+    if "a_graph" in result.rows:
+        diag = diagnostics(result)
+        out = {k: float(diag[k]) for k in ("tie_share", "shared_state_coverage", "tie_correction_rate") if k in diag}
+    for key, values in step_scores({method_label: result}).items():
+        won, pairs = milestone_pair_scores(values, result.batch)
+        total = milestones.setdefault(key, [0.0, 0.0])
+        total[0] += float(won.sum())
+        total[1] += float(pairs.sum())
+    return out
 
 
 def purchase_stats(purchases: dict[str, list[float]]) -> dict:

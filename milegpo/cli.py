@@ -339,9 +339,12 @@ def _add_credit_quality(sub) -> None:
     from milegpo.envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS
 
     p = sub.add_parser("credit-quality", help="ground-truth credit quality of every method (same-state AUC, "
-                                              "group AUC, accuracy on GraphGPO's ties) on labelled batches")
+                                              "group AUC, accuracy on GraphGPO's ties) on labelled batches, and the "
+                                              "milestone truth of every method's step scores")
     p.add_argument("--out", default="milegpo_quality", help="folder for credit_quality.json and the plot")
-    p.add_argument("--env", default="household", help="environment kind (its TextEnv must give steps_to_win)")
+    p.add_argument("--env", default="household", help="environment kind (the step-label figures need its TextEnv's "
+                                                      "steps_to_win; without one only the milestone truth and the "
+                                                      "diagnostics are measured)")
     p.add_argument("--split", default="train", help="task split (household: train / id / ood; webshop: train / test)")
     p.add_argument("--env-options", default="{}", help="task generator settings as JSON ({}: full-size rooms)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="one batch per seed and source")

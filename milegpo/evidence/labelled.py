@@ -64,7 +64,10 @@ class LabelledBatch:
     (:func:`step_labels`); steps_before / steps_after: (N,) int64, the world's steps-to-win before and
     after the row's action; source: which policy played it (``expert-epsilon``, ``checkpoint``...);
     seed: the seed it was played with; texts: key -> the text the key was made from (the observation), every
-    key of the batch but :data:`~milegpo.credit.SINK`, for :func:`with_similar_states` (None: not recorded)."""
+    key of the batch but :data:`~milegpo.credit.SINK`, for :func:`with_similar_states` (None: not recorded);
+    labelled: False for a world that gives no steps-to-win (:func:`gives_steps_to_win`): its steps are all
+    "bad" with :data:`~milegpo.envs.base.UNWINNABLE` before and after, so the step-label figures have no pairs,
+    and only what needs no planner (the milestone field, the credit diagnostics) is measured."""
 
     batch: StepBatch
     good: np.ndarray
@@ -73,6 +76,7 @@ class LabelledBatch:
     source: str = ""
     seed: int = 0
     texts: dict | None = None
+    labelled: bool = True
 
     def __post_init__(self) -> None:
         n = len(self.batch)
@@ -168,11 +172,25 @@ def step_batch(groups: Sequence[Sequence[PlayedEpisode]], invalid=None) -> StepB
     return Rollout(rows=rows).step_batch()
 
 
-def labelled_batch(groups: Sequence[Sequence[PlayedEpisode]], source: str, seed: int, invalid=None):
-    """A :class:`LabelledBatch` of episodes played with ``label=True``
-    (:func:`step_batch` for the rows and ``invalid``)."""
+def gives_steps_to_win(env: TextEnv) -> bool:
+    """Whether ``env``'s world has a planner: its class overrides :meth:`TextEnv.steps_to_win` (household,
+    ALFWorld, TextWorld, WebShop; not ScienceWorld, whose engine reports subgoals but no plan length)."""
+    return type(env).steps_to_win is not TextEnv.steps_to_win
+
+
+def labelled_batch(groups: Sequence[Sequence[PlayedEpisode]], source: str, seed: int, invalid=None,
+                   labelled: bool = True):
+    """A :class:`LabelledBatch` of episodes played with ``label=True`` (:func:`step_batch` for the rows and
+    ``invalid``); ``labelled=False``: of episodes played without labels (a world without a planner), every step
+    bad with :data:`~milegpo.envs.base.UNWINNABLE` before and after (``LabelledBatch.labelled`` False)."""
 
     episodes = [ep for eps in groups for ep in eps]
+    if not labelled:
+        batch = step_batch(groups, invalid)
+        unknown = np.full(len(batch), UNWINNABLE, dtype=np.int64)
+        texts = {k: v for ep in episodes for k, v in ep.texts.items()}
+        return LabelledBatch(batch=batch, good=np.zeros(len(batch), dtype=bool), steps_before=unknown,
+                             steps_after=unknown.copy(), source=source, seed=seed, texts=texts, labelled=False)
     for n, ep in enumerate(episodes):
         if len(ep.steps_before) != len(ep):
             raise ValueError(f"labelled_batch: trajectory {n} ({ep.task.task_id}) was played without labels "
@@ -246,21 +264,24 @@ def play_mixed_expert(tasks: Sequence[Task], group_size: int, seed: int, epsilon
                       state_anchor: AnchorSpec | None = None):
     """``group_size`` labelled episodes of every task by :func:`mixed_expert`, epsilon ~ U(``epsilon``) per
     trajectory (drawn from ``seed``); ``state_anchor``: what the rows' keys are made of
-    (:mod:`milegpo.envs.anchors`; None: the default). Returns a :class:`LabelledBatch`."""
+    (:mod:`milegpo.envs.anchors`; None: the default). Returns a :class:`LabelledBatch`, without step labels
+    (``labelled`` False) where the world gives no steps-to-win (:func:`gives_steps_to_win`)."""
     lo, hi = epsilon
     if not 0.0 <= lo <= hi <= 1.0:
         raise ValueError(f"play_mixed_expert: epsilon range must satisfy 0 <= lo <= hi <= 1, got {epsilon}")
     rng = random.Random(seed)
     envs: dict[str, TextEnv] = {}
     groups = []
+    labelled = True
     for task in tasks:
         env = envs.setdefault(task.env, make_env(task.env))
+        labelled = labelled and gives_steps_to_win(env)
         groups.append([play_episode(env, task, mixed_expert(env, rng, rng.uniform(lo, hi), expert, invalid_share),
-                                    label=True, state_anchor=check_state_anchor(state_anchor))
+                                    label=labelled, state_anchor=check_state_anchor(state_anchor))
                        for _ in range(group_size)])
     for env in envs.values():
         env.close()
-    return labelled_batch(groups, source, seed)
+    return labelled_batch(groups, source, seed, labelled=labelled)
 
 
 def replay_labels(episodes: Sequence, actions: Sequence[Sequence[str]], states: Sequence[Sequence[int]],
@@ -332,6 +353,6 @@ def play_checkpoint(checkpoint: str, tasks: Sequence[Task], group_size: int, see
     return labelled_batch(ordered, source, seed, invalid=invalid)
 
 
-__all__ = ["PlayedEpisode", "Chooser", "play_episode", "step_batch",
+__all__ = ["PlayedEpisode", "Chooser", "play_episode", "step_batch", "gives_steps_to_win",
            "LabelledBatch", "step_labels", "labelled_batch", "mixed_expert", "default_expert", "planner_action",
            "play_mixed_expert", "replay_labels", "play_checkpoint"]

@@ -15,6 +15,10 @@ For every method (and variant) on the same batches:
   (within :data:`~milegpo.credit.diagnostic_metrics.TIE_TOL`, the tie-correction rate's pairs, spec section 11): the
   pairs MileGPO's correction is for.
 
+Beside them, ``milegpo credit-quality`` reports the milestone truth of every method's step scores on the same
+batches (:mod:`.milestones`: do they rank the steps that completed one of the world's subgoals above the
+others?).
+
 Advantages equal to :data:`ADV_TIE_TOL` are a tie. Each figure is pooled over the pairs of all batches, with
 a 95% percentile bootstrap interval over task groups (groups resampled with replacement, the same
 resamples for every method, so differences between methods get intervals too).
@@ -33,10 +37,11 @@ from ..credit.batch import StepBatch
 from ..credit.config import CreditConfig
 from ..credit.diagnostic_metrics import TIE_TOL, diagnostics, same_state_pairs
 from ..usage import UsageError
+from .milestones import format_milestone_truth, milestone_truth, plot_milestone_truth, step_scores
 from .labelled import LabelledBatch, step_labels  # re-exported: the labelled batches this module scores
+from .ranking import (ADV_TIE_TOL, bootstrap_ratios, bootstrap_weights, ordered_share,  # re-exported
+                      percentile_interval, pooled_ratio, ratio)
 
-#: advantages closer than this are a tie (half a correctly ordered pair)
-ADV_TIE_TOL = 1e-9
 METRICS = ("same_state_auc", "group_auc", "tied_pair_accuracy")
 #: diagnostics (spec section 11) reported beside the ground-truth figures, averaged over batches
 DIAGNOSTIC_KEYS = ("tie_correction_rate", "tie_pairs", "tie_share", "shared_state_coverage", "candidates",
@@ -52,20 +57,16 @@ def labelled_pairs(first: np.ndarray, second: np.ndarray, good: np.ndarray) -> t
     return np.where(first_good, first, second), np.where(first_good, second, first)
 
 
-def ordered_share(advantages: np.ndarray, good_row: np.ndarray, bad_row: np.ndarray) -> np.ndarray:
-    """Per pair 1 where the good row's advantage is higher, 1/2 on a tie (within :data:`ADV_TIE_TOL`), else 0.
-
-    advantages: (N,) float64; good_row, bad_row: (P,) int64. Returns (P,) float64."""
-    diff = advantages[good_row] - advantages[bad_row]
-    return np.where(diff > ADV_TIE_TOL, 1.0, np.where(diff >= -ADV_TIE_TOL, 0.5, 0.0))
-
-
 @dataclass
 class PairSets:
-    """The labelled pairs of one batch: for each metric (good row, bad row, the pair's task group)."""
+    """The labelled pairs of one batch: for each metric (good row, bad row, the pair's task group); and per task
+    group the same-state row pairs (any labels) and those whose A^G ties (``tied``, ``same_state``: (G,) float64),
+    the counts of GraphGPO's tie share."""
 
     pairs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
     n_groups: int
+    tied: np.ndarray
+    same_state: np.ndarray
 
 
 def pair_sets(labelled: LabelledBatch, a_graph: np.ndarray) -> PairSets:
@@ -73,13 +74,18 @@ def pair_sets(labelled: LabelledBatch, a_graph: np.ndarray) -> PairSets:
     cols = labelled.batch.to_numpy()
     _, group = np.unique(cols["group"], return_inverse=True)
     group = group.reshape(-1)
+    n_groups = int(group.max()) + 1 if len(group) else 0
     good = labelled.good
-    same_good, same_bad = labelled_pairs(*same_state_pairs(group, cols["state"]), good)
+    first, second = same_state_pairs(group, cols["state"])
+    same_good, same_bad = labelled_pairs(first, second, good)
     all_good, all_bad = labelled_pairs(*same_state_pairs(group, np.zeros_like(group)), good)
     tied = np.abs(a_graph[same_good] - a_graph[same_bad]) <= TIE_TOL
     sets = {"same_state_auc": (same_good, same_bad), "group_auc": (all_good, all_bad),
             "tied_pair_accuracy": (same_good[tied], same_bad[tied])}
-    return PairSets({k: (g, b, group[g]) for k, (g, b) in sets.items()}, int(group.max()) + 1 if len(group) else 0)
+    tied_any = (np.abs(a_graph[first] - a_graph[second]) <= TIE_TOL).astype(np.float64)
+    return PairSets({k: (g, b, group[g]) for k, (g, b) in sets.items()}, n_groups,
+                    np.bincount(group[first], weights=tied_any, minlength=n_groups).astype(np.float64),
+                    np.bincount(group[first], minlength=n_groups).astype(np.float64))
 
 
 def _runs(config: CreditConfig, methods=None) -> dict:
@@ -126,11 +132,11 @@ def aliased_share(batches: list[LabelledBatch]) -> float:
     steps-to-win before their action: one state key for situations of different true distance from a win
     (NaN without pairs)."""
     aliased = pairs = 0
-    for lb in batches:
+    for lb in (lb for lb in batches if lb.labelled):  # a world without a planner: no steps-to-win to compare
         first, second = same_state_pairs(lb.batch.group.numpy(), lb.batch.state.numpy())
         aliased += int((lb.steps_before[first] != lb.steps_before[second]).sum())
         pairs += len(first)
-    return _ratio(aliased, pairs)
+    return ratio(aliased, pairs)
 
 
 def state_summary(batches: list[LabelledBatch], anchor: str) -> dict:
@@ -140,29 +146,6 @@ def state_summary(batches: list[LabelledBatch], anchor: str) -> dict:
     pairs = sum(len(same_state_pairs(lb.batch.group.numpy(), lb.batch.state.numpy())[0]) for lb in batches)
     return {"anchor": anchor, "distinct": distinct_states(batches), "aliased_share": aliased_share(batches),
             "pairs": pairs}
-
-
-def _ratio(num, den):
-    return num / den if den else float("nan")
-
-
-def bootstrap_weights(n_units: int, n_resamples: int, seed: int) -> np.ndarray:
-    """(n_resamples, n_units) float64: how often each unit is drawn in each resample (with replacement)."""
-    rng = np.random.default_rng(seed)
-    weights = np.zeros((n_resamples, n_units))
-    if n_units:
-        draws = rng.integers(0, n_units, size=(n_resamples, n_units))
-        np.add.at(weights, (np.arange(n_resamples)[:, None], draws), 1.0)
-    return weights
-
-
-def percentile_interval(samples: np.ndarray, level: float = 0.95) -> list[float]:
-    """[lo, hi] of the finite ``samples`` (NaN, NaN when there are none)."""
-    finite = samples[np.isfinite(samples)]
-    if finite.size == 0:
-        return [float("nan"), float("nan")]
-    tail = 100 * (1 - level) / 2
-    return [float(np.percentile(finite, tail)), float(np.percentile(finite, 100 - tail))]
 
 
 def credit_quality(batches: list[LabelledBatch], config: CreditConfig, backend: str = "auto",
@@ -189,9 +172,10 @@ def similar_state_advantages(batches: list[LabelledBatch], similarity, config: C
                              methods=None):
     """Every batch with near-duplicate states merged under ``similarity`` (None: exact keys) and every method
     estimated on it, one :func:`milegpo.credit.estimate_merged` call per batch (the trainer's sequence).
-    Returns (the batches the estimates saw, :func:`method_advantages`' three lists of them)."""
+    Returns (the batches the estimates saw, :func:`method_advantages`' three lists of them, per batch the
+    step scores of :func:`milegpo.evidence.milestones.step_scores` of the methods estimated)."""
     runs = _runs(config, methods)
-    seen, advantages, a_graphs, diags = [], [], [], []
+    seen, advantages, a_graphs, diags, scores = [], [], [], [], []
     for labelled in batches:
         table = _sketches(labelled, similarity) if similarity is not None else None
         merged, results = estimate_merged(labelled.batch, runs, backend, similarity, table)
@@ -199,7 +183,8 @@ def similar_state_advantages(batches: list[LabelledBatch], similarity, config: C
         advantages.append({m: r.advantages.cpu().numpy() for m, r in results.items()})
         a_graphs.append(results["graphgpo"].rows["a_graph"].cpu().numpy())
         diags.append({m: diagnostics(r) for m, r in results.items()})
-    return seen, (advantages, a_graphs, diags)
+        scores.append(step_scores(results))
+    return seen, (advantages, a_graphs, diags), scores
 
 
 def against_exact(batches: list[LabelledBatch], exact: list[dict], merged: list[dict], a_graphs: list[np.ndarray],
@@ -232,7 +217,9 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
 
     Returns ``{"methods": {name: {"same_state_auc", "group_auc", "tied_pair_accuracy", "ci": {metric: [lo,
     hi]}, "pairs": {metric: count}, "per_batch": {metric: [value per batch]}, "minus_<reference>": {metric:
-    {"value", "ci"}}, "diagnostics": {...}}}, "labels": {...}}``; NaN where a figure has no pairs."""
+    {"value", "ci"}}, "diagnostics": {...}}}, "ties": {"tie_share", "ci", "tied_pairs", "same_state_pairs"},
+    "labels": {...}}``: ``ties`` is GraphGPO's tie share (same-state row pairs, any labels, whose A^G ties) pooled
+    over the batches with its bootstrap interval over the same groups; NaN where a figure has no pairs."""
     if not (len(batches) == len(advantages) == len(a_graphs)) or not batches:
         raise ValueError(f"quality_of_advantages: {len(batches)} batches, {len(advantages)} advantage sets and "
                          f"{len(a_graphs)} A^G arrays: need one of each per batch, at least one")
@@ -240,6 +227,7 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
     # per unit (a task group of one batch) and metric: summed pair scores and pair counts, per method
     score = {m: {k: [] for k in METRICS} for m in names}
     count = {k: [] for k in METRICS}
+    tied, same_state = [], []
     per_batch = {m: {k: [] for k in METRICS} for m in names}
     for b, labelled in enumerate(batches):
         if set(advantages[b]) != set(names):
@@ -247,6 +235,8 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
         sets = pair_sets(labelled, a_graphs[b])
         for k, (good_row, bad_row, group) in sets.pairs.items():
             count[k].append(np.bincount(group, minlength=sets.n_groups))
+        tied.append(sets.tied)
+        same_state.append(sets.same_state)
         for m in names:
             adv = np.asarray(advantages[b][m], dtype=np.float64)
             if adv.shape != labelled.good.shape:
@@ -255,22 +245,21 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
             for k, (good_row, bad_row, group) in sets.pairs.items():
                 shares = ordered_share(adv, good_row, bad_row)
                 score[m][k].append(np.bincount(group, weights=shares, minlength=sets.n_groups))
-                per_batch[m][k].append(_ratio(float(shares.sum()), len(shares)))
+                per_batch[m][k].append(ratio(float(shares.sum()), len(shares)))
     counts = {k: np.concatenate(v).astype(np.float64) for k, v in count.items()}
     scores = {m: {k: np.concatenate(v).astype(np.float64) for k, v in d.items()} for m, d in score.items()}
     n_units = len(counts[METRICS[0]])
     weights = bootstrap_weights(n_units, n_resamples, seed)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = {m: {k: (weights @ scores[m][k]) / (weights @ counts[k]) for k in METRICS} for m in names}
+    boot = {m: {k: bootstrap_ratios(scores[m][k], counts[k], weights) for k in METRICS} for m in names}
     out: dict = {"methods": {}}
     for m in names:
-        entry: dict = {k: _ratio(float(scores[m][k].sum()), float(counts[k].sum())) for k in METRICS}
+        entry: dict = {k: ratio(float(scores[m][k].sum()), float(counts[k].sum())) for k in METRICS}
         entry["ci"] = {k: percentile_interval(boot[m][k]) for k in METRICS}
         entry["pairs"] = {k: int(counts[k].sum()) for k in METRICS}
         entry["per_batch"] = per_batch[m]
         if reference is not None and m != reference and reference in names:
             entry[f"minus_{reference}"] = {
-                k: {"value": entry[k] - _ratio(float(scores[reference][k].sum()), float(counts[k].sum())),
+                k: {"value": entry[k] - ratio(float(scores[reference][k].sum()), float(counts[k].sum())),
                     "ci": percentile_interval(boot[m][k] - boot[reference][k])} for k in METRICS}
         if diagnostics is not None:
             ds = [d[m] for d in diagnostics]
@@ -280,6 +269,9 @@ def quality_of_advantages(batches: list[LabelledBatch], advantages: list[dict], 
             entry["diagnostics_per_batch"] = {key: [float(d.get(key, float("nan"))) for d in ds]
                                               for key in entry["diagnostics"]}
         out["methods"][m] = entry
+    tie_share, tie_ci = pooled_ratio(np.concatenate(tied), np.concatenate(same_state), weights)
+    out["ties"] = {"tie_share": tie_share, "ci": tie_ci, "tied_pairs": int(sum(t.sum() for t in tied)),
+                   "same_state_pairs": int(sum(p.sum() for p in same_state))}
     good = np.concatenate([b.good for b in batches])
     out["labels"] = {"rows": int(good.size), "good_share": float(good.mean()) if good.size else float("nan"),
                      "batches": len(batches), "groups": n_units,
@@ -340,8 +332,8 @@ def plot_quality(report: dict, path, title: str = "") -> str:
 #: the first game seed / goal index of the quality batches: generated worlds far from the training runs' seeds;
 #: WebShop has a fixed goal list (the embedded catalog's train split: 1,921 goals, training runs take them from
 #: 0 on), so its batches take the train goals from 1,000 on; ALFWorld's games are a fixed set (often a few
-#: generated ones), taken from the first
-QUALITY_START = {"webshop": 1_000, "alfworld": 0}
+#: generated ones), taken from the first; ScienceWorld's train variations likewise (150 per type at most)
+QUALITY_START = {"webshop": 1_000, "alfworld": 0, "scienceworld": 0}
 QUALITY_START_DEFAULT = 100_000
 
 
@@ -403,7 +395,8 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     report of all batches, with ``states`` and ``against_exact``: :func:`against_exact`). Returns the report:
     :func:`credit_quality` of all batches, with ``states`` (:func:`state_summary`: the anchor, the distinct
     (group, state) pairs and the aliased share of same-state pairs), ``sources`` (the same per policy source)
-    and ``settings``."""
+    and ``settings``; ``milestone_truth`` (:func:`milegpo.evidence.milestones.milestone_truth` of every step score
+    on all batches, per source under ``sources``), written with ``milestone_truth.png`` too."""
     import json
     import time
     from pathlib import Path
@@ -432,19 +425,26 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
             played.append(play_checkpoint(checkpoint, tasks, group_size, seed, temperature, flags=checkpoint_flags))
         for lb in played:
             by_source.setdefault(lb.source, []).append(lb)
-            say(f"[{lb.source} seed {seed}] {len(lb.batch)} steps, {lb.good.mean():.1%} good, success "
-                f"{_trajectory_success(lb.batch):.1%} ({time.perf_counter() - t0:.0f} s)")
+            good = f"{lb.good.mean():.1%} good" if lb.labelled else "no step labels (the world gives no steps_to_win)"
+            say(f"[{lb.source} seed {seed}] {len(lb.batch)} steps, {good}, {int(lb.batch.milestone.sum())} "
+                f"milestone steps, success {_trajectory_success(lb.batch):.1%} ({time.perf_counter() - t0:.0f} s)")
     everything = [lb for batches in by_source.values() for lb in batches]
-    exact = method_advantages(everything, config, backend)
+    _, exact, scores = similar_state_advantages(everything, None, config, backend)
     report = quality_of_advantages(everything, *exact, n_resamples)
+    report["milestone_truth"] = milestone_truth([lb.batch for lb in everything], scores, n_resamples)
     report["states"] = state_summary(everything, anchor_name(state_anchor))
     report["sources"] = {src: credit_quality(batches, config, backend, n_resamples)
                          for src, batches in by_source.items()}
+    first = 0
+    for src, batches in by_source.items():  # everything holds the sources' batches in turn
+        report["sources"][src]["milestone_truth"] = milestone_truth(
+            [lb.batch for lb in batches], scores[first:first + len(batches)], n_resamples)
+        first += len(batches)
     if similarities:
         report["state_similarity"] = {}
         for similarity in similarities:
             threshold = float(similarity.threshold)
-            merged, advantages = similar_state_advantages(everything, similarity, config, backend)
+            merged, advantages, _ = similar_state_advantages(everything, similarity, config, backend)
             rep = {**quality_of_advantages(merged, *advantages, n_resamples),
                    "states": state_summary(merged, anchor_name(state_anchor)),
                    "against_exact": against_exact(everything, exact[0], advantages[0], exact[1], n_resamples)}
@@ -468,19 +468,28 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     plot_quality(report, out / "credit_quality.png",
                  f"ground-truth credit quality, {env}: {len(everything)} batches x {groups} groups x {group_size} "
                  f"(95% bootstrap intervals over groups)")
+    plot_milestone_truth(report["milestone_truth"], out / "milestone_truth.png",
+                         f"milestone truth, {env}: {len(everything)} batches x {groups} groups x {group_size} (95% "
+                         "bootstrap intervals over groups; hatched: told the milestones)")
     if len(by_source) > 1:
         for src, rep in report["sources"].items():
             plot_quality(rep, out / f"credit_quality_{src}.png", f"ground-truth credit quality, {env}, {src}")
+            plot_milestone_truth(rep["milestone_truth"], out / f"milestone_truth_{src}.png",
+                                 f"milestone truth, {env}, {src}")
     for src, rep in report["sources"].items():
         say(f"\n{src}: {rep['labels']['batches']} batches, {rep['labels']['rows']} steps, "
             f"{rep['labels']['good_share']:.1%} good, success {rep['labels']['success_rate']:.1%}")
         say(format_quality(rep))
+        say(f"\n{src}, milestone truth: does a step's score rank the steps that completed a subgoal (the world's "
+            "milestone field, the win left out) above the other steps of their group?")
+        say(format_milestone_truth(rep["milestone_truth"]))
     for threshold, rep in report.get("state_similarity", {}).items():
         say(f"\nall sources, near-duplicate states merged at {threshold} ({rep['states']['distinct']} states):")
         say(format_quality(rep))
     states = report["states"]
+    aliased = "n/a (no step labels)" if math.isnan(states["aliased_share"]) else f"{states['aliased_share']:.1%}"
     say(f"\nstates (anchor {states['anchor']}): {states['distinct']} distinct (group, state) pairs; "
-        f"{states['aliased_share']:.1%} of {states['pairs']} same-state row pairs at different steps-to-win")
+        f"{aliased} of {states['pairs']} same-state row pairs at different steps-to-win")
     say(f"\nwrote {out / 'credit_quality.json'} ({report['seconds']:.0f} s)")
     return report
 

@@ -67,6 +67,21 @@ def test_tied_pairs_are_the_same_state_pairs_graphgpo_ties():
     assert rep["tied_pair_accuracy"] == 1.0  # both tied pairs ordered right by this method
 
 
+def test_the_tie_share_is_pooled_over_same_state_pairs_with_an_interval_inside_0_1():
+    # same-state pairs, any labels: state 7 (0, 2), (0, 4), (2, 4); state 8 (1, 3); state 9 (5, 6): 5, of which
+    # A^G ties (0, 2) and (5, 6)
+    a_graph = np.array([0.3, 0.0, 0.3, 1.0, -0.5, 0.7, 0.7 + 1e-9])
+    ties = report_for({"m": np.zeros(7)}, a_graph)["ties"]
+    assert (ties["tied_pairs"], ties["same_state_pairs"]) == (2, 5) and ties["tie_share"] == pytest.approx(0.4)
+    # two batches far apart (all tied, none tied): pooled, the bootstrap over groups stays in [0, 1] (a
+    # t-interval over the two batches' shares would not)
+    batches = [hand_batch(), hand_batch()]
+    rep = quality_of_advantages(batches, [{"m": np.zeros(7)}] * 2, [np.zeros(7), np.arange(7.0)], n_resamples=300,
+                                reference=None)
+    lo, hi = rep["ties"]["ci"]
+    assert rep["ties"]["tie_share"] == pytest.approx(0.5) and 0.0 <= lo < 0.5 < hi <= 1.0
+
+
 def test_a_metric_without_pairs_is_nan_and_the_interval_too():
     batch = hand_batch()
     batch.good[:] = True
@@ -136,6 +151,8 @@ def test_every_method_on_labelled_household_batches():
         assert set(entry["diagnostics_per_batch"]) == set(entry["diagnostics"])
         assert entry["diagnostics_per_batch"]["shared_state_coverage"] == [entry["diagnostics"]["shared_state_coverage"]]
     assert "tie_share" in rep["methods"]["graphgpo"]["diagnostics_per_batch"]
+    # the pooled tie share is the diagnostics' of the one batch
+    assert rep["ties"]["tie_share"] == pytest.approx(rep["methods"]["graphgpo"]["diagnostics"]["tie_share"])
 
 
 def test_the_command_writes_the_json_and_the_plot(tmp_path):
