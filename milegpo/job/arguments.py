@@ -42,7 +42,7 @@ ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
         "run": {},
         "tiny": dict(env_options={"max_receptacles": 4}, prompt_style="compact", sft_epochs=24.0,
                      task_type="look_at_obj_in_light", horizon=8, num_train_tasks=64, max_completion_length=16,
-                     group_size=8, beta=0.0, num_eval_tasks=300),
+                     group_size=8, beta=0.0, num_eval_tasks=300, constrain_actions=True),
     },
     # the game's own planner is their only expert (it reads the full state): the warm start imitates it
     "alfworld": {"run": dict(sft_expert="oracle"), "tiny": {}},
