@@ -157,8 +157,9 @@ def test_tiny_tokenizer_knows_every_word_of_the_rollout_prompts():
 
 def test_tiny_tokenizer_knows_every_word_the_world_answers():
     """Nor of what the world answers to the actions the expert never plays (`inventory`, `look`, `examine`, `close`:
-    "You are not carrying anything.", "You are facing the ..."), which a policy meets: random play of other games
-    than the corpus's (before issue 50's second round 4 of those words were <unk>)."""
+    "You are not carrying anything.", "You are facing the ..."), which a policy meets: random play with another seed
+    than the corpus's, longer, on games it partly did not play (without the corpus's random play, "There's nothing
+    special about ..." was <unk>)."""
     import random
 
     from milegpo.envs import make_env
