@@ -66,14 +66,15 @@ def _run_one(out: Path, label: str, flags: str, seed: int, from_sft: Path | None
     print(f"{label} s{seed}: rc {rc}, {time.time() - t0:.0f} s", flush=True)
 
 
-def all_fail_shares(batches: list[str]) -> list[float]:
-    """Per iteration: the share of task groups none of whose episodes won."""
+def all_fail_shares(batches: list[str], all_won: bool = False) -> list[float]:
+    """Per iteration: the share of task groups none of whose episodes won (``all_won``: all of whose episodes won;
+    either way every episode of the group gets the same outcome term, no signal between them)."""
     shares = []
     for path in batches:
         data = np.load(path)
         group, success = data["group"], data["success"].astype(bool)
-        won = {g: success[group == g].any() for g in np.unique(group)}
-        shares.append(float(np.mean([not w for w in won.values()])))
+        same = [success[group == g].all() if all_won else not success[group == g].any() for g in np.unique(group)]
+        shares.append(float(np.mean(same)))
     return shares
 
 
@@ -97,6 +98,7 @@ def load_runs(out: Path) -> dict[str, dict[int, dict]]:
         s = json.loads(summary_path.read_text())
         hist = [h["success_rate"] for h in s["history"]]
         fail = all_fail_shares(s["batches"]) if s.get("batches") else []
+        won = all_fail_shares(s["batches"], all_won=True) if s.get("batches") else []
         before, after = (s.get(k) or {} for k in ("before", "after"))  # --eval_before False / --num_eval_tasks 0
         rate = lambda ev, split: 100 * ev.get(f"{split}_success_rate", float("nan"))  # noqa: E731
         runs.setdefault(label, {})[seed] = dict(
@@ -104,7 +106,8 @@ def load_runs(out: Path) -> dict[str, dict[int, dict]]:
             sft_loss=s.get("sft_loss", float("nan")), train_first=100 * np.mean(hist[:10]),
             train_last=100 * np.mean(hist[-10:]), fail_first=100 * np.mean(fail[:10]) if fail else float("nan"),
             fail_last=100 * np.mean(fail[-10:]) if fail else float("nan"), fail_all=100 * np.mean(fail) if fail else
-            float("nan"), total_s=s["total_s"], **_log_facts(summary_path.parent.parent / f"s{seed}.log"))
+            float("nan"), won_first=100 * np.mean(won[:10]) if won else float("nan"),
+            won_last=100 * np.mean(won[-10:]) if won else float("nan"), total_s=s["total_s"], **_log_facts(summary_path.parent.parent / f"s{seed}.log"))
     return runs
 
 
@@ -116,12 +119,13 @@ def _ci(values) -> str:
 def table(out: Path, against: str | None) -> str:
     runs = load_runs(out)
     lines = ["| label | seed | SFT loss | ID before -> after | OOD before -> after | all-fail groups % (it 1-10 -> "
-             "last 10) | train success % (it 1-10 -> last 10) | CPU s (user+sys) | wall s (load) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "last 10) | all-win groups % (it 1-10 -> last 10) | train success % (it 1-10 -> last 10) | CPU s (user+sys) | wall s (load) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for label, seeds in runs.items():
         for seed, r in sorted(seeds.items()):
             lines.append(f"| {label} | {seed} | {r['sft_loss']:.3f} | {r['id0']:.1f} -> {r['id1']:.1f} | "
                          f"{r['ood0']:.1f} -> {r['ood1']:.1f} | {r['fail_first']:.0f} -> {r['fail_last']:.0f} | "
+                         f"{r['won_first']:.0f} -> {r['won_last']:.0f} | "
                          f"{r['train_first']:.1f} -> {r['train_last']:.1f} | {r['cpu']:.0f} | "
                          f"{r['total_s']:.0f} ({r['load']:.1f}) |")
     lines += ["", "| label | seeds | ID before | ID after | paired ID gain | paired OOD gain | all-fail % (all its) | "

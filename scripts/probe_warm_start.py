@@ -2,13 +2,19 @@
 
     python scripts/probe_warm_start.py [--seed 1 --epochs 24 --hidden 128 --lr 3e-3 --scheduler cosine ...]
     python scripts/probe_warm_start.py --policy milegpo_run/sft [--no_context]     # a run's warm start as it is
+    python scripts/probe_warm_start.py --seed 1 --constrain          # actions constrained to the admissible ones
+    python scripts/probe_warm_start.py --seed 1 --phrase_verbs go open close use examine inventory look take move \
+        --tokenizer_tasks 400                                        # `take X from Y` one token too
 
 Builds the tiny tokenizer and Qwen2 of the main job, runs its SFT warm start (TRL SFTTrainer) on the
 searching expert's walkthroughs, then reports, on held-out ID prompts of that expert, how often the greedy
 action is admissible and equals the expert's, split by the expert's verb (``go``, ``take``, ``use``...),
 the same on prompts of its own walkthroughs (what it memorised against what carries to new games), and how many
 ID games the policy wins (greedy and at temperature 0.4, the evaluation's). ``--seed`` is the job's ``--seed``
-(the tiny model's initial weights, the walkthroughs' random moves and the SFT order). One JSON line on stdout.
+(the tiny model's initial weights, the walkthroughs' random moves and the SFT order). ``--constrain``: every action
+is written under the job's ``--constrain_actions`` (``milegpo.trainer.constrained``: the text in the action block is
+one of the admissible actions). ``--phrase_verbs``: the verbs whose admissible actions are one token each
+(``milegpo.job.policy.PHRASE_VERBS``), met in ``--tokenizer_tasks`` games per split. One JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from milegpo.envs import HouseholdEnv  # noqa: E402
 from milegpo.rollout import parse_action, render_prompt  # noqa: E402
+from milegpo.job import policy  # noqa: E402
 from milegpo.job.policy import easy_tasks, make_model, make_tokenizer, reload_tokenizer, sft_warm_start  # noqa: E402
+from milegpo.trainer.constrained import allowed_tokens_fn  # noqa: E402
 
 
 def main(argv=None) -> dict:
@@ -49,6 +57,9 @@ def main(argv=None) -> dict:
     p.add_argument("--scheduler", default="constant", help="the SFT's lr_scheduler_type")
     p.add_argument("--no_context", dest="show_context", action="store_false",
                    help="prompts without the state tracker's context line (the warm start before 2026-12-04)")
+    p.add_argument("--constrain", action="store_true", help="actions constrained to the admissible ones")
+    p.add_argument("--phrase_verbs", nargs="+", help="verbs whose admissible actions are one token each")
+    p.add_argument("--tokenizer_tasks", type=int, default=40, help="games per split the tokenizer is made of")
     p.add_argument("--policy", help="a warm-started policy folder (a run's sft/) to probe instead of training one")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -61,7 +72,9 @@ def main(argv=None) -> dict:
         tok, model = reload_tokenizer(a.policy), AutoModelForCausalLM.from_pretrained(a.policy).eval()
         loss = n = float("nan")
     else:
-        tok = make_tokenizer(max_receptacles=k)
+        if a.phrase_verbs:
+            policy.PHRASE_VERBS = tuple(a.phrase_verbs)
+        tok = make_tokenizer(n_tasks=a.tokenizer_tasks, max_receptacles=k)
         model = make_model(tok, hidden=a.hidden, layers=a.layers, seed=a.seed)
         with tempfile.TemporaryDirectory() as d:
             model, loss, n = sft_warm_start(model, tok, tasks, d + "/sft", epochs=a.epochs, learning_rate=a.lr,
@@ -75,10 +88,12 @@ def main(argv=None) -> dict:
     def context(info: dict) -> str:
         return info.get("state_context", "") if a.show_context else ""
 
-    def act(prompt: str, sample: bool) -> str:
+    def act(prompt: str, sample: bool, admissible: list[str]) -> str:
         ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
                                       return_tensors="pt", return_dict=True)
-        out = model.generate(**ids, max_new_tokens=16, do_sample=sample, temperature=0.4 if sample else None)
+        allowed = allowed_tokens_fn(tok, [tok.eos_token_id], [admissible], 16) if a.constrain else None
+        out = model.generate(**ids, max_new_tokens=16, do_sample=sample, temperature=0.4 if sample else None,
+                             prefix_allowed_tokens_fn=allowed)
         return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
 
     def expert_steps(tasks, limit):
@@ -104,7 +119,7 @@ def main(argv=None) -> dict:
         valid = match = 0
         by_verb, ok_verb = collections.Counter(), collections.Counter()
         for prompt, adm, label in steps:
-            got = parse_action(act(prompt, False), adm)
+            got = parse_action(act(prompt, False, adm), adm)
             valid += got.valid
             hit = got.valid and got.action == label
             match += hit
@@ -125,8 +140,8 @@ def main(argv=None) -> dict:
             obs, adm, info = env.reset(task)
             hist, goal = [], info["goal"]
             while not env.done:
-                got = parse_action(act(render_prompt(goal, obs, adm, hist, len(hist), 2, style, context(info)), sample),
-                                   adm)
+                got = parse_action(act(render_prompt(goal, obs, adm, hist, len(hist), 2, style, context(info)), sample,
+                                       adm), adm)
                 hist.append((obs, got.action))
                 obs, _, _, _, info = env.step(got.action)
                 adm = info["admissible_actions"]

@@ -155,9 +155,27 @@ def household_texts(n_tasks: int, options: Mapping[str, Any]) -> TokenizerTexts:
         met |= met_actions(easy_tasks(split, n_tasks, horizon=50))
         if max_receptacles:
             met |= met_actions(easy_tasks(split, n_tasks, horizon=50, max_receptacles=max_receptacles))
+        corpus += _random_play_observations(easy_tasks(split, 4, horizon=PLAYED_STEPS, max_receptacles=max_receptacles))
     corpus.append(render_prompt("goal", "now", ["a"], [("before", "act")], 1, 1, style="compact"))  # its words
     corpus.append(" ".join(household_words()))  # every object / receptacle type, whatever the games drawn
     return TokenizerTexts(corpus, {p for p in met if p.split(" ", 1)[0] in PHRASE_VERBS})
+
+
+def _random_play_observations(tasks: Sequence[Task], seed: int = 0) -> list[str]:
+    """What the world answers to every verb: the observations of each task played to its end by random admissible
+    actions (seeded). The expert never plays ``inventory``, ``look``, ``examine`` or ``close``, whose answers ("You
+    are not carrying anything.", "You are facing the ...", "There's nothing special about ...") a policy meets."""
+    rng, out = random.Random(seed), []
+    for task in tasks:
+        env = make_env(task.env)
+        obs, admissible, _ = env.reset(task)
+        out.append(obs)
+        while not env.done:
+            obs, _, _, _, info = env.step(rng.choice(admissible))
+            admissible = info["admissible_actions"]
+            out.append(obs)
+        env.close()
+    return out
 
 
 def webshop_texts(n_tasks: int, options: Mapping[str, Any]) -> TokenizerTexts:

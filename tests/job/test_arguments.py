@@ -59,8 +59,10 @@ def test_household_defaults_are_unchanged():
     assert (cfg.env, cfg.credit_preset, cfg.eval_splits) == ("household", "alfworld", ["id", "ood"])
     expected = {k: v for k, v in TINY_DEFAULTS.items() if k != "report_to"}  # "none" is parsed to []
     assert {k: getattr(cfg, k) if hasattr(cfg, k) else getattr(job, k) for k in expected} == expected
+    assert cfg.constrain_actions and not cfg.constrain_query  # the tiny run writes admissible actions only (issue 50)
     _, cfg = parse(["--model_name_or_path", "some/model"])
     assert (cfg.horizon, cfg.prompt_style, cfg.env_options, cfg.eval_splits) == (50, "alfworld", None, ["id", "ood"])
+    assert not cfg.constrain_actions  # a real model writes its actions freely unless told
 
 
 def _saved(tmp_path, name, settings):

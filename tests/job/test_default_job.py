@@ -27,6 +27,7 @@ def test_default_job_raises_training_success_without_unactionable_warnings(tmp_p
         assert main(["train", "--output_dir", str(out), "--num_eval_tasks", "8"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["iterations"] == TINY_DEFAULTS["max_steps"] and summary["sft_examples"] > 0
+    assert summary["constrain_actions"] is True  # the default writes admissible actions only (issue 50)
     success = [h["success_rate"] for h in summary["history"]]
     assert len(success) == TINY_DEFAULTS["max_steps"]
     assert sum(success[-10:]) / 10 > success[0], success  # the last ten iterations' mean, above the first's
