@@ -61,7 +61,8 @@ def measure(world: str, seeds, variants=VARIANTS, n_resamples: int = 2000, say=p
             say(f"[{world}] played {len(seeds)} batches keyed by {anchor or 'the default anchor'} "
                 f"({time.perf_counter() - t0:.0f} s)")
         batches = played[anchor]
-        _, _, scores = similar_state_advantages(batches, None, config, "torch", ["graphgpo", "milegpo-full"])
+        _, _, scores = similar_state_advantages(batches, None, config, "torch", ["graphgpo", "milegpo-full"],
+                                                with_scores=True)
         out[name] = milestone_truth([lb.batch for lb in batches], scores, n_resamples)
         out[name]["settings"] = {"state_anchor": anchor or "tracked+actions", "preset": preset, "overrides": overrides}
     return out

@@ -47,8 +47,8 @@ import torch
 from milegpo_kernels import dense_ids, discounted_returns, segment_normalize
 
 from .batch import StepBatch
-from .config import ALFWORLD_PAPER, WEBSHOP_PAPER, CreditConfig, add_preset, non_negative, unit_interval
-from .reference import ReferenceTerms, decayed, normalize_episode, normalize_segments
+from .config import ALFWORLD_PAPER, WEBSHOP_PAPER, CreditConfig, add_preset, unit_interval
+from .reference import ReferenceTerms, decayed, normalize_episode, normalize_segments, penalised_step_returns
 from .registry import ConfigField, CreditMethod, register
 from .vectorized import GroupOrderedRows, MethodOutput, episode_terms as episode_stage
 
@@ -79,11 +79,7 @@ def segment_rewards(traj: list, rows: list, config: CreditConfig) -> dict:
         for t in range(start, m + 1):
             out[traj[t]] = decayed(MILESTONE_REWARD, config.beacon_gamma, m - t)
         start = m + 1
-    if config.beacon_penalty == "return":
-        for i in traj:
-            if rows[i]["invalid"]:
-                out[i] = out[i] - config.invalid_penalty
-    return out
+    return penalised_step_returns(out, rows, config) if config.beacon_penalty == "return" else out
 
 
 def segment_indices(traj: list, rows: list) -> dict:

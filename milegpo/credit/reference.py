@@ -547,7 +547,8 @@ def gigpo_step_returns(trajs: list, rows: list, config: CreditConfig) -> dict:
 
 def penalised_step_returns(returns: dict, rows: list, config: CreditConfig) -> dict:
     """verl-agent's GiGPO step return (``step_penalty="return"``): R_t - invalid_penalty on an
-    invalid row, after discounting (its trainer's ``apply_invalid_action_penalty`` on ``step_rewards``)."""
+    invalid row, after discounting (its trainer's ``apply_invalid_action_penalty`` on ``step_rewards``); BEACON's
+    segment reward takes the penalty the same way (``beacon_penalty="return"``)."""
     return {i: r - config.invalid_penalty if rows[i]["invalid"] else r for i, r in returns.items()}
 
 

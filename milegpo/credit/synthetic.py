@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .batch import SINK, StepBatch
+from .batch import FIELDS, SINK, StepBatch
 
 OUTCOMES = (None, "success", "fail")
 
@@ -109,7 +109,7 @@ def random_batch(
     traj_ids = (rng.permutation(n_traj) + int(rng.integers(-1_000_000, 1_000_000))).tolist()
     n_goal = max(1, int(round(goal_frac * n_states)))
 
-    cols = {k: [] for k in ("group", "traj", "t", "state", "next_state", "success", "reward", "invalid", "milestone")}
+    cols = {k: [] for k in FIELDS}
     spacing = max(1, n_states // 4)
     marks = set(range(spacing, n_states, spacing))  # the spine's milestone states
     k_traj = 0

@@ -182,11 +182,16 @@ def failure_line(kind: str, method: str, task_id: str | None, error: BaseExcepti
     what = method if step is None else f"{method} {step}"
     where = f"environment {kind!r}: {what}" + (f" of task {task_id!r}" if task_id is not None else "")
     if isinstance(error, BaseException):
-        text = str(error).strip().splitlines()[0] if str(error).strip() else ""
         frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ is not None else []
         at = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
-        return f"{where} raised {type(error).__name__}{': ' + text if text else ''}{at}"
+        return f"{where} raised {error_summary(error)}{at}"
     return f"{where}: {error}"
+
+
+def error_summary(error: BaseException) -> str:
+    """``RuntimeError: the first line of its message`` (the type alone when the message is empty)."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}{': ' + text if text else ''}"
 
 
 def step_flag(value: Any, what: str) -> bool:
@@ -448,4 +453,4 @@ def success_by_task_type(task_types, won) -> dict[str, float]:
 
 
 __all__ = ["SINK", "UNWINNABLE", "match_action", "action_template", "goal_words", "WORD_EDGE_PUNCTUATION", "QUERY_FORBIDDEN", "success_by_task_type", "NOTHING_HAPPENS", "DEFAULT_HORIZON", "Task", "TextEnv", "EnvError", "canonical_state",
-           "state_key", "stable_seed", "EnvFailure", "ENV_FAILURE", "failure_line", "step_flag", "finite_reward"]
+           "state_key", "stable_seed", "EnvFailure", "ENV_FAILURE", "failure_line", "error_summary", "step_flag", "finite_reward"]

@@ -185,23 +185,21 @@ def labelled_batch(groups: Sequence[Sequence[PlayedEpisode]], source: str, seed:
     bad with :data:`~milegpo.envs.base.UNWINNABLE` before and after (``LabelledBatch.labelled`` False)."""
 
     episodes = [ep for eps in groups for ep in eps]
-    if not labelled:
-        batch = step_batch(groups, invalid)
-        unknown = np.full(len(batch), UNWINNABLE, dtype=np.int64)
-        texts = {k: v for ep in episodes for k, v in ep.texts.items()}
-        return LabelledBatch(batch=batch, good=np.zeros(len(batch), dtype=bool), steps_before=unknown,
-                             steps_after=unknown.copy(), source=source, seed=seed, texts=texts, labelled=False)
-    for n, ep in enumerate(episodes):
+    for n, ep in enumerate(episodes if labelled else ()):
         if len(ep.steps_before) != len(ep):
             raise ValueError(f"labelled_batch: trajectory {n} ({ep.task.task_id}) was played without labels "
                              "(play_episode(..., label=True))")
     batch = step_batch(groups, invalid)
-    before = np.array([v for ep in episodes for v in ep.steps_before], dtype=np.int64)
-    after = np.array([v for ep in episodes for v in ep.steps_after], dtype=np.int64)
-    good = step_labels(before, after, batch.invalid.numpy())
+    if labelled:
+        before = np.array([v for ep in episodes for v in ep.steps_before], dtype=np.int64)
+        after = np.array([v for ep in episodes for v in ep.steps_after], dtype=np.int64)
+        good = step_labels(before, after, batch.invalid.numpy())
+    else:
+        before = np.full(len(batch), UNWINNABLE, dtype=np.int64)
+        after, good = before.copy(), np.zeros(len(batch), dtype=bool)
     texts = {k: v for ep in episodes for k, v in ep.texts.items()}
     return LabelledBatch(batch=batch, good=good, steps_before=before, steps_after=after, source=source, seed=seed,
-                         texts=texts)
+                         texts=texts, labelled=labelled)
 
 
 # ---------------------------------------------------------------------------------------------- policies

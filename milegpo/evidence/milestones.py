@@ -245,11 +245,14 @@ def group_units(batch: StepBatch) -> tuple[np.ndarray, int]:
     return dense, int(dense.max()) + 1 if dense.size else 0
 
 
-def milestone_pair_scores(values: np.ndarray, batch: StepBatch) -> tuple[np.ndarray, np.ndarray]:
+def milestone_pair_scores(values: np.ndarray, batch: StepBatch, sides: tuple[np.ndarray, np.ndarray] | None = None,
+                          units: tuple[np.ndarray, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per task group of ``batch`` (dense ids): the summed pair scores of ``values`` over its (intermediate
-    milestone, other) pairs and the pair count. values: (N,) float64. Returns two (G,) float64 arrays."""
-    positive, negative = milestone_sides(batch)
-    group, n_groups = group_units(batch)
+    milestone, other) pairs and the pair count. values: (N,) float64; ``sides`` / ``units``: the batch's
+    :func:`milestone_sides` / :func:`group_units`, when the caller scores several values of one batch (None:
+    computed here). Returns two (G,) float64 arrays."""
+    positive, negative = milestone_sides(batch) if sides is None else sides
+    group, n_groups = group_units(batch) if units is None else units
     won, pairs = np.zeros(n_groups), np.zeros(n_groups)
     for g in np.unique(group[positive]):
         mine = group == g
@@ -278,21 +281,23 @@ def milestone_truth(batches: Sequence[StepBatch], scores: Sequence[dict], n_resa
     keys = list(scores[0])
     won: dict[str, list] = {k: [] for k in keys}
     per_batch: dict[str, list] = {k: [] for k in keys}
-    counts = []
+    counts, sides = [], []
     for b, batch in enumerate(batches):
         if set(scores[b]) != set(keys):
             raise ValueError(f"milestone_truth: batch {b} has scores {sorted(scores[b])}, batch 0 {sorted(keys)}")
+        sides.append(milestone_sides(batch))
+        units = group_units(batch)
         batch_pairs = None
         for k in keys:
             values = np.asarray(scores[b][k], dtype=np.float64)
             if values.shape != (len(batch),):
                 raise ValueError(f"milestone_truth: score {k!r} of batch {b} has shape {values.shape}, the batch "
                                  f"({len(batch)},)")
-            w, batch_pairs = milestone_pair_scores(values, batch)
+            w, batch_pairs = milestone_pair_scores(values, batch, sides[b], units)
             won[k].append(w)
             per_batch[k].append(ratio(float(w.sum()), float(batch_pairs.sum())))
         if batch_pairs is None:  # no scores: the pairs still count
-            batch_pairs = milestone_pair_scores(np.zeros(len(batch)), batch)[1]
+            batch_pairs = milestone_pair_scores(np.zeros(len(batch)), batch, sides[b], units)[1]
         counts.append(batch_pairs)
     count = np.concatenate(counts)
     weights = bootstrap_weights(len(count), n_resamples, seed)
@@ -308,7 +313,6 @@ def milestone_truth(batches: Sequence[StepBatch], scores: Sequence[dict], n_resa
             entry[f"minus_{reference}"] = {"value": totals[k] - totals[reference],
                                            "ci": percentile_interval(boot[k] - boot[reference])}
         out["scores"][k] = entry
-    sides = [milestone_sides(batch) for batch in batches]
     out["labels"] = {"batches": len(batches), "rows": int(sum(len(batch) for batch in batches)),
                      "milestone_rows": int(sum(int(batch.milestone.sum()) for batch in batches)),
                      "winning_rows": int(sum(int((batch.next_state == SINK).sum()) for batch in batches)),

@@ -169,11 +169,12 @@ def method_advantages(batches: list[LabelledBatch], config: CreditConfig, backen
 
 
 def similar_state_advantages(batches: list[LabelledBatch], similarity, config: CreditConfig, backend: str = "auto",
-                             methods=None):
+                             methods=None, with_scores: bool = False):
     """Every batch with near-duplicate states merged under ``similarity`` (None: exact keys) and every method
     estimated on it, one :func:`milegpo.credit.estimate_merged` call per batch (the trainer's sequence).
     Returns (the batches the estimates saw, :func:`method_advantages`' three lists of them, per batch the
-    step scores of :func:`milegpo.evidence.milestones.step_scores` of the methods estimated)."""
+    step scores of :func:`milegpo.evidence.milestones.step_scores` of the methods estimated, with
+    ``with_scores``; else None: they cost a host copy of every score)."""
     runs = _runs(config, methods)
     seen, advantages, a_graphs, diags, scores = [], [], [], [], []
     for labelled in batches:
@@ -183,8 +184,9 @@ def similar_state_advantages(batches: list[LabelledBatch], similarity, config: C
         advantages.append({m: r.advantages.cpu().numpy() for m, r in results.items()})
         a_graphs.append(results["graphgpo"].rows["a_graph"].cpu().numpy())
         diags.append({m: diagnostics(r) for m, r in results.items()})
-        scores.append(step_scores(results))
-    return seen, (advantages, a_graphs, diags), scores
+        if with_scores:
+            scores.append(step_scores(results))
+    return seen, (advantages, a_graphs, diags), scores if with_scores else None
 
 
 def against_exact(batches: list[LabelledBatch], exact: list[dict], merged: list[dict], a_graphs: list[np.ndarray],
@@ -429,7 +431,7 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
             say(f"[{lb.source} seed {seed}] {len(lb.batch)} steps, {good}, {int(lb.batch.milestone.sum())} "
                 f"milestone steps, success {_trajectory_success(lb.batch):.1%} ({time.perf_counter() - t0:.0f} s)")
     everything = [lb for batches in by_source.values() for lb in batches]
-    _, exact, scores = similar_state_advantages(everything, None, config, backend)
+    _, exact, scores = similar_state_advantages(everything, None, config, backend, with_scores=True)
     report = quality_of_advantages(everything, *exact, n_resamples)
     report["milestone_truth"] = milestone_truth([lb.batch for lb in everything], scores, n_resamples)
     report["states"] = state_summary(everything, anchor_name(state_anchor))

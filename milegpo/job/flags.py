@@ -246,6 +246,7 @@ def check_first_reset(kind: str, task) -> None:
     None or array observations (``gym:CartPole-v1``), a reset that raises, are a one-line :class:`UsageError`
     naming the kind and what failed (issue 48.2: a traceback after the model was built)."""
     from ..envs import get_kind
+    from ..envs.base import error_summary
 
     spec = get_kind(kind)
     if spec.origin == "milegpo":
@@ -253,22 +254,17 @@ def check_first_reset(kind: str, task) -> None:
     try:
         env = spec.make()
     except Exception as e:  # noqa: BLE001 - a user's constructor may raise anything
-        raise UsageError(f"--env {kind}: making the environment failed: {_one_line(e)}") from None
+        raise UsageError(f"--env {kind}: making the environment failed: {error_summary(e)}") from None
     try:
         if task is not None:
             env.reset(task)
     except Exception as e:  # noqa: BLE001 - a user's reset may raise anything
-        raise UsageError(f"--env {kind}: the reset of task {task.task_id!r} failed: {_one_line(e)}") from None
+        raise UsageError(f"--env {kind}: the reset of task {task.task_id!r} failed: {error_summary(e)}") from None
     finally:
         try:
             env.close()
         except Exception:  # noqa: BLE001 - closing is best effort
             pass
-
-
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{type(error).__name__}{': ' + text if text else ''}"
 
 
 def check_run_environment(model: str | None, cfg) -> None:

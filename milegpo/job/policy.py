@@ -91,7 +91,6 @@ def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float 
         obs, adm, info = env.reset(dataclasses.replace(task, horizon=task.horizon + 10))
         goal, shown = info["goal"], shown_actions(info)
         hist: list[tuple[str, str]] = []
-        goal = info["goal"]
         while not env.done:
             label = act()
             context = info.get("state_context", "") if show_context else ""

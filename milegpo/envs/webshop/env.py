@@ -273,7 +273,7 @@ class WebShopEnv(TextEnv):
         milestone = False
         if name == "search" and arg is not None and arg.strip() and (self.page.has_search_bar or self.search_anywhere):
             self._search(arg.split(" "), 1)
-            milestone = self.phases.listed(self._listed())
+            milestone = self.phases.listed(self.session.listed)
         elif name == "click" and arg in self.page.clickables and arg != "search":
             kind, payload = self.page.clickables[arg]
             info = self._click(arg)
@@ -283,14 +283,9 @@ class WebShopEnv(TextEnv):
                 info["lost"] = not won
             milestone = self.phases.clicked(kind, payload, arg, info.get("reward_info"))
             if self.session.page == "results":  # a page turned (or back from a product)
-                milestone = self.phases.listed(self._listed()) or milestone
+                milestone = self.phases.listed(self.session.listed) or milestone
         self.trace.append((before, options, action))
         return self.page.observation, reward, won, self._admissible(), {**info, "milestone": milestone}
-
-    def _listed(self) -> tuple[str, ...]:
-        """The ASINs the results page on screen lists."""
-        start = (self.session.page_num - 1) * PRODUCT_WINDOW
-        return self.session.results[start:start + PRODUCT_WINDOW]
 
     def _search(self, keywords: list[str], page_num: int) -> None:
         s = self.session

@@ -50,6 +50,12 @@ class Session:
     sub_page: str = ""
     score: float = 0.0
 
+    @property
+    def listed(self) -> tuple[str, ...]:
+        """The ASINs the results page on screen lists (page ``page_num``, :data:`PRODUCT_WINDOW` a page)."""
+        start = (self.page_num - 1) * PRODUCT_WINDOW
+        return self.results[start:start + PRODUCT_WINDOW]
+
 
 @dataclass
 class Page:
@@ -95,8 +101,7 @@ def render(session: Session, instruction: str, products: dict[str, dict], show_a
         if session.page_num > 1:
             _button(page, PREV_PAGE)
         _button(page, NEXT_PAGE)
-        start = (session.page_num - 1) * PRODUCT_WINDOW
-        for asin in session.results[start:start + PRODUCT_WINDOW]:
+        for asin in session.listed:
             product = products[asin]
             page.texts.extend([asin, product["Title"], product["Price"]])
             page.clickables.setdefault(asin.lower(), ("product", asin))
