@@ -34,12 +34,12 @@ import sys
 
 import torch
 
-from milegpo_kernels import dense_ids, discounted_returns, segment_normalize, segment_sum
+from milegpo_kernels import dense_ids, segment_normalize, segment_sum
 
 from .config import PENALTY_PLACES, CreditConfig, non_negative, zero_or_one
 from .reference import ReferenceTerms, all_equal, normalize_segment
 from .registry import ConfigField, CreditMethod, register
-from .vectorized import GroupOrderedRows, MethodOutput
+from .vectorized import GroupOrderedRows, MethodOutput, penalised_discounted_returns
 
 F64 = torch.float64
 
@@ -151,14 +151,9 @@ def hgpo_reference(terms: ReferenceTerms) -> list:
 
 # --------------------------------------------------------------------------------------- the pipeline
 def hgpo_step_return_terms(rows: GroupOrderedRows, config: CreditConfig) -> torch.Tensor:
-    """(H1) R_t of every row in (group, traj, t) order, (N,) float64: one backward discounted scan."""
-    reward = rows.reward
-    if config.hgpo_penalty == "reward":
-        reward = torch.where(rows.invalid, reward - config.invalid_penalty, reward)
-    returns = discounted_returns(reward, rows.traj_end, config.gamma, **rows.ops)
-    if config.hgpo_penalty == "return":
-        returns = torch.where(rows.invalid, returns - config.invalid_penalty, returns)
-    return returns
+    """(H1) R_t of every row in (group, traj, t) order, (N,) float64: one backward discounted scan, the invalid
+    penalty where ``hgpo_penalty`` puts it."""
+    return penalised_discounted_returns(rows, config.hgpo_penalty, config)
 
 
 def step_indices(rows: GroupOrderedRows) -> torch.Tensor:

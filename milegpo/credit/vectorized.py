@@ -219,6 +219,21 @@ def per_trajectory_norm(rows: GroupOrderedRows, z: torch.Tensor, config: CreditC
     return per_traj.index_select(0, rows.traj)
 
 
+def penalised_discounted_returns(rows: GroupOrderedRows, penalty: str, config: CreditConfig) -> torch.Tensor:
+    """R_t = sum over k >= t of gamma^(k-t) reward_k of every row, (N,) float64, one backward scan, with
+    ``invalid_penalty`` where ``penalty`` (one of ``PENALTY_PLACES``) puts it on an invalid row: ``"reward"`` off
+    its reward before discounting (the GraphGPO recipe, reference.step_reward), ``"return"`` off its return after
+    (verl-agent's trainer, reference.penalised_step_returns), ``"none"`` nowhere. GiGPO's ``step_penalty`` and
+    HGPO's ``hgpo_penalty`` both read it."""
+    reward = rows.reward
+    if penalty == "reward":
+        reward = torch.where(rows.invalid, reward - config.invalid_penalty, reward)
+    returns = discounted_returns(reward, rows.traj_end, config.gamma, **rows.ops)
+    if penalty == "return":
+        returns = torch.where(rows.invalid, returns - config.invalid_penalty, returns)
+    return returns
+
+
 def gigpo_step_terms(rows: GroupOrderedRows, episode_adv: torch.Tensor,
                      config: CreditConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """GiGPO (spec section 9): step groups are (group, state); ``step_return`` R_t = sum over k >= t
@@ -228,12 +243,7 @@ def gigpo_step_terms(rows: GroupOrderedRows, episode_adv: torch.Tensor,
     advantage A = Norm_q(Z) + step_weight * Norm_{q,s}(R_t). Returns (A, {step_return, step_adv}), each (N,)
     float64."""
     step_groups = dense_ids(rows.group, rows.state, **rows.ops)
-    reward = rows.reward
-    if config.step_penalty == "reward":  # the GraphGPO recipe (reference.step_reward)
-        reward = torch.where(rows.invalid, reward - config.invalid_penalty, reward)
-    step_return = discounted_returns(reward, rows.traj_end, config.gamma, **rows.ops)
-    if config.step_penalty == "return":  # verl-agent parity (reference.penalised_step_returns)
-        step_return = torch.where(rows.invalid, step_return - config.invalid_penalty, step_return)
+    step_return = penalised_discounted_returns(rows, config.step_penalty, config)
     step_cap = rows.capacity(step_groups.count, len(rows))
     step_adv = segment_normalize(step_return, step_groups.ids, step_cap, config.norm, config.norm_eps, "zero",
                                  **rows.ops)
