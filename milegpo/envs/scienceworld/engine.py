@@ -4,7 +4,9 @@
 that grows to 3.5 GB unless capped). A pool worker holds one environment per slot, and the engine's simulation
 object (``scienceworld.runtime.pythonapi.PythonInterface``) is a plain JVM object: several live side by side in
 one JVM, each its own world (measured: two simulations of one task and a third of another, stepped in turn,
-give observations, scores and valid-action lists identical to one simulation alone in its own JVM). So a
+give observations, scores and valid-action lists identical to one simulation alone in its own JVM; the task
+types whose world draws random numbers as it runs, the bees of grow-fruit and both mendelian tasks, draw them
+from the JVM's one generator, so they are not reproducible alone or shared: notes/scienceworld.md). So a
 process starts one :class:`Engine` (one JVM, heap capped by :data:`HEAP_ENV`, default :data:`DEFAULT_HEAP`) the
 first time an environment needs it, every environment of the process takes its own :class:`Simulation` in it
 (reloaded per task, so a JVM start is paid once per worker, not per episode), and the JVM is shut down when the
