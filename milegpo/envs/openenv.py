@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .anchors import StateTracker
-from .base import ENV_FAILURE, EnvError, Task, TextEnv, failure_line, step_flag
+from .base import ENV_FAILURE, EnvError, Task, TextEnv, failure_line, finite_reward, step_flag
 
 #: observation fields read as the observation's text, first present str wins
 TEXT_KEYS = ("text", "observation", "prompt", "message")
@@ -308,9 +308,7 @@ class OpenEnvTextEnv(TextEnv):
                                                                          step=self.steps + 1), ENV_FAILURE: True}
         observation = result.observation
         obs = self._text(observation, "step")
-        reward = 0.0 if result.reward is None else result.reward
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
-            raise TypeError(f"OpenEnv {self._where}: step returned reward {reward!r}, expected a finite number")
+        reward = finite_reward(0.0 if result.reward is None else result.reward, f"OpenEnv {self._where}: step")
         where = f"OpenEnv {self._where}: step returned"
         done = step_flag(bool(result.done) if result.done is None else result.done, f"{where} done")  # null: not done
         key = next((k for k in SUCCESS_KEYS if observation.get(k) is not None), None)
@@ -320,7 +318,7 @@ class OpenEnvTextEnv(TextEnv):
                 "invalid": step_flag(observation.get("invalid", False), f"{where} observation['invalid']"),
                 "milestone": step_flag(observation.get("milestone", False), f"{where} observation['milestone']"),
                 "state_context": observation.get("state_context", "")}
-        return obs, float(reward), won, self._admissible(observation), info
+        return obs, reward, won, self._admissible(observation), info
 
     def _drop(self) -> None:
         if self._session is not None:

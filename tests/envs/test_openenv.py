@@ -95,6 +95,28 @@ def test_a_client_object_is_played_too():
         OpenEnvTextEnv()
 
 
+@pytest.mark.parametrize("reward, expected", [(np.float32(0.5), 0.5), (np.int64(1), 1.0), (2, 2.0), (None, 0.0),
+                                             (float("nan"), None), ("1", None), (True, None), (np.inf, None)])
+def test_a_steps_reward_is_a_finite_real_number_as_every_worlds_is(reward, expected):
+    """OpenEnv's reward is read as base.finite_reward reads a gymnasium or environment_factory game's: numpy's
+    numbers are numbers, a NaN, a str or a bool is a TypeError naming the server (None: no reward, 0)."""
+    class Client:
+        def reset(self, **kwargs):
+            return type("R", (), {"observation": {"prompt": "go"}, "reward": None, "done": False})()
+
+        def step(self, action):
+            return type("R", (), {"observation": {"prompt": "went"}, "reward": reward, "done": False})()
+
+    env = OpenEnvTextEnv(client=Client())
+    env.reset(household_tasks("train", 1)[0])
+    if expected is None:
+        with pytest.raises(TypeError, match=r"OpenEnv .*: step returned reward .*, expected a finite number"):
+            env.step("go")
+    else:
+        got = env.step("go")[1]
+        assert type(got) is float and got == expected
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
