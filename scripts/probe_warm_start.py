@@ -12,10 +12,10 @@ action is admissible and equals the expert's, split by the expert's verb (``go``
 the same on prompts of its own walkthroughs (what it memorised against what carries to new games), and how many
 ID games the policy wins (greedy and at temperature 0.4, the evaluation's) and what its ``take`` actions in
 those games were (``takes``: taken where the goal's object is not among the admissible takes, which leaves the
-wrong object in hand, or right / wrong where it is, against a random admissible take's chance). ``--seed`` is the job's ``--seed``
-(the tiny model's initial weights, the walkthroughs' random moves and the SFT order). ``--constrain``: every action
-is written under the job's ``--constrain_actions`` (``milegpo.trainer.constrained``: the text in the action block is
-one of the admissible actions). ``--phrase_verbs``: the verbs whose admissible actions are one token each
+wrong object in hand, or right / wrong where it is, against a random admissible take's chance). ``--seed`` is the
+job's ``--seed`` (the tiny model's initial weights, the walkthroughs' random moves and the SFT order).
+``--constrain``: every action is written under the job's ``--constrain_actions`` (``milegpo.trainer.constrained``: the
+text in the action block is one of the admissible actions). ``--phrase_verbs``: the verbs whose admissible actions are one token each
 (``milegpo.job.policy.PHRASE_VERBS``), met in ``--tokenizer_tasks`` games per split. One JSON line on stdout.
 """
 
