@@ -15,8 +15,9 @@ those games were (``takes``: taken where the goal's object is not among the admi
 wrong object in hand, or right / wrong where it is, against a random admissible take's chance). ``--seed`` is the
 job's ``--seed`` (the tiny model's initial weights, the walkthroughs' random moves and the SFT order).
 ``--constrain``: every action is written under the job's ``--constrain_actions`` (``milegpo.trainer.constrained``: the
-text in the action block is one of the admissible actions). ``--phrase_verbs``: the verbs whose admissible actions are one token each
-(``milegpo.job.policy.PHRASE_VERBS``), met in ``--tokenizer_tasks`` games per split. One JSON line on stdout.
+text in the action block is one of the admissible actions). ``--phrase_verbs``: the verbs whose admissible actions
+are one token each (``milegpo.job.policy.PHRASE_VERBS``), met in ``--tokenizer_tasks`` games per split. One JSON
+line on stdout.
 """
 
 from __future__ import annotations
