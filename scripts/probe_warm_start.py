@@ -10,11 +10,14 @@ Builds the tiny tokenizer and Qwen2 of the main job, runs its SFT warm start (TR
 searching expert's walkthroughs, then reports, on held-out ID prompts of that expert, how often the greedy
 action is admissible and equals the expert's, split by the expert's verb (``go``, ``take``, ``use``...),
 the same on prompts of its own walkthroughs (what it memorised against what carries to new games), and how many
-ID games the policy wins (greedy and at temperature 0.4, the evaluation's). ``--seed`` is the job's ``--seed``
-(the tiny model's initial weights, the walkthroughs' random moves and the SFT order). ``--constrain``: every action
-is written under the job's ``--constrain_actions`` (``milegpo.trainer.constrained``: the text in the action block is
-one of the admissible actions). ``--phrase_verbs``: the verbs whose admissible actions are one token each
-(``milegpo.job.policy.PHRASE_VERBS``), met in ``--tokenizer_tasks`` games per split. One JSON line on stdout.
+ID games the policy wins (greedy and at temperature 0.4, the evaluation's) and what its ``take`` actions in
+those games were (``takes``: taken where the goal's object is not among the admissible takes, which leaves the
+wrong object in hand, or right / wrong where it is, against a random admissible take's chance). ``--seed`` is the
+job's ``--seed`` (the tiny model's initial weights, the walkthroughs' random moves and the SFT order).
+``--constrain``: every action is written under the job's ``--constrain_actions`` (``milegpo.trainer.constrained``: the
+text in the action block is one of the admissible actions). ``--phrase_verbs``: the verbs whose admissible actions
+are one token each (``milegpo.job.policy.PHRASE_VERBS``), met in ``--tokenizer_tasks`` games per split. One JSON
+line on stdout.
 """
 
 from __future__ import annotations
@@ -36,6 +39,22 @@ from milegpo.rollout import parse_action, render_prompt  # noqa: E402
 from milegpo.job import policy  # noqa: E402
 from milegpo.job.policy import easy_tasks, make_model, make_tokenizer, reload_tokenizer, sft_warm_start  # noqa: E402
 from milegpo.trainer.constrained import allowed_tokens_fn  # noqa: E402
+
+
+def take_facts(env: HouseholdEnv, action: str, admissible: list[str]) -> collections.Counter:
+    """What one ``take`` of the policy was: taken with the goal's object type absent from the admissible takes (the
+    wrong object in hand: only a ``move`` back, which the expert never plays, undoes it), or present and right or
+    wrong, with the chance of a random admissible take being right."""
+    target = env.game.target_type
+    options = [x for x in admissible if x.startswith("take ")]
+    right = [x for x in options if x.split()[1] == target]
+    facts = collections.Counter(takes=1)
+    if not right:
+        facts["absent"] += 1
+    else:
+        facts.update(present=1, right=int(action in right))
+        facts["chance"] += len(right) / len(options)
+    return facts
 
 
 def main(argv=None) -> dict:
@@ -132,9 +151,10 @@ def main(argv=None) -> dict:
     valid, match, match_by_verb = score(expert_steps(easy_tasks("id", 64, horizon=a.horizon, max_receptacles=k),
                                                      a.probe_steps))
     seen_valid, seen_match, seen_by_verb = score(expert_steps(tasks, a.probe_steps))
-    wins = {}
+    wins, takes = {}, {}
     for sample in (False, True):
         won = 0
+        tk = collections.Counter()
         for task in easy_tasks("id", a.games, horizon=a.horizon, max_receptacles=k):
             env = HouseholdEnv()
             obs, adm, info = env.reset(task)
@@ -142,14 +162,21 @@ def main(argv=None) -> dict:
             while not env.done:
                 got = parse_action(act(render_prompt(goal, obs, adm, hist, len(hist), 2, style, context(info)), sample,
                                        adm), adm)
+                if got.valid and got.action.startswith("take "):
+                    tk.update(take_facts(env, got.action, adm))
                 hist.append((obs, got.action))
                 obs, _, _, _, info = env.step(got.action)
                 adm = info["admissible_actions"]
             won += env.won
-        wins["T=0.4" if sample else "greedy"] = f"{won}/{a.games}"
+        key = "T=0.4" if sample else "greedy"
+        wins[key] = f"{won}/{a.games}"
+        takes[key] = {"takes": tk["takes"], "target_absent": tk["absent"],
+                      "right_when_present": f"{tk['right']}/{tk['present']}",
+                      "chance_when_present": round(tk["chance"] / max(tk["present"], 1), 3)}
     res = {"args": vars(a), "sft_examples": n, "sft_loss": round(loss, 3), "sft_s": round(sft_s),
            "valid": valid, "match": match, "match_by_verb": match_by_verb, "seen_valid": seen_valid,
-           "seen_match": seen_match, "seen_match_by_verb": seen_by_verb, "wins": wins}
+           "seen_match": seen_match, "seen_match_by_verb": seen_by_verb, "wins": wins,
+           "takes": takes}
     print(json.dumps(res))
     return res
 
