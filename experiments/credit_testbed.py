@@ -29,6 +29,13 @@ score is WebShop's (x 100).
     python experiments/credit_testbed.py --env webshop --out experiments/results/testbed_webshop --iterations 30 \
         --seeds $(seq 0 19) --jobs 2
 
+ScienceWorld (``--env scienceworld --world-cache DIR``): the engine's own action space is out of reach of a table
+(300-3,800 listed actions a state, 0.1-0.5 s an engine step), so the testbed plays the cached world of
+``experiments/sw_world.py`` over a RESTRICTED action set: in every state the gold expert's action and
+``--distractors`` other listed actions (drawn by a hash of task and state: every method's and seed's), the engine's
+transitions cached in DIR (each process adds its part; ``python experiments/sw_world.py merge DIR`` combines them).
+``--fixed-tasks`` trains every seed on seed 0's tasks (a world too costly to explore anew per seed).
+
 ``--overrides '{"norm": "mean_std"}'`` changes CreditConfig fields of the preset, ``--env-options`` the task
 generator's settings (WebShop: ``'{"reward": "score"}'``, 10 x WebShop's score as the reward). Every record keeps
 the advantages its credit gave the purchase rows (``click[buy now]``) of winning and of losing episodes
@@ -53,6 +60,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from milegpo.credit import method_variants, presets
 from milegpo.envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
@@ -171,14 +180,17 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     # the overrides are every method's run's (a preset of them all: each method reads its own fields)
     config = presets.get_preset(s["preset"]).replace(invalid_penalty=s["invalid_penalty"],
                                                      **s.get("overrides", {})).as_preset()
-    tasks = quality_tasks(s["env"], "train", s["tasks"], seed, s["horizon"], s["options"])
+    # the seed's own tasks, or with fixed_tasks every seed the first seed's (a world too costly to explore anew
+    # for every seed: the cached ScienceWorld's long types)
+    tasks = quality_tasks(s["env"], "train", s["tasks"], 0 if s.get("fixed_tasks") else seed, s["horizon"],
+                          s["options"])
     policy = TabularPolicy(s["prior"], s["invalid_logit"], np.random.default_rng(seed),
                            sees_context=s.get("policy_sees", "observation") == "context")
     # the trainer's group sampler: distinct tasks per iteration, a new shuffle every epoch over the tasks
     sampler = RepeatSampler(range(len(tasks)), mini_repeat_count=1, batch_size=s["groups"], repeat_count=1,
                             shuffle=True, seed=seed)
     stream = (i for _ in iter(int, 1) for i in sampler)
-    envs: dict = {}
+    envs: dict = world_envs(s)
     curve = []
     purchases: dict[str, list[float]] = {"won": [], "lost": []}  # the advantage of every "buy now" row, by outcome
     milestones: dict[str, list[float]] = {}  # per step score of the method: [pairs won, pairs] over the iterations
@@ -199,9 +211,36 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     final = episode_stats(final_groups)
     for env in envs.values():
         env.close()
+    if "world_cache" in s:
+        save_world_cache(s)
     return {"method": method_label, "seed": seed, "env": s["env"], "curve": curve, "final": final,
             "purchases": purchase_stats(purchases), "milestone_truth": milestones, "credit": credit,
             "states": len(policy.table), "seconds": time.perf_counter() - t0}
+
+
+#: the cached ScienceWorld's transitions of this process (``--world-cache``): read once, shared by its runs
+_WORLD_CACHE: dict = {}
+#: the name of this process's part of the world cache (main sets it from --out: parts of one cell never collide)
+WORLD_CACHE_PART = ["part"]
+
+
+def world_envs(s: dict) -> dict:
+    """The environments of a run by kind: none made yet (``play_groups`` makes them), except ScienceWorld with
+    ``--world-cache``: the cached world over the restricted action set (``experiments/sw_world.py``), its cache read
+    from the folder's parts once per process and shared by the process's runs."""
+    if "world_cache" not in s:
+        return {}
+    import sw_world
+
+    folder = Path(s["world_cache"])
+    if "cache" not in _WORLD_CACHE:
+        _WORLD_CACHE["cache"] = sw_world.TransitionCache.load(sorted(folder.glob("*.json.gz")))
+    return {s["env"]: sw_world.CachedScienceWorld(_WORLD_CACHE["cache"], s["distractors"])}
+
+
+def save_world_cache(s: dict) -> None:
+    """Write this process's world cache (all it read and made) as its part of the folder."""
+    _WORLD_CACHE["cache"].save(Path(s["world_cache"]) / f"{WORLD_CACHE_PART[0]}.json.gz")
 
 
 def credit_figures(result, method_label: str, milestones: dict) -> dict:
@@ -264,7 +303,9 @@ def analyse(records: list[dict]) -> dict:
 #: per environment kind: its name, what its training tasks are, what its score is (the tables' words)
 WORLD_WORDS = {"household": ("Household", "games (every task type, full-size rooms)", "score (mean episode reward)"),
                "webshop": ("WebShop", "goals (the embedded catalog's train split from goal 1,000)",
-                           "score (WebShop's score x 100)")}
+                           "score (WebShop's score x 100)"),
+               "scienceworld": ("ScienceWorld", "variations (train split, the task types of --env-options)",
+                                "score (the engine's score, 0-100)")}
 
 
 def _anchor_of(settings: dict) -> str:
@@ -273,6 +314,15 @@ def _anchor_of(settings: dict) -> str:
         return settings["state_anchor"]
     return {"obs": "observation", "obs+actions": "observation+actions (old serialisation)"}.get(
         settings.get("state", "obs"), settings.get("state", "obs"))
+
+
+def restricted_words(s: dict) -> str:
+    """The table's words for the cached ScienceWorld's restricted action set (empty for every other world)."""
+    if "world_cache" not in s:
+        return ""
+    return (f"; RESTRICTED action set: the expert's action and {s['distractors']} other listed actions per state "
+            f"(drawn by a hash of task and state, every method's), the engine's transitions cached in "
+            f"{s['world_cache']}")
 
 
 def table(records: list[dict], settings: dict) -> str:
@@ -290,7 +340,8 @@ def table(records: list[dict], settings: dict) -> str:
              f"lr {s['lr']}, state anchor {_anchor_of(s)}, the policy sees {s.get('policy_sees', 'observation')}, "
              f"preset {s['preset']}"
              f"{''.join(f', {k}={v}' for k, v in s.get('overrides', {}).items())}"
-             f"{''.join(f', env option {k}={v}' for k, v in s.get('options', {}).items())}; final evaluation: "
+             f"{''.join(f', env option {k}={v}' for k, v in s.get('options', {}).items())}"
+             f"{restricted_words(s)}{'; every seed on the same tasks' if s.get('fixed_tasks') else ''}; final evaluation: "
              f"{s['eval_episodes']} episodes of every training game; {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}), mean "
              "and 95% t-interval over seeds.", "",
              f"| method | final success % | mean training success % | final {score} | final invalid % | seeds |",
@@ -378,6 +429,15 @@ def parser(description: str | None = __doc__) -> argparse.ArgumentParser:
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="the trainer's invalid_action_penalty")
     p.add_argument("--overrides", default="{}",
                    help="CreditConfig fields over the preset, as JSON (e.g. '{\"norm\": \"mean_std\"}')")
+    p.add_argument("--world-cache", default=None, metavar="DIR",
+                   help="ScienceWorld only: play the cached world over a restricted action set (experiments/sw_world.py: "
+                        "the expert's action and --distractors listed ones per state), its transitions read from and "
+                        "written to DIR")
+    p.add_argument("--distractors", type=int, default=3,
+                   help="with --world-cache: listed actions beside the expert's in every state (every method's)")
+    p.add_argument("--fixed-tasks", action="store_true",
+                   help="every seed trains on the same tasks (seed 0's draw) instead of its own; seeds then vary the "
+                        "policy's random stream and the group order only")
     p.add_argument("--table-only", action="store_true", help="rewrite table.md / curves.png from results.json")
     p.add_argument("--combine", nargs="+", metavar="DIR", default=None,
                    help="write --out's results.json / table.md from the records of these folders' results.json "
@@ -444,6 +504,14 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
         presets.get_preset(settings["preset"]).replace(**settings["overrides"])
     except (TypeError, ValueError, AttributeError) as e:
         p.error(f"--overrides {args.overrides!r}: {e}")
+    if args.world_cache is not None:
+        if args.env != "scienceworld":
+            p.error(f"--world-cache is ScienceWorld's (the cached world), not {args.env!r}'s")
+        if args.distractors < 1:
+            p.error(f"--distractors must be >= 1, got {args.distractors}")
+        settings.update(world_cache=args.world_cache, distractors=args.distractors)
+    if args.fixed_tasks:
+        settings["fixed_tasks"] = True
     if args.groups > args.tasks:
         p.error(f"--groups ({args.groups}) must not exceed --tasks ({args.tasks}): a group per distinct task")
     return settings
@@ -457,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = settings_of(args, p)
+    WORLD_CACHE_PART[0] = out.name
     if args.combine:
         try:
             combined_settings, records, footer = combine(args.combine)

@@ -70,34 +70,31 @@ CELLS: dict[str, dict] = {
     "webshop_h30": {"env": "webshop", "options": {}, "horizon": 30, "iterations": 30,
                     "also": ["experiments/results/beacon_testbed/webshop"],
                     "note": "WebShop's horizon, the README's testbed"},
-    # ScienceWorld (BEACON's "easy" simplifications): early-rollout figures only; its testbed is not run (a step
-    # costs ~0.15-0.5 s for the engine's valid list: 40 iterations x 64 episodes of one seed would take hours, and
-    # a tabular prior on the expert's action is lost among 300-3,800 listed actions; notes/milestone_truth.md)
-    "scienceworld_short": {"env": "scienceworld", "horizon": 15, "iterations": 40, "testbed": False,
+    # ScienceWorld (BEACON's "easy" simplifications). Learning on ScienceWorld's own action space is not affordable
+    # nor learnable for a tabular policy (FULL_ACTIONS_WHY); the testbed plays the cached world over a RESTRICTED
+    # action set instead (experiments/sw_world.py: the gold expert's action and `distractors` listed actions per
+    # state, the same for every method and seed, the engine's transitions cached in `world_cache`)
+    "scienceworld_short": {"env": "scienceworld", "horizon": 15, "iterations": 40, "tasks": 8,
                            "options": {"task_types": ["find-non-living-thing", "lifespan-longest-lived",
                                                       "lifespan-shortest-lived",
                                                       "lifespan-longest-lived-then-shortest-lived"],
                                        "simplifications": "easy"},
+                           "world_cache": "experiments/results/regime/scienceworld_short/world", "distractors": 3,
                            "quality_seeds": 3,
-                           "note": "ScienceWorld's short task types (gold 5-6 steps), horizon 15",
-                           "why": "measured: a 2-iteration probe (seed 0, GraphGPO, the cell's settings; its folder "
-                                  "testbed_probe) took 148 s "
-                                  "for 128 training and 128 evaluation episodes of ~10 steps (load 4), ~50 s an "
-                                  "iteration, so a run of 40 iterations costs ~35 min and the cell's 60 runs ~35 h "
-                                  "of one core; and it won 3.1% then 0% of its training episodes (final 1.6%): a "
-                                  "tabular policy with the testbed's prior (logit 2 on the expert's action) among "
-                                  "300-3,800 listed actions gives that action 0.2-2.4% a step, so the methods "
-                                  "would have almost no win to credit"},
-    "scienceworld_long": {"env": "scienceworld", "horizon": 50, "iterations": 40, "testbed": False,
+                           "note": "ScienceWorld's short task types (gold 5-6 steps), horizon 15; learning: the cached "
+                                   "world over a RESTRICTED action set (the gold expert's action and 3 listed ones "
+                                   "per state), 8 train variations per seed"},
+    "scienceworld_long": {"env": "scienceworld", "horizon": 50, "iterations": 40, "tasks": 4, "groups": 4,
                           "options": {"task_types": ["boil", "melt", "freeze", "change-the-state-of-matter-of"],
                                       "simplifications": "easy"},
-                          "quality_seeds": 5, "quality_groups": 8,
+                          "world_cache": "experiments/results/regime/scienceworld_long/world", "distractors": 3,
+                          "fixed_tasks": True, "quality_seeds": 5, "quality_groups": 8,
                           "note": "ScienceWorld's long task types (gold 22-36 steps), horizon 50; its early-rollout "
-                                  "figures rest on 5 batches of 8 groups (40 groups, 6,315 same-state pairs)",
-                          "why": "estimated: its credit-quality, 320 episodes, 9,030 steps, took 818 s (0.09 s a "
-                                 "step, load 4), so a testbed run (40 x 64 episodes x up to 50 steps) costs up to "
-                                 "~3.2 h, the cell's 60 runs ~195 h of one core; and the tabular policy would "
-                                 "almost never win (as scienceworld_short's probe)"},
+                                  "figures rest on 5 batches of 8 groups (40 groups, 6,315 same-state pairs); "
+                                  "learning: the cached world over a RESTRICTED action set (the gold expert's "
+                                  "action and 3 listed ones per state), 4 train variations (one of each type), the "
+                                  "same for every seed (exploring a long type's states anew per seed costs too much "
+                                  "engine time), 4 groups of 8 per iteration"},
     # one cause at a time, each against its base cell (same seeds: paired)
     "household_full_h50_observation": {"base": "household_full_h50", "state_anchor": "observation",
                                        "note": "keys: the observation text alone (GiGPO's anchor; aliased)"},
@@ -115,6 +112,11 @@ CELLS: dict[str, dict] = {
     "household_full_h50_prior1": {"base": "household_full_h50", "prior": 1.0,
                                   "note": "a weaker start (prior logit 1.0): fewer wins early, more ties"},
 }
+#: why the ScienceWorld cells do not learn on the engine's own action space (measured, notes/milestone_truth.md)
+FULL_ACTIONS_WHY = ("a 2-iteration probe of scienceworld_short on the full action space (seed 0, GraphGPO; its folder "
+                    "testbed_probe) took 148 s for 128 training and 128 evaluation episodes of ~10 steps (load 4), "
+                    "~35 min a run, and won 3.1% then 0% of its training episodes: the testbed's prior (logit 2 on the "
+                    "expert's action) among 300-3,800 listed actions gives that action 0.2-2.4% a step")
 #: the batches of credit-quality per cell (mixed expert, seeds 0..QUALITY_SEEDS-1)
 QUALITY_SEEDS = 5
 #: the methods every cell's testbed runs
@@ -142,11 +144,14 @@ def testbed_args(s: dict, out: Path, seeds, methods) -> list[str]:
             str(s["horizon"]), "--iterations", str(s["iterations"]), "--tasks", str(s["tasks"]), "--groups",
             str(s["groups"]), "--group-size", str(s["group_size"]), "--state-anchor", s["state_anchor"],
             "--policy-sees", s["policy_sees"], "--seeds", *map(str, seeds), "--methods", *methods]
-    for flag, key in (("--lr", "lr"), ("--preset", "preset"), ("--prior", "prior")):
+    for flag, key in (("--lr", "lr"), ("--preset", "preset"), ("--prior", "prior"), ("--world-cache", "world_cache"),
+                      ("--distractors", "distractors")):
         if key in s:
             args += [flag, str(s[key])]
     if s.get("overrides"):
         args += ["--overrides", json.dumps(s["overrides"])]
+    if s.get("fixed_tasks"):
+        args.append("--fixed-tasks")
     return args
 
 
@@ -362,6 +367,34 @@ def table_notes(figures: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def holm(pvalues: dict, alpha: float = 0.05) -> dict:
+    """Holm's step-down correction: name -> whether the test is significant at family-wise level ``alpha`` (the
+    i-th smallest p of m compared with alpha / (m - i), stopping at the first that is not)."""
+    order = sorted(pvalues, key=lambda k: pvalues[k])
+    out, going = {}, True
+    for i, name in enumerate(order):
+        going = going and pvalues[name] <= alpha / (len(order) - i)
+        out[name] = going
+    return out
+
+
+def holm_summary(figures: list[dict], pair: str = "milegpo-full - graphgpo") -> str:
+    """The table's conclusion line: ``pair``'s tests of every cell and endpoint (final, training), Holm-corrected
+    at 5%; the ones that survive, with their sign."""
+    tests = {}
+    for f in figures:
+        for key, t in f.get("paired", {}).get(pair, {}).items():
+            if t["t_p"] == t["t_p"]:
+                tests[(f["cell"], key)] = t
+    if not tests:
+        return ""
+    kept = holm({k: t["t_p"] for k, t in tests.items()})
+    survive = [f"{cell} {key.split('_')[0]} {100 * tests[(cell, key)]['diff']:+.1f} (p {tests[(cell, key)]['t_p']:.4f})"
+               for (cell, key), ok in kept.items() if ok]
+    return (f"\nHolm over the {len(tests)} {pair} tests (cells x final / training, 5%): "
+            + ("; ".join(survive) if survive else "none survives") + ".\n")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["run", "quality", "table", "cells"],
@@ -386,7 +419,7 @@ def main(argv=None) -> int:
             run_cell(name, out, args.seeds, args.methods, quality_only=args.command == "quality")
         return 0
     figures = [f for f in (cell_figures(name, out) for name in (args.cells or CELLS)) if f is not None]
-    md = table(figures) + table_notes(figures)
+    md = table(figures) + table_notes(figures) + holm_summary(figures)
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(md)
     (out / "regime.json").write_text(json.dumps(figures, indent=1))

@@ -60,3 +60,16 @@ def test_a_tiny_cell_runs_in_parts_and_tables(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         truth.main([f"tiny={tmp_path / 'nothing.json'}"])
     assert exit_.value.code == 2
+
+
+def test_holm_steps_down_and_the_scienceworld_cells_play_the_cached_world(tmp_path):
+    mod = _module()
+    # m = 3: 0.01 <= 0.05 / 3 passes; 0.03 > 0.05 / 2 stops the rest, 0.04 included
+    assert mod.holm({"a": 0.01, "b": 0.04, "c": 0.03}) == {"a": True, "c": False, "b": False}
+    assert mod.holm({"a": 0.01, "b": 0.02}) == {"a": True, "b": True}
+    for cell in ("scienceworld_short", "scienceworld_long"):
+        args = mod.testbed_args(mod.cell_settings(cell), tmp_path, [0], mod.METHODS)
+        assert args[args.index("--world-cache") + 1] == f"experiments/results/regime/{cell}/world"
+        assert args[args.index("--distractors") + 1] == "3"
+    assert "--fixed-tasks" in mod.testbed_args(mod.cell_settings("scienceworld_long"), tmp_path, [0], mod.METHODS)
+    assert "--fixed-tasks" not in mod.testbed_args(mod.cell_settings("scienceworld_short"), tmp_path, [0], mod.METHODS)

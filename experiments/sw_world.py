@@ -1,0 +1,455 @@
+"""ScienceWorld for the learning testbed: the real engine's transitions, cached, over a restricted action set.
+
+The tabular testbed (``experiments/credit_testbed.py``) cannot learn on ScienceWorld as the engine offers it: a
+step costs 0.1-0.5 s (the valid list), a run ~35 min for 4,000 episodes of ~10 steps, and its prior (logit 2 on
+the expert's action) among 300-3,800 listed actions gives that action 0.2-2.4% a step, so it almost never wins
+(``notes/milestone_truth.md``). This world keeps the engine's outcomes and restricts the choice:
+
+- **Restricted action set (a stated simplification, not ScienceWorld's own action space)**: in every state the
+  admissible actions are the gold expert's action (``ScienceWorldEnv.expert_action``: the engine's gold sequence,
+  walking back after a detour) and :data:`DISTRACTORS` other actions of the engine's valid list, drawn by a hash
+  of (task, state) (:func:`candidates`): the same for every method and seed, so methods stay paired. A text that
+  is none of them is invalid (the engine's "No known action matches that input."), a no-op, as the real engine
+  answers an unknown action (checked by :func:`check_transitions`).
+- **Cached transitions**: a state is the engine's visible state and the expert's progress (:func:`fingerprint`:
+  the free look at the room, the inventory, the score, the completed subgoals, the tracker's context line, the
+  gold expert's place in its sequence and its room); an edge (state, action) holds
+  what the engine answered (observation, reward, won / lost, milestone, score, the tracker's fields) and the state
+  it reached. Edges and states are made by the engine on first visit (the world replays the episode's actions in
+  a live engine, then steps), and read from the cache afterwards. Two histories that reach one visible state share
+  it: a hidden difference (an object left in another room) is not seen. :func:`check_transitions` measures that
+  (replays histories in fresh engines and compares); ``notes/milestone_truth.md`` has the figures.
+
+The state keys the credit sees are the real world's (observation, the tracker's context line, the templates and
+objects in view: ``tracked+actions`` as ``ScienceWorldEnv`` keys them); the policy's table sees the candidates.
+
+    python experiments/sw_world.py check find-non-living-thing lifespan-longest-lived   # transitions deterministic?
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import hashlib
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+from milegpo.envs.base import Task, TextEnv
+from milegpo.envs.scienceworld.actions import UNKNOWN_ACTION, sorted_listing
+from milegpo.envs.scienceworld.tracker import ScienceWorldTracker
+
+#: other listed actions beside the expert's in every state (the same for every method and seed)
+DISTRACTORS = 3
+#: the fields of an edge (what the engine answered to an action in a state), besides its target state ``to``
+EDGE_FIELDS = ("obs", "reward", "won", "lost", "milestone", "score", "engine_score", "location", "inventory")
+
+
+def task_key(task: Task) -> str:
+    """What a cache is kept per: task type, variation, simplifications, reward."""
+    return "|".join((task.task_type, str(task.seed), str(task.option("simplifications", "")),
+                     str(task.option("reward", "win"))))
+
+
+def fingerprint(look: str, inventory: str, engine_score: int, subgoals, context: str, expert: str = "") -> str:
+    """The state: what is visible (the room's look, listings sorted: the engine's order changes from load to load;
+    the inventory, the score, the subgoals done, the tracker's context line) and the gold expert's progress
+    (``expert``: its place in the gold sequence and the room it is in), hashed. Without the expert's progress a
+    gold step that changes nothing visible (``look around``, 1 in 10 gold steps) would lead back to the state it
+    left, whose expert action is that step again: the expert would loop."""
+    text = "\x1e".join((sorted_listing(look), inventory, str(engine_score), "\x1f".join(subgoals), context, expert))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def candidates(task: Task, state: str, expert: str, listed, k: int = DISTRACTORS) -> list[str]:
+    """The state's admissible actions: the expert's and ``k`` others of the engine's ``listed`` actions, drawn by a
+    hash of (task, state), so every method and seed gets the same; sorted (the expert's place says nothing)."""
+    others = sorted(set(listed) - {expert})
+    rng = random.Random(int(hashlib.sha1(f"{task_key(task)}#{state}".encode()).hexdigest()[:12], 16))
+    return sorted([expert] + rng.sample(others, min(k, len(others))))
+
+
+class TransitionCache:
+    """States and edges per task: ``roots[task] = edge`` (the reset), ``states[task][fp] = {"cands", "expert",
+    "prompt"}``, ``edges[task][fp + "\\x1f" + action] = edge``; prompts (templates and objects in view) interned.
+    ``misses`` counts the engine steps made, ``hits`` the edges read."""
+
+    def __init__(self) -> None:
+        self.roots: dict[str, dict] = {}
+        self.states: dict[str, dict] = {}
+        self.edges: dict[str, dict] = {}
+        self.prompts: list[list[str]] = []
+        self._prompt_ids: dict[tuple, int] = {}
+        self.hits = self.misses = 0
+        self.conflicts: list[str] = []
+        #: witness replays that did not reach their state (saved: the engine was not deterministic there)
+        self.divergences: list[str] = []
+
+    def prompt_id(self, prompt) -> int:
+        key = tuple(prompt)
+        if key not in self._prompt_ids:
+            self._prompt_ids[key] = len(self.prompts)
+            self.prompts.append(list(prompt))
+        return self._prompt_ids[key]
+
+    def to_dict(self) -> dict:
+        return {"roots": self.roots, "states": self.states, "edges": self.edges, "prompts": self.prompts,
+                "divergences": self.divergences}
+
+    def save(self, path: Path) -> Path:
+        """Write the cache (gzip JSON) at ``path``, whole or not at all (another process may be reading the folder)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with gzip.open(tmp, "wt") as f:
+            json.dump(self.to_dict(), f, separators=(",", ":"))
+        return tmp.replace(path)
+
+    def merge(self, data: dict, where: str = "") -> None:
+        """Add a saved cache's states and edges; an edge saved with another outcome is a conflict (kept: the
+        first), listed in :attr:`conflicts` (the engine was not deterministic there, or a merge of states was wrong)."""
+        remap = [self.prompt_id(p) for p in data["prompts"]]
+        self.divergences += [d for d in data.get("divergences", []) if d not in self.divergences]
+        for task, edge in data["roots"].items():
+            self._add_edge(self.roots, task, edge, f"{where}: reset of {task}")
+        for task, states in data["states"].items():
+            mine = self.states.setdefault(task, {})
+            for fp, s in states.items():
+                mine.setdefault(fp, {**s, "prompt": remap[s["prompt"]]})
+        for task, edges in data["edges"].items():
+            mine = self.edges.setdefault(task, {})
+            for key, edge in edges.items():
+                self._add_edge(mine, key, edge, f"{where}: {task} {key.split(chr(31))[-1]!r}")
+
+    def _add_edge(self, table: dict, key: str, edge: dict, what: str) -> None:
+        old = table.setdefault(key, edge)
+        if old is not edge and {k: old[k] for k in EDGE_FIELDS} != {k: edge[k] for k in EDGE_FIELDS}:
+            self.conflicts.append(what)
+
+    @classmethod
+    def load(cls, paths) -> "TransitionCache":
+        cache = cls()
+        for path in paths:
+            with gzip.open(path, "rt") as f:
+                cache.merge(json.load(f), str(path))
+        return cache
+
+    def sizes(self) -> dict:
+        return {"tasks": len(self.roots), "states": sum(map(len, self.states.values())),
+                "edges": sum(map(len, self.edges.values())), "prompts": len(self.prompts),
+                "divergences": len(self.divergences)}
+
+
+def expert_wins(cache: TransitionCache, steps: int = 200) -> dict:
+    """How many of the cache's tasks the expert wins by the cached edges alone (its action in every state, from the
+    reset; a state left out of the cache or a return to a state seen counts as not won)."""
+    won = 0
+    for task, root in cache.roots.items():
+        states, edges, fp, seen = cache.states.get(task, {}), cache.edges.get(task, {}), root["to"], set()
+        for _ in range(steps):
+            state = states.get(fp)
+            edge = edges.get(f"{fp}\x1f{state['expert']}") if state and state["expert"] else None
+            if edge is None or fp in seen:
+                break
+            seen.add(fp)
+            if edge["won"]:
+                won += 1
+                break
+            fp = edge["to"]
+    return {"won": won, "tasks": len(cache.roots)}
+
+
+class CachedScienceWorld(TextEnv):
+    """ScienceWorld over the restricted action set, replaying :class:`TransitionCache` (see the module docstring);
+    the engine (a :class:`~milegpo.envs.scienceworld.ScienceWorldEnv`, made on first need) only for what the cache
+    does not hold."""
+
+    kind = "scienceworld"
+    experts = {"oracle": "expert_action"}
+    has_score = True
+    step_in_workers = False
+
+    def __init__(self, cache: TransitionCache | None = None, distractors: int = DISTRACTORS) -> None:
+        super().__init__()
+        self.cache = cache if cache is not None else TransitionCache()
+        self.distractors = distractors
+        self._real = None
+        self._key = ""
+        self._state = ""  # the fingerprint of the state the episode is in
+        self._live_at: str | None = None  # the state the live engine is in (None: not known)
+        self._live_path: list[str] = []  # the actions the live engine played since its reset
+        self._last: dict = {}  # the tracker's fields of the last edge
+
+    # ------------------------------------------------------------------ the engine, when the cache has no answer
+    def _engine(self):
+        if self._real is None:
+            from milegpo.envs.scienceworld import ScienceWorldEnv
+
+            self._real = ScienceWorldEnv()
+            self._real.expert("oracle")  # load gold paths with the task
+        return self._real
+
+    def _sync(self) -> None:
+        """Bring the live engine to the state the episode is in: nothing when it is there, else a reset and the
+        state's witness path (the actions that first reached it), the expert asked before every action so that its
+        gold cursor follows as it did. Not the episode's own actions: two histories that reach one state share it,
+        and only the witness is known to reach exactly it. A replay that ends elsewhere (the engine not
+        deterministic there) is counted in ``cache.divergences`` and the state's transitions are the engine's from
+        where it is."""
+        if self._live_at == self._state:
+            return
+        real = self._engine()
+        real.reset(self._unbounded(self.task))
+        path = self.cache.states[self._key][self._state]["path"]
+        for action in path:
+            real.expert_action()
+            real.step(action)
+        self._live_path = list(path)
+        if self._live_fingerprint() != self._state:
+            self.cache.divergences.append(f"{self._key} after {path}")
+        self._live_at = self._state
+
+    @staticmethod
+    def _unbounded(task: Task) -> Task:
+        """The task for the live engine: no horizon of its own (a witness path may be longer than the episode
+        that reaches its state by another way; the cached world's episode keeps the task's horizon)."""
+        return dataclasses.replace(task, horizon=10_000)
+
+    def _live_fingerprint(self) -> str:
+        real = self._real
+        return fingerprint(real._sim.look(), real.tracker.inventory, real.tracker.score, real._last_info["subgoals"],
+                           real.tracker.context(), f"{real._cursor}@{real._gold_room}")
+
+    def _state_of(self, edge: dict) -> str:
+        """Record the state the live engine is in (its candidates: the expert's action asked now; its witness path:
+        the live engine's actions) as ``edge``'s target; returns its fingerprint."""
+        real = self._real
+        fp = self._live_fingerprint()
+        states = self.cache.states.setdefault(self._key, {})
+        if fp not in states:
+            prompt = self.cache.prompt_id(real._last_info["prompt_actions"])
+            if real.done:
+                states[fp] = {"expert": None, "cands": [], "prompt": prompt, "path": list(self._live_path)}
+            else:
+                expert = real.expert_action()
+                states[fp] = {"expert": expert, "cands": candidates(self.task, fp, expert, real.admissible,
+                                                                    self.distractors),
+                              "prompt": prompt, "path": list(self._live_path)}
+        edge["to"] = fp
+        return fp
+
+    @staticmethod
+    def _edge(obs: str, reward: float, won: bool, info: dict) -> dict:
+        return {"obs": obs, "reward": float(reward), "won": bool(won), "lost": bool(info.get("lost", False)),
+                "milestone": bool(info.get("milestone", False)), "score": float(info["score"]),
+                "engine_score": int(info["engine_score"]), "location": info.get("location", ""),
+                "inventory": info.get("inventory", "")}
+
+    # ------------------------------------------------------------------ protocol hooks
+    def make_tracker(self):
+        return ScienceWorldTracker()
+
+    def _anchor_info(self, obs: str, admissible):
+        """Keyed as ``ScienceWorldEnv`` keys (the templates and objects in view for the actions)."""
+        prompt = self.cache.prompts[self.cache.states[self._key][self._state]["prompt"]]
+        return super()._anchor_info(obs, prompt)
+
+    def _reset(self, task: Task):
+        self._key, self._live_at = task_key(task), None
+        root = self.cache.roots.get(self._key)
+        if root is None:
+            self.cache.misses += 1
+            real = self._engine()
+            obs, _, info = real.reset(self._unbounded(task))
+            root = self._edge(obs, 0.0, False, info)
+            root.update(goal=info["goal"], game_id=info["game_id"])
+            self.task = task  # _state_of draws the candidates by the task
+            self._live_path = []
+            self._live_at = self._state_of(root)
+            self.cache.roots[self._key] = root
+        else:
+            self.cache.hits += 1
+        self._state = root["to"]
+        self._last = root
+        info = {k: root[k] for k in ("score", "engine_score", "location", "inventory", "goal", "game_id")}
+        return root["obs"], list(self.cache.states[self._key][self._state]["cands"]), {**info, "milestone": False}
+
+    def _invalid(self, action: str) -> bool | None:
+        return None
+
+    def _step(self, action: str):
+        here = self.cache.states[self._key][self._state]
+        if action not in here["cands"]:  # not offered: the engine's answer to an unknown action, nothing changes
+            info = {k: self._last[k] for k in ("score", "engine_score", "location", "inventory")}
+            return UNKNOWN_ACTION, 0.0, False, list(here["cands"]), {**info, "invalid": True, "milestone": False}
+        edges = self.cache.edges.setdefault(self._key, {})
+        edge = edges.get(f"{self._state}\x1f{action}")
+        if edge is None:
+            self.cache.misses += 1
+            self._sync()
+            real = self._real
+            real.expert_action()  # the expert's cursor follows as in the witness's episode
+            obs, reward, _, _, info = real.step(action)
+            self._live_path.append(action)
+            edge = self._edge(obs, reward, info["won"], info)
+            self._live_at = self._state_of(edge)
+            edges[f"{self._state}\x1f{action}"] = edge
+        else:
+            self.cache.hits += 1  # the live engine stays where it is (_live_at)
+        self._state = edge["to"]
+        self._last = edge
+        info = {k: edge[k] for k in ("score", "engine_score", "location", "inventory", "lost", "milestone")}
+        info["invalid"] = edge["obs"].strip() == UNKNOWN_ACTION
+        cands = self.cache.states[self._key][self._state]["cands"]
+        return edge["obs"], edge["reward"], edge["won"], list(cands), info
+
+    def expert_action(self) -> str | None:
+        if self.done or self.task is None:
+            return None
+        return self.cache.states[self._key][self._state]["expert"]
+
+    def close(self) -> None:
+        if self._real is not None:
+            self._real.close()
+            self._real = None
+
+
+# ------------------------------------------------------------------------------------------ determinism check
+def _play(env, task: Task, actions) -> list[tuple]:
+    """(observation, engine score, sorted look, inventory) after the reset and after every action of ``actions``."""
+    obs, _, info = env.reset(task)
+    out = [(obs, info["engine_score"], sorted_listing(env._sim.look()), info["inventory"])]
+    for a in actions:
+        if env.done:
+            break
+        obs, _, _, _, info = env.step(a)
+        out.append((obs, info["engine_score"], sorted_listing(env._sim.look()), info["inventory"]))
+    return out
+
+
+def random_history(env, task: Task, steps: int, rng: random.Random, gold_share: float = 0.5) -> list[str]:
+    """A history of ``steps`` actions: the gold expert's at rate ``gold_share``, else a listed action (uniform), and
+    an unknown action now and then (``<invalid>``); played in ``env`` to make it."""
+    env.expert("oracle")
+    env.reset(task)
+    actions = []
+    for _ in range(steps):
+        if env.done:
+            break
+        r = rng.random()
+        a = env.expert_action() if r < gold_share else ("<invalid>" if r > 0.95 else rng.choice(env.admissible))
+        actions.append(a)
+        env.step(a)
+    return actions
+
+
+def check_transitions(task_types, histories: int = 2, steps: int = 12, seed: int = 0, say=print) -> dict:
+    """Replay random histories of each task type (variation 0 and 1 of train, ``easy``) three times: in the engine
+    that made them (right after, the task reloaded), in a fresh engine of another process, and in that engine again
+    after loading other task types; and once with every unknown action left out. Returns per type the number of
+    histories, steps and steps whose (observation, score, look, inventory) differed."""
+    import multiprocessing
+    from milegpo.envs.scienceworld import ScienceWorldEnv, scienceworld_tasks
+
+    rng = random.Random(seed)
+    made = []
+    env = ScienceWorldEnv()
+    for t in task_types:
+        for v in range(histories):
+            task = scienceworld_tasks("train", 1, start=v, task_type=t, simplifications="easy")[0]
+            actions = random_history(env, task, steps, rng)
+            made.append((task, actions, _play(env, task, actions)))
+    env.close()
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        fresh = pool.apply(_replay_all, ([(t, a) for t, a, _ in made],))
+    out: dict = {}
+    for (task, actions, first), (again, after_others, no_invalid) in zip(made, fresh):
+        o = out.setdefault(task.task_type, {"histories": 0, "steps": 0, "differ_fresh": 0, "differ_used": 0,
+                                            "differ_without_invalid": 0, "invalid_actions": 0})
+        o["histories"] += 1
+        o["steps"] += len(first)
+        for name, other in (("fresh", again), ("used", after_others)):
+            for i, (x, y) in enumerate(zip(first, other)):
+                if x != y and len(o.setdefault("examples", [])) < 6:
+                    fields = [f for f, a, b in zip(("observation", "score", "look", "inventory"), x, y) if a != b]
+                    o["examples"].append({"engine": name, "variation": task.seed, "step": i,
+                                          "action": actions[i - 1] if i else "(reset)", "fields": fields,
+                                          "first": [str(x[fields_i])[:300] for fields_i in range(4)
+                                                    if x[fields_i] != y[fields_i]],
+                                          "other": [str(y[fields_i])[:300] for fields_i in range(4)
+                                                    if x[fields_i] != y[fields_i]]})
+        o["differ_fresh"] += sum(x != y for x, y in zip(first, again)) + abs(len(first) - len(again))
+        o["differ_used"] += sum(x != y for x, y in zip(first, after_others)) + abs(len(first) - len(after_others))
+        kept = [i for i, a in enumerate(actions) if a != "<invalid>"]
+        o["invalid_actions"] += len(actions) - len(kept)
+        # without the unknown actions: the states after the kept actions must be those of the full history
+        o["differ_without_invalid"] += sum(first[i + 1][1:] != no_invalid[j + 1][1:] for j, i in enumerate(kept)
+                                           if i + 1 < len(first) and j + 1 < len(no_invalid))
+    say(json.dumps(out, indent=1))
+    return out
+
+
+def _replay_all(items):
+    from milegpo.envs.scienceworld import ScienceWorldEnv, scienceworld_tasks
+
+    env = ScienceWorldEnv()
+    results = []
+    for task, actions in items:
+        again = _play(env, task, actions)
+        for other in ("boil", "grow-plant"):  # load other types in this engine, then replay once more
+            env.reset(scienceworld_tasks("train", 1, task_type=other)[0])
+        after = _play(env, task, actions)
+        no_invalid = _play(env, task, [a for a in actions if a != "<invalid>"])
+        results.append((again, after, no_invalid))
+    env.close()
+    return results
+
+
+#: the merged world cache of a folder (what the testbed reads with the parts a later run adds)
+MERGED = "cache.json.gz"
+
+
+def merge_folder(folder: Path, say=print) -> int:
+    """Read every part of ``folder``, write them as one :data:`MERGED`, remove the others; 1 if two parts disagree
+    on an edge (the engine answered one action in one visible state otherwise: the conflicts are listed)."""
+    parts = sorted(folder.glob("*.json.gz"))
+    cache = TransitionCache.load(parts)
+    cache.save(folder / MERGED)
+    for part in parts:
+        if part.name != MERGED:
+            part.unlink()
+    say(f"{folder / MERGED}: {len(parts)} parts, {json.dumps(cache.sizes())}, the expert wins "
+        f"{json.dumps(expert_wins(cache))} by the cached edges, "
+        f"{(folder / MERGED).stat().st_size / 1e6:.2f} MB, {len(cache.conflicts)} conflicting edges")
+    for c in cache.conflicts[:20]:
+        say(f"  conflict: {c}")
+    return 1 if cache.conflicts else 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="are the engine's transitions deterministic for these task types")
+    c.add_argument("task_types", nargs="+")
+    c.add_argument("--histories", type=int, default=2)
+    c.add_argument("--steps", type=int, default=12)
+    c.add_argument("--out", default=None, help="write the figures here (JSON)")
+    m = sub.add_parser("merge", help="combine a world cache folder's parts into one file (the parts removed)")
+    m.add_argument("folder")
+    args = p.parse_args(argv)
+    if args.command == "merge":
+        return merge_folder(Path(args.folder))
+    t0 = time.perf_counter()
+    out = check_transitions(args.task_types, args.histories, args.steps)
+    print(f"{time.perf_counter() - t0:.0f} s")
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""experiments/sw_world.py: the cached ScienceWorld of the learning testbed (restricted action set, replayed
+transitions) on a hand-made cache (no engine), and once against the real engine (slow, needs the JVM)."""
+
+import json
+import runpy
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from milegpo.envs.base import Task, state_key
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+sys.path.insert(0, str(EXPERIMENTS))
+
+import sw_world  # noqa: E402
+
+TASK = Task(task_id="scienceworld/find-plant/train/0/easy", env="scienceworld", seed=0, task_type="find-plant",
+            split="train", horizon=6, options=(("simplifications", "easy"),))
+
+
+def _edge(obs, to, reward=0.0, won=False, lost=False, milestone=False, score=0.0, location="kitchen"):
+    return {"obs": obs, "to": to, "reward": reward, "won": won, "lost": lost, "milestone": milestone,
+            "score": score, "engine_score": int(100 * score), "location": location, "inventory": "nothing"}
+
+
+def hand_cache() -> sw_world.TransitionCache:
+    """A world of two states: A (kitchen) -> B (greenhouse, a milestone) -> won; a wrong focus loses."""
+    c = sw_world.TransitionCache()
+    k = sw_world.task_key(TASK)
+    pa, pb = c.prompt_id(["look around", "OBJ is one of: sink"]), c.prompt_id(["look around", "OBJ is one of: pot"])
+    c.roots[k] = {**_edge("This room is called the kitchen.", "A"), "goal": "find a plant", "game_id": "g"}
+    c.states[k] = {"A": {"expert": "teleport to greenhouse", "prompt": pa,
+                         "cands": sorted(["teleport to greenhouse", "focus on sink", "open oven", "look around"])},
+                   "B": {"expert": "focus on pea plant", "prompt": pb,
+                         "cands": sorted(["focus on pea plant", "teleport to kitchen", "look around", "open pot"])},
+                   "W": {"expert": None, "prompt": pb, "cands": []}, "L": {"expert": None, "prompt": pa, "cands": []}}
+    c.edges[k] = {"A\x1fteleport to greenhouse": _edge("You teleport to the greenhouse.", "B", milestone=True,
+                                                       score=0.5, location="greenhouse"),
+                  "A\x1ffocus on sink": _edge("You focus on the sink.", "L", lost=True),
+                  "A\x1fopen oven": _edge("The oven is now open.", "A"),
+                  "A\x1flook around": _edge("This room is called the kitchen.", "A"),
+                  "B\x1ffocus on pea plant": _edge("You focus on the pea plant.", "W", reward=10.0, won=True,
+                                                   milestone=True, score=1.0, location="greenhouse"),
+                  "B\x1fteleport to kitchen": _edge("You teleport to the kitchen.", "A"),
+                  "B\x1flook around": _edge("This room is called the greenhouse.", "B", score=0.5,
+                                            location="greenhouse"),
+                  "B\x1fopen pot": _edge("The pot is now open.", "B", score=0.5, location="greenhouse")}
+    return c
+
+
+class NoEngine(sw_world.CachedScienceWorld):
+    def _engine(self):
+        raise AssertionError("the cached world called the engine for a transition the cache holds")
+
+
+def test_the_cache_replays_what_it_holds_and_never_the_engine():
+    env = NoEngine(hand_cache())
+    obs, admissible, info = env.reset(TASK)
+    assert obs == "This room is called the kitchen." and info["goal"] == "find a plant"
+    assert admissible == sorted(["teleport to greenhouse", "focus on sink", "open oven", "look around"])
+    assert env.expert("oracle")() == "teleport to greenhouse"
+    # the state key is the real world's: observation, context line, the templates and objects in view
+    ctx = "Location: kitchen. Inventory: nothing. Focus: none. Score: 0."
+    assert info["state_context"] == ctx
+    assert info["state_key"] == state_key(info["state_text"]) and "OBJ is one of: sink" in info["state_text"]
+    obs, reward, term, trunc, info = env.step("open oven")
+    assert (obs, reward, term, info["milestone"], info["invalid"]) == ("The oven is now open.", 0.0, False, False, False)
+    obs, reward, term, trunc, info = env.step("teleport to greenhouse")
+    assert obs == "You teleport to the greenhouse." and info["milestone"] and info["score"] == 0.5
+    assert env.tracker.context() == "Location: greenhouse. Inventory: nothing. Focus: none. Score: 50."
+    assert "OBJ is one of: pot" in info["state_text"]
+    obs, reward, term, trunc, info = env.step("focus on pea plant")
+    assert reward == 10.0 and info["won"] and term and env.cache.hits == 4 and env.cache.misses == 0
+
+
+def test_an_action_outside_the_candidates_is_the_engines_unknown_action_and_changes_nothing():
+    env = NoEngine(hand_cache())
+    _, admissible, first = env.reset(TASK)
+    obs, reward, _, _, info = env.step("<invalid>")
+    assert obs == sw_world.UNKNOWN_ACTION and info["invalid"] and reward == 0.0
+    assert info["admissible_actions"] == admissible and env.expert_action() == "teleport to greenhouse"
+    assert info["state_context"] == first["state_context"]
+    obs, _, term, _, info = env.step("focus on sink")  # a wrong focus: lost, not won
+    assert term and info["lost"] and not info["won"]
+
+
+def test_a_wrong_observation_in_the_cache_is_what_the_world_replays():
+    """The world reads the cache and nothing else: an edit of an edge's observation is what the episode sees (so the
+    comparison with the engine in the slow test below is what guards the cache's contents)."""
+    cache = hand_cache()
+    cache.edges[sw_world.task_key(TASK)]["A\x1fopen oven"]["obs"] = "The oven is now closed."
+    env = NoEngine(cache)
+    env.reset(TASK)
+    assert env.step("open oven")[0] == "The oven is now closed."
+
+
+def test_expert_wins_follows_the_cached_expert_and_sees_a_loop():
+    cache = hand_cache()
+    assert sw_world.expert_wins(cache) == {"won": 1, "tasks": 1}
+    # the expert's action in B leads back to B (as "look around" did when states were keyed by what is visible)
+    cache.edges[sw_world.task_key(TASK)]["B\x1ffocus on pea plant"] = _edge("You look around.", "B")
+    assert sw_world.expert_wins(cache) == {"won": 0, "tasks": 1}
+
+
+def test_candidates_are_the_experts_and_k_listed_ones_the_same_for_every_call():
+    listed = [f"move thing {i} to box" for i in range(50)] + ["focus on pea plant"]
+    a = sw_world.candidates(TASK, "fp1", "focus on pea plant", listed, k=3)
+    assert "focus on pea plant" in a and len(a) == 4 and a == sorted(a) and set(a) <= set(listed)
+    assert a == sw_world.candidates(TASK, "fp1", "focus on pea plant", list(reversed(listed)), k=3)
+    others = {tuple(sw_world.candidates(TASK, f"fp{i}", "focus on pea plant", listed, k=3)) for i in range(20)}
+    assert len(others) > 1  # drawn per state, not one fixed set
+    # an expert's action the list spells otherwise is still offered
+    assert "focus on the pea plant" in sw_world.candidates(TASK, "fp1", "focus on the pea plant", listed, k=3)
+
+
+def test_save_load_merge_and_conflicts(tmp_path):
+    c = hand_cache()
+    path = c.save(tmp_path / "a.json.gz")
+    loaded = sw_world.TransitionCache.load([path])
+    assert loaded.to_dict() == c.to_dict() and not loaded.conflicts
+    other = hand_cache()
+    other.edges[sw_world.task_key(TASK)]["A\x1fopen oven"]["obs"] = "The oven is on fire."
+    both = sw_world.TransitionCache.load([path, other.save(tmp_path / "b.json.gz")])
+    assert len(both.conflicts) == 1 and "open oven" in both.conflicts[0]
+    assert both.edges[sw_world.task_key(TASK)]["A\x1fopen oven"]["obs"] == "The oven is now open."
+
+
+def test_the_testbed_plays_the_cached_world_every_method_on_the_same_candidates(tmp_path, monkeypatch):
+    pytest.importorskip("scipy")
+    mod = SimpleNamespace(**runpy.run_path(str(EXPERIMENTS / "credit_testbed.py"), run_name="credit_testbed"))
+    hand_cache().save(tmp_path / "world" / "hand.json.gz")
+    import milegpo.evidence.quality as quality
+
+    monkeypatch.setattr(quality, "quality_tasks", lambda env, split, n, seed, horizon, options=None: [TASK] * n)
+    monkeypatch.setattr(sw_world.CachedScienceWorld, "_engine", NoEngine._engine)
+    settings = mod.settings_of(mod.parser().parse_args(
+        ["--env", "scienceworld", "--world-cache", str(tmp_path / "world"), "--distractors", "3", "--tasks", "1",
+         "--groups", "1", "--group-size", "4", "--iterations", "3", "--horizon", "6", "--eval-episodes", "2",
+         "--policy-sees", "context"]), mod.parser())
+    assert settings["world_cache"] == str(tmp_path / "world") and settings["distractors"] == 3
+    tables = {}
+    for method in ("graphgpo", "milegpo-full"):
+        record = mod.run(0, method, settings)
+        assert len(record["curve"]) == 3 and record["curve"][0]["success"] > 0
+        tables[method] = record
+    # paired: the first iteration (before any update) is the same episode stream for both methods
+    assert json.dumps(tables["graphgpo"]["curve"][0]) == json.dumps(tables["milegpo-full"]["curve"][0])
+    assert "RESTRICTED action set" in mod.table([tables["graphgpo"], tables["milegpo-full"]], settings)
+
+
+def test_the_testbed_refuses_a_world_cache_for_another_world(capsys):
+    mod = SimpleNamespace(**runpy.run_path(str(EXPERIMENTS / "credit_testbed.py"), run_name="credit_testbed"))
+    p = mod.parser()
+    with pytest.raises(SystemExit) as e:
+        mod.settings_of(p.parse_args(["--env", "household", "--world-cache", "x"]), p)
+    assert e.value.code == 2 and "--world-cache is ScienceWorld's" in capsys.readouterr().err
+
+
+def _engine_or_skip():
+    pytest.importorskip("scienceworld")
+    from milegpo.envs.scienceworld.tasks import check_runtime
+
+    try:
+        check_runtime()
+    except Exception as e:  # noqa: BLE001 - no Java here
+        pytest.skip(str(e))
+
+
+@pytest.mark.slow
+def test_the_expert_wins_through_the_cached_world_and_its_replay():
+    """The gold expert alone wins find-non-living-thing through the cached world (its gold path has a ``look around``,
+    which changes nothing visible: keyed by what is visible alone, the state after it was the state before it and
+    the expert looped on it), and the cache alone replays the win."""
+    _engine_or_skip()
+    from milegpo.envs.scienceworld import scienceworld_tasks
+
+    task = scienceworld_tasks("train", 1, start=0, task_type="find-non-living-thing", horizon=15,
+                              simplifications="easy")[0]
+    made = sw_world.CachedScienceWorld()
+    made.reset(task)
+    while not made.done:
+        made.step(made.expert_action())
+    made.close()
+    assert made.won and made.steps <= 8
+    again = NoEngine(made.cache)
+    again.reset(task)
+    while not again.done:
+        again.step(again.expert_action())
+    assert again.won and again.steps == made.steps and sw_world.expert_wins(made.cache) == {"won": 1, "tasks": 1}
+
+
+@pytest.mark.slow
+def test_the_cached_world_replays_the_engines_observations():
+    """Engine play through the cached world (cache empty: every step is the engine's), then the same actions from
+    the cache alone and directly through ScienceWorldEnv: observations, rewards, keys and candidates equal."""
+    _engine_or_skip()
+    from milegpo.envs.scienceworld import ScienceWorldEnv, scienceworld_tasks
+
+    task = scienceworld_tasks("train", 1, start=0, task_type="lifespan-longest-lived", horizon=8,
+                              simplifications="easy")[0]
+    rng = np.random.default_rng(0)
+    made = sw_world.CachedScienceWorld()
+    obs, cands, info = made.reset(task)
+    played, seen = [], [(obs, info["state_key"], tuple(cands))]
+    while not made.done:
+        a = cands[int(rng.integers(len(cands)))] if rng.random() < 0.4 else made.expert_action()
+        obs, reward, _, _, info = made.step(a)
+        cands = info["admissible_actions"]
+        played.append(a)
+        seen.append((obs, info["state_key"], tuple(cands), reward, info["milestone"]))
+    made.close()
+    assert made.cache.misses >= len(played) and made.cache.hits == 0
+    again = NoEngine(made.cache)
+    obs, cands, info = again.reset(task)
+    replay = [(obs, info["state_key"], tuple(cands))]
+    for a in played:
+        obs, reward, _, _, info = again.step(a)
+        replay.append((obs, info["state_key"], tuple(info["admissible_actions"]), reward, info["milestone"]))
+    assert replay == seen
+    real = ScienceWorldEnv()
+    try:
+        obs, _, info = real.reset(task)
+        direct = [(obs, info["state_key"])]
+        for a in played:
+            obs, reward, _, _, info = real.step(a)
+            direct.append((obs, info["state_key"]))
+    finally:
+        real.close()
+    assert direct == [s[:2] for s in seen]
