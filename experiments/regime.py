@@ -111,6 +111,18 @@ CELLS: dict[str, dict] = {
                                                       "its own beacon_mode); not run"},
     "household_full_h50_prior1": {"base": "household_full_h50", "prior": 1.0,
                                   "note": "a weaker start (prior logit 1.0): fewer wins early, more ties"},
+    "scienceworld_short_prior1": {"base": "scienceworld_short", "prior": 1.0,
+                                  "world_cache": "experiments/results/regime/scienceworld_short_prior1/world",
+                                  "note": "scienceworld_short with a weaker start (prior logit 1.0 on the expert's "
+                                          "action instead of 2, the invalid action's 1 as before): the short cell "
+                                          "is saturated (85% of its first iteration won); its own world cache, "
+                                          "begun as a copy of the short cell's (the same engine transitions; the "
+                                          "short cell's cache left as it landed)"},
+    "scienceworld_short_d10": {"base": "scienceworld_short", "distractors": 10,
+                               "world_cache": "experiments/results/regime/scienceworld_short_d10/world",
+                               "note": "scienceworld_short with 10 listed actions beside the gold expert's per "
+                                       "state instead of 3 (its own world cache, begun empty: new edges need the "
+                                       "engine)"},
 }
 #: why the ScienceWorld cells do not learn on the engine's own action space (measured, notes/milestone_truth.md)
 FULL_ACTIONS_WHY = ("a 2-iteration probe of scienceworld_short on the full action space (seed 0, GraphGPO; its folder "

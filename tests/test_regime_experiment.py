@@ -73,3 +73,12 @@ def test_holm_steps_down_and_the_scienceworld_cells_play_the_cached_world(tmp_pa
         assert args[args.index("--distractors") + 1] == "3"
     assert "--fixed-tasks" in mod.testbed_args(mod.cell_settings("scienceworld_long"), tmp_path, [0], mod.METHODS)
     assert "--fixed-tasks" not in mod.testbed_args(mod.cell_settings("scienceworld_short"), tmp_path, [0], mod.METHODS)
+    # the harder short cells change one setting each and keep their own world cache (the landed short cell's
+    # cache stays as it is)
+    for cell, flag, value in (("scienceworld_short_prior1", "--prior", "1.0"),
+                              ("scienceworld_short_d10", "--distractors", "10")):
+        args = mod.testbed_args(mod.cell_settings(cell), tmp_path, [0], mod.METHODS)
+        assert args[args.index(flag) + 1] == value
+        assert args[args.index("--world-cache") + 1] == f"experiments/results/regime/{cell}/world"
+        own, base = mod.cell_settings(cell), mod.cell_settings("scienceworld_short")
+        assert {k for k in own if own[k] != base.get(k)} - {"note"} == {flag[2:], "world_cache"}
