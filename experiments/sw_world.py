@@ -41,6 +41,7 @@ from pathlib import Path
 from milegpo.envs.base import Task, TextEnv
 from milegpo.envs.scienceworld.actions import UNKNOWN_ACTION, sorted_listing
 from milegpo.envs.scienceworld.tracker import ScienceWorldTracker
+from milegpo.files import atomic_write
 
 #: other listed actions beside the expert's in every state (the same for every method and seed)
 DISTRACTORS = 3
@@ -103,10 +104,9 @@ class TransitionCache:
         """Write the cache (gzip JSON) at ``path``, whole or not at all (another process may be reading the folder)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with gzip.open(tmp, "wt") as f:
+        with atomic_write(path, "wb") as raw, gzip.open(raw, "wt") as f:
             json.dump(self.to_dict(), f, separators=(",", ":"))
-        return tmp.replace(path)
+        return path
 
     def merge(self, data: dict, where: str = "") -> None:
         """Add a saved cache's states and edges; an edge saved with another outcome is a conflict (kept: the
@@ -375,13 +375,13 @@ def check_transitions(task_types, histories: int = 2, steps: int = 12, seed: int
         for name, other in (("fresh", again), ("used", after_others)):
             for i, (x, y) in enumerate(zip(first, other)):
                 if x != y and len(o.setdefault("examples", [])) < 6:
-                    fields = [f for f, a, b in zip(("observation", "score", "look", "inventory"), x, y) if a != b]
+                    differ = [(f, a, b) for f, a, b in zip(("observation", "score", "look", "inventory"), x, y)
+                              if a != b]
                     o["examples"].append({"engine": name, "variation": task.seed, "step": i,
-                                          "action": actions[i - 1] if i else "(reset)", "fields": fields,
-                                          "first": [str(x[fields_i])[:300] for fields_i in range(4)
-                                                    if x[fields_i] != y[fields_i]],
-                                          "other": [str(y[fields_i])[:300] for fields_i in range(4)
-                                                    if x[fields_i] != y[fields_i]]})
+                                          "action": actions[i - 1] if i else "(reset)",
+                                          "fields": [f for f, _, _ in differ],
+                                          "first": [str(a)[:300] for _, a, _ in differ],
+                                          "other": [str(b)[:300] for _, _, b in differ]})
         o["differ_fresh"] += sum(x != y for x, y in zip(first, again)) + abs(len(first) - len(again))
         o["differ_used"] += sum(x != y for x, y in zip(first, after_others)) + abs(len(first) - len(after_others))
         kept = [i for i, a in enumerate(actions) if a != "<invalid>"]
