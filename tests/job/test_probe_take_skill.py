@@ -1,19 +1,17 @@
 """scripts/probe_take_skill.py: the kinds of step it counts, the corrections it makes, both probes end to end."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
 
+from ..test_recipes import load_module
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "probe_take_skill.py"
 
 
 def _probe():
-    spec = importlib.util.spec_from_file_location("probe_take_skill", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(SCRIPT)
 
 
 def test_step_kinds_and_corrections_on_real_rooms():
