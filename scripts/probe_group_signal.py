@@ -39,6 +39,23 @@ def all_fail_share(wins: list[int], n: int, k: int) -> float:
     return sum(comb(n - s, k) / comb(n, k) for s in wins) / len(wins)
 
 
+def probe_trainer(policy: str, n_tasks: int, horizon: int, seed: int, flags: list[str] = ()):
+    """The default job's trainer around the policy folder ``policy`` (its RL settings, ``n_tasks`` training games,
+    ``horizon``, one thread, torch seeded with ``seed``), with job ``flags`` added: what these probes play with."""
+    args = ["--model_name_or_path", policy, "--output_dir", "/tmp/probe_group_signal", "--seed", str(seed),
+            "--threads", "1", "--horizon", str(horizon), "--num_train_tasks", str(n_tasks), "--num_eval_tasks", "0"]
+    for key in ("env_options", "prompt_style", "task_type", "max_completion_length", "groups_per_iteration",
+                "group_size", "per_device_train_batch_size", "report_to", "bf16", "activation_checkpointing"):
+        value = TINY_DEFAULTS[key]
+        args += [f"--{key}", json.dumps(value) if isinstance(value, dict) else str(value)]
+    _, cfg = parse(args + list(flags))
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    return make_trainer(policy, reload_tokenizer(policy), cfg)
+
+
 def main(argv=None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy", required=True, help="a warm-started policy folder (a run's sft/)")
@@ -53,18 +70,7 @@ def main(argv=None) -> list[dict]:
     k_room = TINY_DEFAULTS["env_options"]["max_receptacles"]
     tasks = easy_tasks(a.split, a.tasks, horizon=a.horizon, max_receptacles=k_room)
     steps = {t.task_id: len(HouseholdEnv().walkthrough(t, "search")) for t in tasks}
-    flags = ["--model_name_or_path", a.policy, "--output_dir", "/tmp/probe_group_signal", "--seed", str(a.seed),
-             "--threads", "1", "--horizon", str(a.horizon), "--num_train_tasks", str(a.tasks), "--num_eval_tasks", "0"]
-    for key in ("env_options", "prompt_style", "task_type", "max_completion_length", "groups_per_iteration",
-                "group_size", "per_device_train_batch_size", "report_to", "bf16", "activation_checkpointing"):
-        value = TINY_DEFAULTS[key]
-        flags += [f"--{key}", json.dumps(value) if isinstance(value, dict) else str(value)]
-    job, cfg = parse(flags + shlex.split(a.flags))
-    import torch
-
-    torch.set_num_threads(1)
-    torch.manual_seed(a.seed)
-    trainer = make_trainer(a.policy, reload_tokenizer(a.policy), cfg)
+    trainer = probe_trainer(a.policy, a.tasks, a.horizon, a.seed, shlex.split(a.flags))
     out = []
     try:
         for temperature in a.temperatures:

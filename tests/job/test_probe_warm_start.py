@@ -1,18 +1,16 @@
 """scripts/probe_warm_start.py: per-verb scores of a (here: very short) warm start."""
 
-import importlib.util
 from pathlib import Path
 
 import torch
+
+from ..test_recipes import load_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "probe_warm_start.py"
 
 
 def _probe():
-    spec = importlib.util.spec_from_file_location("probe_warm_start", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(SCRIPT)
 
 
 def test_probe_reports_scores_by_the_experts_verb(capsys):
