@@ -199,9 +199,10 @@ class CachedScienceWorld(TextEnv):
         gold cursor follows as it did. Not the episode's own actions: two histories that reach one state share it,
         and only the witness is known to reach exactly it. A replay that ends elsewhere (the engine not
         deterministic there) is counted in ``cache.divergences`` and the state's transitions are the engine's from
-        where it is. A replay that ends the engine's episode (a divergence into a won or lost state: the engine
-        cannot answer from there) is counted too and replaced by the episode's own actions, which reached the state
-        in this episode; an EnvError naming the state if those end it as well."""
+        where it is. A replay that ends the engine's episode, at its end or before (a divergence into a won or lost
+        state: the engine cannot answer from there), is counted too and replaced by the episode's own actions, which
+        reached the state in this episode; an EnvError naming the state if those end it as well: the fingerprint
+        then merges engine states that differ in what it does not hold (seen on the long, thermal task types)."""
         if self._live_at == self._state:
             return
         path = self.cache.states[self._key][self._state]["path"]
@@ -213,20 +214,26 @@ class CachedScienceWorld(TextEnv):
                                           f"{self._history}")
             real = self._replay(self._history)
             if real.done:
-                raise EnvError(f"the cached ScienceWorld: neither the witness path {path} nor the episode's own "
-                               f"actions {self._history} bring the engine to state {self._state!r} of {self._key} "
-                               "without ending its episode")
+                raise EnvError(
+                    f"the cached ScienceWorld: neither the witness path {path} nor the episode's own actions "
+                    f"{self._history} bring the engine to state {self._state!r} of {self._key} without ending its "
+                    f"episode (the own actions end it after {len(self._live_path)}): the state's fingerprint merges "
+                    "engine states that differ in what it does not hold")
         self._live_at = self._state
 
     def _replay(self, actions: list[str]):
         """The live engine reset to the task and played ``actions``, the expert asked before each (its gold cursor
-        follows as it did); returns the engine."""
+        follows as it did), up to the end of its episode if one ends it first; returns the engine (``_live_path``:
+        the actions it played)."""
         real = self._engine()
         real.reset(self._unbounded(self.task))
+        self._live_path = []
         for action in actions:
+            if real.done:
+                break
             real.expert_action()
             real.step(action)
-        self._live_path = list(actions)
+            self._live_path.append(action)
         return real
 
     @staticmethod

@@ -296,8 +296,13 @@ def test_a_witness_replay_that_ends_the_engines_episode_is_replaced_by_the_episo
 
 
 def test_a_state_no_replay_reaches_without_ending_is_an_error_naming_it():
-    env, _ = _engine_world(ends=[["open oven", "teleport to greenhouse"], ["teleport to greenhouse"]])
+    """Both replays end the engine's episode, the episode's own one before its last action (the engine is not
+    stepped once it has ended): an EnvError naming the state, not the engine's own error."""
+    env, engine = _engine_world(ends=[["open oven", "teleport to greenhouse"], ["look around"]])
     env.reset(TASK)
+    env.step("look around")
     env.step("teleport to greenhouse")
-    with pytest.raises(sw_world.EnvError, match="neither the witness path .* nor the episode's own actions .* state 'B'"):
+    with pytest.raises(sw_world.EnvError, match="neither the witness path .* nor the episode's own actions .* state "
+                                                "'B' .* end it after 1"):
         env.step("open pot")
+    assert engine.replays == [["open oven", "teleport to greenhouse"], ["look around"]]
