@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from milegpo.envs.base import Task, TextEnv
+from milegpo.envs.base import EnvError, Task, TextEnv
 from milegpo.envs.scienceworld.actions import UNKNOWN_ACTION, sorted_listing
 from milegpo.envs.scienceworld.tracker import ScienceWorldTracker
 from milegpo.files import atomic_write
@@ -181,6 +181,7 @@ class CachedScienceWorld(TextEnv):
         self._state = ""  # the fingerprint of the state the episode is in
         self._live_at: str | None = None  # the state the live engine is in (None: not known)
         self._live_path: list[str] = []  # the actions the live engine played since its reset
+        self._history: list[str] = []  # the episode's own actions that moved it (offered ones), since its reset
         self._last: dict = {}  # the tracker's fields of the last edge
 
     # ------------------------------------------------------------------ the engine, when the cache has no answer
@@ -198,19 +199,42 @@ class CachedScienceWorld(TextEnv):
         gold cursor follows as it did. Not the episode's own actions: two histories that reach one state share it,
         and only the witness is known to reach exactly it. A replay that ends elsewhere (the engine not
         deterministic there) is counted in ``cache.divergences`` and the state's transitions are the engine's from
-        where it is."""
+        where it is. A replay that ends the engine's episode, at its end or before (a divergence into a won or lost
+        state: the engine cannot answer from there), is counted too and replaced by the episode's own actions, which
+        reached the state in this episode; an EnvError naming the state if those end it as well: the fingerprint
+        then merges engine states that differ in what it does not hold (seen on the long, thermal task types)."""
         if self._live_at == self._state:
             return
-        real = self._engine()
-        real.reset(self._unbounded(self.task))
         path = self.cache.states[self._key][self._state]["path"]
-        for action in path:
-            real.expert_action()
-            real.step(action)
-        self._live_path = list(path)
+        real = self._replay(path)
         if self._live_fingerprint() != self._state:
             self.cache.divergences.append(f"{self._key} after {path}")
+        if real.done:
+            self.cache.divergences.append(f"{self._key} ended by the replay of {path}; replayed the episode's own "
+                                          f"{self._history}")
+            real = self._replay(self._history)
+            if real.done:
+                raise EnvError(
+                    f"the cached ScienceWorld: neither the witness path {path} nor the episode's own actions "
+                    f"{self._history} bring the engine to state {self._state!r} of {self._key} without ending its "
+                    f"episode (the own actions end it after {len(self._live_path)}): the state's fingerprint merges "
+                    "engine states that differ in what it does not hold")
         self._live_at = self._state
+
+    def _replay(self, actions: list[str]):
+        """The live engine reset to the task and played ``actions``, the expert asked before each (its gold cursor
+        follows as it did), up to the end of its episode if one ends it first; returns the engine (``_live_path``:
+        the actions it played)."""
+        real = self._engine()
+        real.reset(self._unbounded(self.task))
+        self._live_path = []
+        for action in actions:
+            if real.done:
+                break
+            real.expert_action()
+            real.step(action)
+            self._live_path.append(action)
+        return real
 
     @staticmethod
     def _unbounded(task: Task) -> Task:
@@ -258,7 +282,7 @@ class CachedScienceWorld(TextEnv):
         return super()._anchor_info(obs, prompt)
 
     def _reset(self, task: Task):
-        self._key, self._live_at = task_key(task), None
+        self._key, self._live_at, self._history = task_key(task), None, []
         root = self.cache.roots.get(self._key)
         if root is None:
             self.cache.misses += 1
@@ -290,7 +314,7 @@ class CachedScienceWorld(TextEnv):
         if edge is None:
             self.cache.misses += 1
             self._sync()
-            real = self._real
+            real = self._engine()
             real.expert_action()  # the expert's cursor follows as in the witness's episode
             obs, reward, _, _, info = real.step(action)
             self._live_path.append(action)
@@ -301,6 +325,7 @@ class CachedScienceWorld(TextEnv):
             self.cache.hits += 1  # the live engine stays where it is (_live_at)
         self._state = edge["to"]
         self._last = edge
+        self._history.append(action)
         info = {k: edge[k] for k in ("score", "engine_score", "location", "inventory", "lost", "milestone")}
         info["invalid"] = edge["obs"].strip() == UNKNOWN_ACTION
         cands = self.cache.states[self._key][self._state]["cands"]

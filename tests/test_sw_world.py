@@ -230,3 +230,79 @@ def test_the_cached_world_replays_the_engines_observations():
     finally:
         real.close()
     assert direct == [s[:2] for s in seen]
+
+
+class EndingEngine:
+    """A stand-in for the live engine: replaying one of the action sequences of ``ends`` ends its episode (a
+    witness path whose replay diverged into a won or lost state), any other sequence does not."""
+
+    def __init__(self, ends):
+        self.ends, self.replays = {tuple(e) for e in ends}, []
+
+    @property
+    def done(self):
+        return tuple(self.replays[-1]) in self.ends
+
+    def reset(self, task):
+        self.replays.append([])
+
+    def expert_action(self):
+        return "teleport to greenhouse"
+
+    def step(self, action):
+        assert not self.done, "the cached world stepped an engine whose episode is over"
+        self.replays[-1].append(action)
+        return "The pot is now open.", 0.0, False, False, {"won": False, "lost": False, "milestone": False,
+                                                          "score": 0.5, "engine_score": 50, "location": "greenhouse",
+                                                          "inventory": "nothing"}
+
+
+def _engine_world(ends):
+    """The hand cache without the edge (B, open pot), B's witness path through the oven; an engine that ends on
+    ``ends``."""
+    cache = hand_cache()
+    key = sw_world.task_key(TASK)
+    cache.states[key]["B"]["path"] = ["open oven", "teleport to greenhouse"]
+    del cache.edges[key]["B\x1fopen pot"]
+    engine = EndingEngine(ends)
+
+    class World(sw_world.CachedScienceWorld):
+        def _engine(self):
+            return engine
+
+        def _live_fingerprint(self):
+            return self._state
+
+        def _state_of(self, edge):
+            edge["to"] = "B"
+            return "B"
+
+    return World(cache), engine
+
+
+def test_a_witness_replay_that_ends_the_engines_episode_is_replaced_by_the_episodes_own_actions():
+    env, engine = _engine_world(ends=[["open oven", "teleport to greenhouse"]])
+    env.reset(TASK)
+    env.step("look around")  # offered, in the cache: the episode's own history, the engine untouched
+    env.step("teleport to greenhouse")
+    obs, _, term, _, info = env.step("open pot")  # not in the cache: the engine, brought to B
+    assert obs == "The pot is now open." and not term and engine.replays == [
+        ["open oven", "teleport to greenhouse"],  # the witness: its replay ended the episode
+        ["look around", "teleport to greenhouse", "open pot"]]  # the episode's own actions, then the new one
+    assert env.cache.divergences == [f"{sw_world.task_key(TASK)} ended by the replay of ['open oven', 'teleport to "
+                                     "greenhouse']; replayed the episode's own ['look around', 'teleport to greenhouse']"]
+    env.step("<invalid>")  # not offered: no move, not in the history
+    assert env._history == ["look around", "teleport to greenhouse", "open pot"]
+
+
+def test_a_state_no_replay_reaches_without_ending_is_an_error_naming_it():
+    """Both replays end the engine's episode, the episode's own one before its last action (the engine is not
+    stepped once it has ended): an EnvError naming the state, not the engine's own error."""
+    env, engine = _engine_world(ends=[["open oven", "teleport to greenhouse"], ["look around"]])
+    env.reset(TASK)
+    env.step("look around")
+    env.step("teleport to greenhouse")
+    with pytest.raises(sw_world.EnvError, match="neither the witness path .* nor the episode's own actions .* state "
+                                                "'B' .* end it after 1"):
+        env.step("open pot")
+    assert engine.replays == [["open oven", "teleport to greenhouse"], ["look around"]]
