@@ -33,9 +33,8 @@ from milegpo.envs import HouseholdEnv  # noqa: E402
 from milegpo.job.arguments import TINY_DEFAULTS  # noqa: E402
 from milegpo.job.policy import easy_tasks, reload_tokenizer  # noqa: E402
 from milegpo.rollout import parse_action, render_prompt  # noqa: E402
-from milegpo.trainer.constrained import allowed_tokens_fn  # noqa: E402
 from probe_group_signal import probe_trainer  # noqa: E402
-from probe_warm_start import take_facts  # noqa: E402
+from probe_warm_start import actor, take_facts  # noqa: E402
 
 #: the corrections of ``headroom``: none, and the mistakes :func:`corrected` replaces
 FIXES = ("none", "take", "recover", "both")
@@ -112,14 +111,10 @@ def headroom(a) -> list[dict]:
     torch.set_num_threads(1)
     tok = reload_tokenizer(a.policy)
     model = AutoModelForCausalLM.from_pretrained(a.policy).eval()
-    budget = TINY_DEFAULTS["max_completion_length"]
+    sampled = actor(tok, model, constrain=True, max_new_tokens=TINY_DEFAULTS["max_completion_length"])
 
     def act(prompt: str, admissible: list[str]) -> str:
-        ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                      return_tensors="pt", return_dict=True)
-        out = model.generate(**ids, max_new_tokens=budget, do_sample=True, temperature=0.4,
-                             prefix_allowed_tokens_fn=allowed_tokens_fn(tok, [tok.eos_token_id], [admissible], budget))
-        return parse_action(tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True), admissible).action
+        return parse_action(sampled(prompt, True, admissible), admissible).action
 
     out = []
     for horizon in a.horizons:

@@ -57,6 +57,21 @@ def take_facts(env: HouseholdEnv, action: str, admissible: list[str]) -> collect
     return facts
 
 
+def actor(tok, model, constrain: bool, max_new_tokens: int = 16):
+    """``act(prompt, sample, admissible) -> completion text`` of ``model``: greedy, or sampled at the evaluation's
+    temperature 0.4; with ``constrain`` the action block is one of ``admissible`` (the job's ``--constrain_actions``)."""
+
+    def act(prompt: str, sample: bool, admissible: list[str]) -> str:
+        ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                      return_tensors="pt", return_dict=True)
+        allowed = allowed_tokens_fn(tok, [tok.eos_token_id], [admissible], max_new_tokens) if constrain else None
+        out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=sample,
+                             temperature=0.4 if sample else None, prefix_allowed_tokens_fn=allowed)
+        return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    return act
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--max_receptacles", type=int, default=4)
@@ -107,13 +122,7 @@ def main(argv=None) -> dict:
     def context(info: dict) -> str:
         return info.get("state_context", "") if a.show_context else ""
 
-    def act(prompt: str, sample: bool, admissible: list[str]) -> str:
-        ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                      return_tensors="pt", return_dict=True)
-        allowed = allowed_tokens_fn(tok, [tok.eos_token_id], [admissible], 16) if a.constrain else None
-        out = model.generate(**ids, max_new_tokens=16, do_sample=sample, temperature=0.4 if sample else None,
-                             prefix_allowed_tokens_fn=allowed)
-        return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    act = actor(tok, model, a.constrain)
 
     def expert_steps(tasks, limit):
         """(prompt, admissible, label) of every step of the searching expert's episodes of ``tasks``."""
