@@ -88,11 +88,14 @@ CELLS: dict[str, dict] = {
                           "options": {"task_types": ["boil", "melt", "freeze", "change-the-state-of-matter-of"],
                                       "simplifications": "easy"},
                           "world_cache": "experiments/results/regime/scienceworld_long/world", "distractors": 3,
+                          "world_key": "thermal",
                           "fixed_tasks": True, "quality_seeds": 5, "quality_groups": 8,
                           "note": "ScienceWorld's long task types (gold 22-36 steps), horizon 50; its early-rollout "
                                   "figures rest on 5 batches of 8 groups (40 groups, 6,315 same-state pairs); "
                                   "learning: the cached world over a RESTRICTED action set (the gold expert's "
-                                  "action and 3 listed ones per state), 4 train variations (one of each type), the "
+                                  "action and 3 listed ones per state), its states keyed with the engine's whole "
+                                  "world (temperatures: the visible key merged states these thermal types play "
+                                  "apart), 4 train variations (one of each type), the "
                                   "same for every seed (exploring a long type's states anew per seed costs too much "
                                   "engine time), 4 groups of 8 per iteration"},
     # one cause at a time, each against its base cell (same seeds: paired)
@@ -157,7 +160,7 @@ def testbed_args(s: dict, out: Path, seeds, methods) -> list[str]:
             str(s["groups"]), "--group-size", str(s["group_size"]), "--state-anchor", s["state_anchor"],
             "--policy-sees", s["policy_sees"], "--seeds", *map(str, seeds), "--methods", *methods]
     for flag, key in (("--lr", "lr"), ("--preset", "preset"), ("--prior", "prior"), ("--world-cache", "world_cache"),
-                      ("--distractors", "distractors")):
+                      ("--distractors", "distractors"), ("--world-key", "world_key")):
         if key in s:
             args += [flag, str(s[key])]
     if s.get("overrides"):
