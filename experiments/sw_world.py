@@ -173,12 +173,17 @@ class TransitionCache:
             self.conflicts.append(what)
 
     @classmethod
-    def load(cls, paths, fingerprint: str = "visible") -> "TransitionCache":
-        cache = cls(fingerprint)
+    def load(cls, paths, fingerprint: str | None = None) -> "TransitionCache":
+        """The parts at ``paths`` merged; keyed by ``fingerprint`` (None: as the first part is; visible with no
+        part); a part keyed otherwise is refused (ValueError)."""
+        cache = None
         for path in paths:
             with gzip.open(path, "rt") as f:
-                cache.merge(json.load(f), str(path))
-        return cache
+                data = json.load(f)
+            if cache is None:
+                cache = cls(fingerprint or data.get("fingerprint", "visible"))
+            cache.merge(data, str(path))
+        return cache if cache is not None else cls(fingerprint or "visible")
 
     def sizes(self) -> dict:
         return {"tasks": len(self.roots), "states": sum(map(len, self.states.values())),

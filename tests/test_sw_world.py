@@ -364,8 +364,12 @@ def test_caches_keyed_otherwise_are_refused(tmp_path):
     thermal.merge(json.loads(json.dumps(hand_cache().to_dict() | {"fingerprint": "thermal"})))
     path = thermal.save(tmp_path / "thermal.json.gz")
     assert sw_world.TransitionCache.load([path], "thermal").fingerprint == "thermal"
+    assert sw_world.TransitionCache.load([path]).fingerprint == "thermal"  # as the parts are (the merge command)
+    assert sw_world.TransitionCache.load([]).fingerprint == "visible"
     with pytest.raises(ValueError, match="thermal fingerprint, this one by the visible"):
-        sw_world.TransitionCache.load([path])
+        sw_world.TransitionCache.load([path], "visible")
+    with pytest.raises(ValueError, match="visible fingerprint, this one by the thermal"):
+        sw_world.TransitionCache.load([path, visible])
     with pytest.raises(ValueError, match="fingerprint must be one of"):
         sw_world.TransitionCache("hot")
 
