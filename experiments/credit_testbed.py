@@ -207,6 +207,8 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
             if policy.table[key][0][i] == PURCHASE_ACTION:
                 purchases["won" if won else "lost"].append(float(adv))
         policy.update(record, advantages, s["lr"])
+        if "world_cache" in s and time.perf_counter() - _WORLD_CACHE.get("saved", t0) > WORLD_CACHE_EVERY:
+            save_world_cache(s)  # a long run's engine steps are not lost with the run
     final_groups, _ = play_groups(tasks, s["eval_episodes"], policy, envs, s["state_anchor"])
     final = episode_stats(final_groups)
     for env in envs.values():
@@ -220,6 +222,8 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
 
 #: the cached ScienceWorld's transitions of this process (``--world-cache``): read once, shared by its runs
 _WORLD_CACHE: dict = {}
+#: seconds of a run between saves of the world cache (besides the one at its end)
+WORLD_CACHE_EVERY = 600.0
 #: the name of this process's part of the world cache (main sets it from --out: parts of one cell never collide)
 WORLD_CACHE_PART = ["part"]
 
@@ -234,13 +238,18 @@ def world_envs(s: dict) -> dict:
 
     folder = Path(s["world_cache"])
     if "cache" not in _WORLD_CACHE:
-        _WORLD_CACHE["cache"] = sw_world.TransitionCache.load(sorted(folder.glob("*.json.gz")))
+        try:
+            _WORLD_CACHE["cache"] = sw_world.TransitionCache.load(sorted(folder.glob("*.json.gz")),
+                                                                   s.get("world_key", "visible"))
+        except ValueError as e:  # a folder of caches keyed otherwise
+            raise SystemExit(f"--world-cache {folder}: {e}") from None
     return {s["env"]: sw_world.CachedScienceWorld(_WORLD_CACHE["cache"], s["distractors"])}
 
 
 def save_world_cache(s: dict) -> None:
     """Write this process's world cache (all it read and made) as its part of the folder."""
     _WORLD_CACHE["cache"].save(Path(s["world_cache"]) / f"{WORLD_CACHE_PART[0]}.json.gz")
+    _WORLD_CACHE["saved"] = time.perf_counter()
 
 
 def credit_figures(result, method_label: str, milestones: dict) -> dict:
@@ -322,7 +331,8 @@ def restricted_words(s: dict) -> str:
         return ""
     return (f"; RESTRICTED action set: the expert's action and {s['distractors']} other listed actions per state "
             f"(drawn by a hash of task and state, every method's), the engine's transitions cached in "
-            f"{s['world_cache']}")
+            f"{s['world_cache']}"
+            + ("; states keyed with the engine's whole world (temperatures)" if s.get("world_key") == "thermal" else ""))
 
 
 def table(records: list[dict], settings: dict) -> str:
@@ -435,6 +445,10 @@ def parser(description: str | None = __doc__) -> argparse.ArgumentParser:
                         "written to DIR")
     p.add_argument("--distractors", type=int, default=3,
                    help="with --world-cache: listed actions beside the expert's in every state (every method's)")
+    p.add_argument("--world-key", default="visible", choices=["visible", "thermal"],
+                   help="with --world-cache: how the cache keys a state: what is visible and the expert's progress, or "
+                        "that and the engine's whole world, temperatures included (the thermal task types: boil, "
+                        "melt, freeze)")
     p.add_argument("--fixed-tasks", action="store_true",
                    help="every seed trains on the same tasks (seed 0's draw) instead of its own; seeds then vary the "
                         "policy's random stream and the group order only")
@@ -510,6 +524,10 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
         if args.distractors < 1:
             p.error(f"--distractors must be >= 1, got {args.distractors}")
         settings.update(world_cache=args.world_cache, distractors=args.distractors)
+        if args.world_key != "visible":
+            settings["world_key"] = args.world_key
+    elif args.world_key != "visible":
+        p.error("--world-key is the cached world's (--world-cache)")
     if args.fixed_tasks:
         settings["fixed_tasks"] = True
     if args.groups > args.tasks:

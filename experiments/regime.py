@@ -88,11 +88,14 @@ CELLS: dict[str, dict] = {
                           "options": {"task_types": ["boil", "melt", "freeze", "change-the-state-of-matter-of"],
                                       "simplifications": "easy"},
                           "world_cache": "experiments/results/regime/scienceworld_long/world", "distractors": 3,
+                          "world_key": "thermal",
                           "fixed_tasks": True, "quality_seeds": 5, "quality_groups": 8,
                           "note": "ScienceWorld's long task types (gold 22-36 steps), horizon 50; its early-rollout "
                                   "figures rest on 5 batches of 8 groups (40 groups, 6,315 same-state pairs); "
                                   "learning: the cached world over a RESTRICTED action set (the gold expert's "
-                                  "action and 3 listed ones per state), 4 train variations (one of each type), the "
+                                  "action and 3 listed ones per state), its states keyed with the engine's whole "
+                                  "world (temperatures: the visible key merged states these thermal types play "
+                                  "apart), 4 train variations (one of each type), the "
                                   "same for every seed (exploring a long type's states anew per seed costs too much "
                                   "engine time), 4 groups of 8 per iteration"},
     # one cause at a time, each against its base cell (same seeds: paired)
@@ -157,7 +160,7 @@ def testbed_args(s: dict, out: Path, seeds, methods) -> list[str]:
             str(s["groups"]), "--group-size", str(s["group_size"]), "--state-anchor", s["state_anchor"],
             "--policy-sees", s["policy_sees"], "--seeds", *map(str, seeds), "--methods", *methods]
     for flag, key in (("--lr", "lr"), ("--preset", "preset"), ("--prior", "prior"), ("--world-cache", "world_cache"),
-                      ("--distractors", "distractors")):
+                      ("--distractors", "distractors"), ("--world-key", "world_key")):
         if key in s:
             args += [flag, str(s[key])]
     if s.get("overrides"):
@@ -275,8 +278,8 @@ def cell_figures(name: str, out: Path) -> dict | None:
                 seeds = sorted(set(by[a]) & set(by[b]))
                 tests = {k: paired_test([f(by[a][s]) for s in seeds], [f(by[b][s]) for s in seeds])
                          for k, f in endpoints.items()}
-                for t in tests.values():
-                    t["seeds_for_2_points"] = seeds_for(0.02, t["sd"])
+                for t in tests.values():  # one seed has no spread to size the seeds by: None
+                    t["seeds_for_2_points"] = seeds_for(0.02, t["sd"]) if t["n"] >= 2 else None
                 fig["paired"][f"{a} - {b}"] = tests
         learner = {}
         for m in ("graphgpo", "milegpo-full"):
@@ -335,7 +338,8 @@ def table(figures: list[dict]) -> str:
             f"{_auc(truth.get('graphgpo_return'))} | {_ci(g['final_success']) if g else 'n/a'} | "
             f"{_ci(g['train_success']) if g else 'n/a'} | {diff(pair, 'final_success')} | "
             f"{diff(pair, 'train_success')} | "
-            f"{pair['train_success']['seeds_for_2_points'] if pair else 'n/a'} | {diff(beacon, 'final_success')} | "
+            f"{(pair['train_success']['seeds_for_2_points'] or 'n/a') if pair else 'n/a'} | "
+            f"{diff(beacon, 'final_success')} | "
             f"{diff(beacon, 'train_success')} |")
     return "\n".join(lines) + "\n"
 
@@ -368,9 +372,11 @@ def table_notes(figures: list[dict]) -> str:
         if pair:
             n = pair["train_success"]["n"]
             need = {k: pair[k]["seeds_for_2_points"] for k in ("final_success", "train_success")}
-            short = [f"{k.split('_')[0]} {need[k]}" for k in need if need[k] > n]
-            said.append(f"{n} paired seeds" + (f" (fewer than the {SEEDS_ASKED} asked)" if n < SEEDS_ASKED else "")
-                        + ("; seeds a paired t-test needs to see 2 points at the measured spread, more than run: "
+            short = [f"{k.split('_')[0]} {need[k]}" for k in need if need[k] is not None and need[k] > n]
+            said.append(f"{n} paired seed{'s' if n != 1 else ''}"
+                        + (f" (fewer than the {SEEDS_ASKED} asked)" if n < SEEDS_ASKED else "")
+                        + ("; one seed has no spread to size the seeds a paired t-test needs" if n < 2 else
+                           "; seeds a paired t-test needs to see 2 points at the measured spread, more than run: "
                            + ", ".join(short) if short else "; enough to see 2 points in both endpoints"))
         lines.append(f"- **{name}**: " + "; ".join(x for x in said if x) + ".")
     absent = [name for name in CELLS if name not in {f["cell"] for f in figures}]

@@ -19,6 +19,11 @@ the expert's action) among 300-3,800 listed actions gives that action 0.2-2.4% a
   a live engine, then steps), and read from the cache afterwards. Two histories that reach one visible state share
   it: a hidden difference (an object left in another room) is not seen. :func:`check_transitions` measures that
   (replays histories in fresh engines and compares); ``notes/milestone_truth.md`` has the figures.
+- **The thermal key** (a cache made with ``fingerprint="thermal"``: the long cell's): the state is also the
+  engine's whole world (:func:`world_digest` of its object tree, temperatures to the whole degree). On the thermal
+  task types (boil, melt, freeze) a substance heats or cools with every tick while nothing visible changes, and
+  the visible key merged states the engine plays apart (an episode of cached edges the engine would have ended:
+  ``notes/milestone_truth.md``, "Not done"). More states, more engine steps; the short cells keep the visible key.
 
 The state keys the credit sees are the real world's (observation, the tracker's context line, the templates and
 objects in view: ``tracked+actions`` as ``ScienceWorldEnv`` keys them); the policy's table sees the candidates.
@@ -34,6 +39,7 @@ import gzip
 import hashlib
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -45,6 +51,9 @@ from milegpo.files import atomic_write
 
 #: other listed actions beside the expert's in every state (the same for every method and seed)
 DISTRACTORS = 3
+#: how a cache keys its states: what is visible and the expert's progress (:func:`fingerprint`), or that and the
+#: engine's whole world state (:func:`world_digest`: temperatures included, for the thermal task types)
+FINGERPRINTS = ("visible", "thermal")
 #: the fields of an edge (what the engine answered to an action in a state), besides its target state ``to``
 EDGE_FIELDS = ("obs", "reward", "won", "lost", "milestone", "score", "engine_score", "location", "inventory")
 
@@ -65,6 +74,31 @@ def fingerprint(look: str, inventory: str, engine_score: int, subgoals, context:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
+def world_digest(tree: dict) -> str:
+    """The engine's whole world state (``getObjectTree``: every object, where it is, its properties), as a digest
+    that two loads of one variation agree on: the object ids dropped (they change from load to load), each
+    object's contents sorted, a temperature rounded to whole degrees (the engine's heat exchange differs in the
+    fourth decimal from one load to the next: measured on boil, melt, freeze and change-the-state-of-matter-of).
+    What the visible fingerprint misses on the thermal task types: a substance heating on a stove changes
+    nothing visible until it changes state, and the engine's outcome depends on it."""
+    def canon(node: dict) -> str:
+        props = {k: v for k, v in node.items() if k not in ("uuid", "contents")}
+        material = props.get("propMaterial")
+        if material and material.get("temperatureC") is not None:
+            props["propMaterial"] = {**material, "temperatureC": round(float(material["temperatureC"]))}
+        wired = props.get("propElectricalConnection")
+        if wired and wired.get("connectedTo"):  # what it is wired to, without the objects' ids
+            props["propElectricalConnection"] = {**wired, "connectedTo": sorted(
+                _OBJECT_ID.sub("#", json.dumps(c, sort_keys=True)) for c in wired["connectedTo"])}
+        kids = sorted(canon(child) for child in (node.get("contents") or {}).values())
+        return "(" + json.dumps(props, sort_keys=True) + "".join(kids) + ")"
+
+    return hashlib.sha1(canon(tree).encode()).hexdigest()[:16]
+
+
+_OBJECT_ID = re.compile(r"\d{3,}")  # an object's id (the engine numbers objects from the thousands)
+
+
 def candidates(task: Task, state: str, expert: str, listed, k: int = DISTRACTORS) -> list[str]:
     """The state's admissible actions: the expert's and ``k`` others of the engine's ``listed`` actions, drawn by a
     hash of (task, state), so every method and seed gets the same; sorted (the expert's place says nothing)."""
@@ -76,9 +110,13 @@ def candidates(task: Task, state: str, expert: str, listed, k: int = DISTRACTORS
 class TransitionCache:
     """States and edges per task: ``roots[task] = edge`` (the reset), ``states[task][fp] = {"cands", "expert",
     "prompt"}``, ``edges[task][fp + "\\x1f" + action] = edge``; prompts (templates and objects in view) interned.
-    ``misses`` counts the engine steps made, ``hits`` the edges read."""
+    ``misses`` counts the engine steps made, ``hits`` the edges read. ``fingerprint`` says how its states are keyed
+    (:data:`FINGERPRINTS`): caches keyed differently cannot be merged."""
 
-    def __init__(self) -> None:
+    def __init__(self, fingerprint: str = "visible") -> None:
+        if fingerprint not in FINGERPRINTS:
+            raise ValueError(f"fingerprint must be one of {list(FINGERPRINTS)}, got {fingerprint!r}")
+        self.fingerprint = fingerprint
         self.roots: dict[str, dict] = {}
         self.states: dict[str, dict] = {}
         self.edges: dict[str, dict] = {}
@@ -97,8 +135,8 @@ class TransitionCache:
         return self._prompt_ids[key]
 
     def to_dict(self) -> dict:
-        return {"roots": self.roots, "states": self.states, "edges": self.edges, "prompts": self.prompts,
-                "divergences": self.divergences}
+        return {"fingerprint": self.fingerprint, "roots": self.roots, "states": self.states, "edges": self.edges,
+                "prompts": self.prompts, "divergences": self.divergences}
 
     def save(self, path: Path) -> Path:
         """Write the cache (gzip JSON) at ``path``, whole or not at all (another process may be reading the folder)."""
@@ -110,7 +148,12 @@ class TransitionCache:
 
     def merge(self, data: dict, where: str = "") -> None:
         """Add a saved cache's states and edges; an edge saved with another outcome is a conflict (kept: the
-        first), listed in :attr:`conflicts` (the engine was not deterministic there, or a merge of states was wrong)."""
+        first), listed in :attr:`conflicts` (the engine was not deterministic there, or a merge of states was wrong).
+        A cache whose states are keyed otherwise is refused (its keys would never meet these)."""
+        theirs = data.get("fingerprint", "visible")  # the caches saved before the thermal key: visible
+        if theirs != self.fingerprint:
+            raise ValueError(f"{where or 'the cache'} keys its states by the {theirs} fingerprint, this one by the "
+                             f"{self.fingerprint}: keep their folders apart")
         remap = [self.prompt_id(p) for p in data["prompts"]]
         self.divergences += [d for d in data.get("divergences", []) if d not in self.divergences]
         for task, edge in data["roots"].items():
@@ -130,12 +173,17 @@ class TransitionCache:
             self.conflicts.append(what)
 
     @classmethod
-    def load(cls, paths) -> "TransitionCache":
-        cache = cls()
+    def load(cls, paths, fingerprint: str | None = None) -> "TransitionCache":
+        """The parts at ``paths`` merged; keyed by ``fingerprint`` (None: as the first part is; visible with no
+        part); a part keyed otherwise is refused (ValueError)."""
+        cache = None
         for path in paths:
             with gzip.open(path, "rt") as f:
-                cache.merge(json.load(f), str(path))
-        return cache
+                data = json.load(f)
+            if cache is None:
+                cache = cls(fingerprint or data.get("fingerprint", "visible"))
+            cache.merge(data, str(path))
+        return cache if cache is not None else cls(fingerprint or "visible")
 
     def sizes(self) -> dict:
         return {"tasks": len(self.roots), "states": sum(map(len, self.states.values())),
@@ -243,9 +291,17 @@ class CachedScienceWorld(TextEnv):
         return dataclasses.replace(task, horizon=10_000)
 
     def _live_fingerprint(self) -> str:
+        """The live engine's state as the cache keys it (:attr:`TransitionCache.fingerprint`)."""
         real = self._real
-        return fingerprint(real._sim.look(), real.tracker.inventory, real.tracker.score, real._last_info["subgoals"],
-                           real.tracker.context(), f"{real._cursor}@{real._gold_room}")
+        fp = fingerprint(real._sim.look(), real.tracker.inventory, real.tracker.score, real._last_info["subgoals"],
+                         real.tracker.context(), f"{real._cursor}@{real._gold_room}")
+        if self.cache.fingerprint == "thermal":
+            try:
+                tree = real._sim.getObjectTree()
+            except Exception as e:  # noqa: BLE001 - py4j / a JVM that died
+                raise EnvError(f"ScienceWorld's engine failed giving its object tree: {e}") from None
+            fp = f"{fp}:{world_digest(tree)}"
+        return fp
 
     def _state_of(self, edge: dict) -> str:
         """Record the state the live engine is in (its candidates: the expert's action asked now; its witness path:
@@ -259,8 +315,10 @@ class CachedScienceWorld(TextEnv):
                 states[fp] = {"expert": None, "cands": [], "prompt": prompt, "path": list(self._live_path)}
             else:
                 expert = real.expert_action()
-                states[fp] = {"expert": expert, "cands": candidates(self.task, fp, expert, real.admissible,
-                                                                    self.distractors),
+                # drawn by the visible part of the key: a state that differs in temperature alone offers the same
+                # distractors (and the policy, which sees no temperature, the same choice)
+                states[fp] = {"expert": expert, "cands": candidates(self.task, fp.split(":")[0], expert,
+                                                                    real.admissible, self.distractors),
                               "prompt": prompt, "path": list(self._live_path)}
         edge["to"] = fp
         return fp

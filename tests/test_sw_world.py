@@ -306,3 +306,107 @@ def test_a_state_no_replay_reaches_without_ending_is_an_error_naming_it():
                                                 "'B' .* end it after 1"):
         env.step("open pot")
     assert engine.replays == [["open oven", "teleport to greenhouse"], ["look around"]]
+
+
+# ------------------------------------------------------------------ the thermal key (the long, thermal task types)
+def _tree(pot_id="101", water_id="102", pot_temp=10.00012, order=("pot", "oven"), wired=("terminal 1-201",)):
+    """A small object tree as the engine gives it (``getObjectTree``): ids in the contents' keys and fields."""
+    pot = {"uuid": pot_id, "name": "pot", "propMaterial": {"substanceName": "metal", "temperatureC": pot_temp},
+           "propElectricalConnection": None,
+           "contents": {f"water-{water_id}": {"uuid": water_id, "name": "water", "contents": {},
+                                              "propMaterial": {"substanceName": "water", "temperatureC": pot_temp}}}}
+    oven = {"uuid": "103", "name": "oven", "propMaterial": None, "contents": {},
+            "propElectricalConnection": {"connectedTo": list(wired)}}
+    kids = {"pot": (f"pot-{pot_id}", pot), "oven": ("oven-103", oven)}
+    return {"uuid": "100", "name": "kitchen", "propMaterial": None,
+            "contents": dict(kids[name] for name in order)}
+
+
+def test_the_world_digest_ignores_ids_and_order_and_sees_a_temperature():
+    base = sw_world.world_digest(_tree())
+    # another load: other ids, other order, the fourth decimal of a temperature (the engine's heat exchange)
+    assert sw_world.world_digest(_tree(pot_id="9101", water_id="9102", pot_temp=10.0003, order=("oven", "pot"),
+                                       wired=("terminal 1-9201",))) == base
+    assert sw_world.world_digest(_tree(pot_temp=12.0)) != base  # heated by two degrees: another state
+    assert sw_world.world_digest(_tree(wired=())) != base  # unwired: another state
+
+
+class _Live(SimpleNamespace):
+    """A stand-in for the live engine's fields the fingerprint reads."""
+
+
+def _live(temp):
+    sim = SimpleNamespace(look=lambda: "This room is called the kitchen.", getObjectTree=lambda: _tree(pot_temp=temp))
+    tracker = SimpleNamespace(inventory="a thermometer", score=0.25, context=lambda: "in kitchen")
+    return _Live(_sim=sim, tracker=tracker, _last_info={"subgoals": ["focus"]}, _cursor=7, _gold_room="kitchen")
+
+
+@pytest.mark.parametrize("key", ["visible", "thermal"])
+def test_the_thermal_key_parts_states_the_visible_key_merges(key):
+    """A pot heating on the stove: nothing visible changes, the engine's world does."""
+    env = sw_world.CachedScienceWorld(sw_world.TransitionCache(key))
+    fps = []
+    for temp in (10.0, 10.0001, 40.0):
+        env._real = _live(temp)
+        fps.append(env._live_fingerprint())
+    env._real = None
+    assert fps[0] == fps[1]  # the same world to the degree: one state under either key
+    assert (fps[1] != fps[2]) == (key == "thermal")
+    assert fps[0].split(":")[0] == sw_world.fingerprint("This room is called the kitchen.", "a thermometer", 0.25,
+                                                        ["focus"], "in kitchen", "7@kitchen")
+
+
+def test_caches_keyed_otherwise_are_refused(tmp_path):
+    visible = hand_cache().save(tmp_path / "visible.json.gz")
+    with pytest.raises(ValueError, match="keys its states by the visible fingerprint, this one by the thermal"):
+        sw_world.TransitionCache.load([visible], "thermal")
+    thermal = sw_world.TransitionCache("thermal")
+    thermal.merge(json.loads(json.dumps(hand_cache().to_dict() | {"fingerprint": "thermal"})))
+    path = thermal.save(tmp_path / "thermal.json.gz")
+    assert sw_world.TransitionCache.load([path], "thermal").fingerprint == "thermal"
+    assert sw_world.TransitionCache.load([path]).fingerprint == "thermal"  # as the parts are (the merge command)
+    assert sw_world.TransitionCache.load([]).fingerprint == "visible"
+    with pytest.raises(ValueError, match="thermal fingerprint, this one by the visible"):
+        sw_world.TransitionCache.load([path], "visible")
+    with pytest.raises(ValueError, match="visible fingerprint, this one by the thermal"):
+        sw_world.TransitionCache.load([path, visible])
+    with pytest.raises(ValueError, match="fingerprint must be one of"):
+        sw_world.TransitionCache("hot")
+
+
+def test_the_testbed_takes_the_thermal_key_for_the_cached_world_only(capsys):
+    mod = SimpleNamespace(**runpy.run_path(str(EXPERIMENTS / "credit_testbed.py"), run_name="credit_testbed"))
+    p = mod.parser()
+    s = mod.settings_of(p.parse_args(["--env", "scienceworld", "--world-cache", "w", "--world-key", "thermal"]), p)
+    assert s["world_key"] == "thermal" and "temperatures" in mod.restricted_words(s)
+    assert "world_key" not in mod.settings_of(p.parse_args(["--env", "scienceworld", "--world-cache", "w"]), p)
+    with pytest.raises(SystemExit) as e:
+        mod.settings_of(p.parse_args(["--env", "scienceworld", "--world-key", "thermal"]), p)
+    assert e.value.code == 2 and "--world-key is the cached world's" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_thermal_key_follows_the_engines_stove():
+    """boil's gold path on the engine up to the stove, then waiting: nothing visible changes while the pot heats: the
+    visible key stays, the thermal one moves; two loads of the variation agree on the thermal key at the reset."""
+    _engine_or_skip()
+    from milegpo.envs.scienceworld import scienceworld_tasks
+
+    task = scienceworld_tasks("train", 1, start=0, task_type="boil", horizon=50, simplifications="easy")[0]
+    env = sw_world.CachedScienceWorld(sw_world.TransitionCache("thermal"))
+    try:
+        real = env._engine()
+        resets, keys = [], []
+        for _ in range(2):
+            real.reset(env._unbounded(task))
+            resets.append(env._live_fingerprint())
+        gold = real.gold_sequence()
+        for action in gold[:gold.index("activate stove") + 1] + ["wait1", "wait1"]:
+            real.expert_action()
+            real.step(action)
+            keys.append(env._live_fingerprint())
+    finally:
+        env.close()
+    assert resets[0] == resets[1] and ":" in resets[0]
+    heating = [k.split(":") for k in keys[-3:]]  # the stove on, then two ticks of waiting
+    assert len({visible for visible, _ in heating}) == 1 and len({world for _, world in heating}) == 3

@@ -20,6 +20,7 @@ goal progress) on one simulation object of the shared JVM instead of a JVM of it
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import shutil
@@ -153,7 +154,8 @@ def _simulation_class() -> type:
 
     class Simulation(LibraryEnv):
         """The library's ``ScienceWorldEnv`` on one simulation object of the process's shared engine: every method
-        is the library's but ``__init__`` (no JVM of its own) and ``close`` (gives the simulation back)."""
+        is the library's but ``__init__`` (no JVM of its own), ``close`` (gives the simulation back) and the valid
+        list (one JSON answer, kept per step: :meth:`valid_with_templates`)."""
 
         def __init__(self) -> None:  # noqa: D401 - not the library's constructor: no JVM launched here
             with _SHARED.lock:
@@ -175,7 +177,34 @@ def _simulation_class() -> type:
             self.clear_run_histories()
             self.goldPathGenerated = False
             self._obj_tree_tempdir = tempfile.TemporaryDirectory()  # where the library's getObjectTree writes
+            self.steps = 0  # steps and loads so far (what valid_with_templates keeps its answer by)
+            self._valid: list[dict] = []
+            self._valid_at = -1  # the step _valid was asked at
             self.open = True
+
+        def step(self, input_str: str):
+            """The library's step; every step is counted (:attr:`steps`: what a per-state answer is kept by)."""
+            self.steps += 1
+            return super().step(input_str)
+
+        def get_valid_action_object_combinations(self) -> list[str]:
+            """The library's valid list (its step puts it in ``info["valid"]``), read as one JSON answer instead of a
+            py4j call per entry (1,000 entries: 25-90 ms against 28-56 ms, measured on boil); the same actions in
+            another order (the env sorts them). The answer is kept for this step (:meth:`valid_with_templates`)."""
+            valid = self.valid_with_templates()
+            return [v["action"] for v in valid]
+
+        def valid_with_templates(self) -> list[dict]:
+            """The valid actions with their templates and object ids (``getValidActionObjectCombinationsJSON``),
+            asked of the engine once per step."""
+            if self._valid_at != self.steps:
+                self._valid = json.loads(self.server.getValidActionObjectCombinationsJSON())["validActions"]
+                self._valid_at = self.steps
+            return self._valid
+
+        def load(self, *args, **kwargs):
+            self.steps += 1  # a new world: nothing kept from the last one applies
+            return super().load(*args, **kwargs)
 
         def _give_back(self) -> None:
             with _SHARED.lock:

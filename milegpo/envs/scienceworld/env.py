@@ -110,6 +110,7 @@ class ScienceWorldEnv(TextEnv):
         self._gold_room = ""  # where the gold path is: the room after the last gold action played
         self._proposal: tuple[int, str] | None = None  # (gold index or -1 for a way back, the action proposed)
         self._doors: dict[str, dict[str, bool]] = {}  # room -> {neighbour: door open} seen this episode
+        self._spelled: tuple = (None, "")  # ((engine step, gold action), its listed spelling): the last one
 
     # ------------------------------------------------------------------ engine
     def _simulation(self):
@@ -299,17 +300,23 @@ class ScienceWorldEnv(TextEnv):
         return door is not None and self._doors.get(location, {}).get(door) is True and action not in self.admissible
 
     def _listed(self, action: str) -> str:
-        """``action`` as the valid list spells it (:func:`~.actions.listed_spelling`), else as written."""
+        """``action`` as the valid list spells it (:func:`~.actions.listed_spelling`), else as written; kept per
+        engine step (the expert is asked twice in a state by the cached world: ~90 ms of the engine's a time)."""
         if action in self.admissible:
             return action
-        server = self._sim.server
+        sim = self._sim
+        known = (sim.steps, action)
+        if self._spelled[0] == known:
+            return self._spelled[1]
         try:
-            valid = json.loads(server.getValidActionObjectCombinationsJSON())["validActions"]
-            referents = json.loads(server.getAllObjectIdsTypesReferentsLUTJSON())
-            shown = json.loads(server.getPossibleObjectReferentLUTJSON())
+            valid = sim.valid_with_templates()
+            referents = json.loads(sim.server.getAllObjectIdsTypesReferentsLUTJSON())
+            shown = json.loads(sim.server.getPossibleObjectReferentLUTJSON())
         except Exception as e:  # noqa: BLE001 - py4j / a JVM that died
             raise EnvError(f"ScienceWorld's engine failed listing the actions: {_first_line(e)}") from None
-        return listed_spelling(action, valid, referents, shown) or action
+        listed = listed_spelling(action, valid, referents, shown) or action
+        self._spelled = (known, listed)
+        return listed
 
     def _way_back(self, here: str, room: str) -> str | None:
         """The next action on the shortest known way from ``here`` to ``room`` (doors seen this episode), None

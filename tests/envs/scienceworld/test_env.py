@@ -226,6 +226,21 @@ def test_gold_actions_mostly_spelled_as_listed(env):
     assert env.won and listed >= 0.8 * played
 
 
+def test_the_valid_list_is_the_librarys_read_once_a_step(env):
+    """The valid list as one JSON answer (engine.Simulation) holds what the library's per-entry list holds, in every
+    state of a walk; the answer is asked again after a step, not before."""
+    env.reset(task("boil"))
+    sim = env._sim
+    for _ in range(4):
+        library = list(sim.server.getValidActionObjectCombinations())
+        ours = sim.get_valid_action_object_combinations()
+        assert sorted(ours) == sorted(library) and len(ours) == len(library)
+        assert sim.valid_with_templates() is sim.valid_with_templates()  # kept within the step
+        kept = sim.valid_with_templates()
+        env.step(env.expert_action())
+        assert sim.valid_with_templates() is not kept
+
+
 def test_parse_matches_free_text_to_a_listed_action(env):
     _, admissible, _ = env.reset(task("boil"))
     parsed = parse_action("<action> Open Door to  KITCHEN </action>", admissible)
