@@ -202,7 +202,7 @@ class ScienceWorldEnv(TextEnv):
         else:  # a load is faster than a reset; a gold path is made when an expert was asked for (or on its first use)
             self._load(key, gold=self._gold_wanted)
         self._sim.lastStepScore = 0
-        self._played, self._doors = [], {}
+        self._played, self._doors, self._spelled = [], {}, (None, "")
         self._cursor, self._gold_room, self._proposal = 0, "", None
         obs, _, info = self._engine_step("look around")
         admissible, out = self._observe(obs, info)
@@ -301,7 +301,7 @@ class ScienceWorldEnv(TextEnv):
 
     def _listed(self, action: str) -> str:
         """``action`` as the valid list spells it (:func:`~.actions.listed_spelling`), else as written; kept per
-        engine step (the expert is asked twice in a state by the cached world: ~90 ms of the engine's a time)."""
+        engine step (the cached world asks the expert twice in a state; each answer costs the engine ~90 ms)."""
         if action in self.admissible:
             return action
         sim = self._sim
