@@ -331,14 +331,11 @@ def test_the_world_digest_ignores_ids_and_order_and_sees_a_temperature():
     assert sw_world.world_digest(_tree(wired=())) != base  # unwired: another state
 
 
-class _Live(SimpleNamespace):
-    """A stand-in for the live engine's fields the fingerprint reads."""
-
-
 def _live(temp):
+    """A stand-in for the live engine's fields the fingerprint reads."""
     sim = SimpleNamespace(look=lambda: "This room is called the kitchen.", getObjectTree=lambda: _tree(pot_temp=temp))
     tracker = SimpleNamespace(inventory="a thermometer", score=0.25, context=lambda: "in kitchen")
-    return _Live(_sim=sim, tracker=tracker, _last_info={"subgoals": ["focus"]}, _cursor=7, _gold_room="kitchen")
+    return SimpleNamespace(_sim=sim, tracker=tracker, _last_info={"subgoals": ["focus"]}, _cursor=7, _gold_room="kitchen")
 
 
 @pytest.mark.parametrize("key", ["visible", "thermal"])
