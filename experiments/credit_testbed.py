@@ -191,6 +191,7 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
                             shuffle=True, seed=seed)
     stream = (i for _ in iter(int, 1) for i in sampler)
     envs: dict = world_envs(s)
+    engine_work = world_work()
     curve = []
     purchases: dict[str, list[float]] = {"won": [], "lost": []}  # the advantage of every "buy now" row, by outcome
     milestones: dict[str, list[float]] = {}  # per step score of the method: [pairs won, pairs] over the iterations
@@ -213,11 +214,13 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     final = episode_stats(final_groups)
     for env in envs.values():
         env.close()
+    out = {"method": method_label, "seed": seed, "env": s["env"], "curve": curve, "final": final,
+           "purchases": purchase_stats(purchases), "milestone_truth": milestones, "credit": credit,
+           "states": len(policy.table), "seconds": time.perf_counter() - t0}
     if "world_cache" in s:
         save_world_cache(s)
-    return {"method": method_label, "seed": seed, "env": s["env"], "curve": curve, "final": final,
-            "purchases": purchase_stats(purchases), "milestone_truth": milestones, "credit": credit,
-            "states": len(policy.table), "seconds": time.perf_counter() - t0}
+        out["world"] = {k: v - engine_work[k] for k, v in world_work().items()}
+    return out
 
 
 #: the cached ScienceWorld's transitions of this process (``--world-cache``): read once, shared by its runs
@@ -244,6 +247,17 @@ def world_envs(s: dict) -> dict:
         except ValueError as e:  # a folder of caches keyed otherwise
             raise SystemExit(f"--world-cache {folder}: {e}") from None
     return {s["env"]: sw_world.CachedScienceWorld(_WORLD_CACHE["cache"], s["distractors"])}
+
+
+def world_work() -> dict:
+    """What the process's cached world has done so far (a run's record holds its own share): edges read from the
+    cache (``hits``), engine steps made (``misses``), witness replays (``quiet``: the state's record kept the
+    expert's place, the engine stepped without reading its state between actions; ``stepped``: each action a
+    full step), replays that did not reach their state (``divergences``). Zeros without a cached world."""
+    cache = _WORLD_CACHE.get("cache")
+    if cache is None:
+        return dict.fromkeys(("hits", "misses", "quiet", "stepped", "divergences"), 0)
+    return {"hits": cache.hits, "misses": cache.misses, **cache.replays, "divergences": len(cache.divergences)}
 
 
 def save_world_cache(s: dict) -> None:

@@ -15,8 +15,9 @@ the expert's action) among 300-3,800 listed actions gives that action 0.2-2.4% a
   the free look at the room, the inventory, the score, the completed subgoals, the tracker's context line, the
   gold expert's place in its sequence and its room); an edge (state, action) holds
   what the engine answered (observation, reward, won / lost, milestone, score, the tracker's fields) and the state
-  it reached. Edges and states are made by the engine on first visit (the world replays the episode's actions in
-  a live engine, then steps), and read from the cache afterwards. Two histories that reach one visible state share
+  it reached. Edges and states are made by the engine on first visit (the world replays the state's witness path
+  in a live engine, quietly where the state's record keeps the expert's place after it, then steps), and read
+  from the cache afterwards. Two histories that reach one visible state share
   it: a hidden difference (an object left in another room) is not seen. :func:`check_transitions` measures that
   (replays histories in fresh engines and compares); ``notes/milestone_truth.md`` has the figures.
 - **The thermal key** (a cache made with ``fingerprint="thermal"``: the long cell's): the state is also the
@@ -108,10 +109,11 @@ def candidates(task: Task, state: str, expert: str, listed, k: int = DISTRACTORS
 
 
 class TransitionCache:
-    """States and edges per task: ``roots[task] = edge`` (the reset), ``states[task][fp] = {"cands", "expert",
-    "prompt"}``, ``edges[task][fp + "\\x1f" + action] = edge``; prompts (templates and objects in view) interned.
-    ``misses`` counts the engine steps made, ``hits`` the edges read. ``fingerprint`` says how its states are keyed
-    (:data:`FINGERPRINTS`): caches keyed differently cannot be merged."""
+    """States and edges per task: ``roots[task] = edge`` (the reset), ``states[task][fp] = {"cands", "expert", "prompt",
+    "path", "walk"}`` (``path``: the witness, the actions that first reached it; ``walk``: the expert's place after
+    them, absent in states recorded before it was kept), ``edges[task][fp + "\\x1f" + action] = edge``; prompts
+    (templates and objects in view) interned. ``misses`` counts the engine steps made, ``hits`` the edges read.
+    ``fingerprint`` says how its states are keyed (:data:`FINGERPRINTS`): caches keyed differently cannot be merged."""
 
     def __init__(self, fingerprint: str = "visible") -> None:
         if fingerprint not in FINGERPRINTS:
@@ -123,6 +125,8 @@ class TransitionCache:
         self.prompts: list[list[str]] = []
         self._prompt_ids: dict[tuple, int] = {}
         self.hits = self.misses = 0
+        #: witness replays made (not saved): quietly (the state's record keeps its walk) or step by step
+        self.replays = {"quiet": 0, "stepped": 0}
         self.conflicts: list[str] = []
         #: witness replays that did not reach their state (saved: the engine was not deterministic there)
         self.divergences: list[str] = []
@@ -161,7 +165,9 @@ class TransitionCache:
         for task, states in data["states"].items():
             mine = self.states.setdefault(task, {})
             for fp, s in states.items():
-                mine.setdefault(fp, {**s, "prompt": remap[s["prompt"]]})
+                kept = mine.setdefault(fp, {**s, "prompt": remap[s["prompt"]]})
+                if "walk" in s and "walk" not in kept:  # a witness with its walk (replayed quietly): the two together
+                    kept.update(path=s["path"], walk=s["walk"])
         for task, edges in data["edges"].items():
             mine = self.edges.setdefault(task, {})
             for key, edge in edges.items():
@@ -242,21 +248,25 @@ class CachedScienceWorld(TextEnv):
         return self._real
 
     def _sync(self) -> None:
-        """Bring the live engine to the state the episode is in: nothing when it is there, else a reset and the
-        state's witness path (the actions that first reached it), the expert asked before every action so that its
-        gold cursor follows as it did. Not the episode's own actions: two histories that reach one state share it,
-        and only the witness is known to reach exactly it. A replay that ends elsewhere (the engine not
-        deterministic there) is counted in ``cache.divergences`` and the state's transitions are the engine's from
-        where it is. A replay that ends the engine's episode, at its end or before (a divergence into a won or lost
-        state: the engine cannot answer from there), is counted too and replaced by the episode's own actions, which
-        reached the state in this episode; an EnvError naming the state if those end it as well: the fingerprint
-        then merges engine states that differ in what it does not hold (seen on the long, thermal task types)."""
+        """Bring the live engine to the state the episode is in: nothing when it is there, else a reset and the state's
+        witness path (the actions that first reached it): quietly where the state's record keeps the expert's place
+        after it (its ``walk``), else step by step, the expert asked before every action so that its gold cursor follows
+        as it did, and the walk kept from then on. Not the episode's own actions: two histories that reach one state
+        share it, and only the witness is known to reach exactly it. A replay that ends elsewhere (the engine not
+        deterministic there) is counted in ``cache.divergences`` and the state's transitions are the engine's from where
+        it is. A replay that ends the engine's episode, at its end or before (a divergence into a won or lost state: the
+        engine cannot answer from there), is counted too and replaced by the episode's own actions, which reached the
+        state in this episode; an EnvError naming the state if those end it as well: the fingerprint then merges engine
+        states that differ in what it does not hold (seen on the long, thermal task types)."""
         if self._live_at == self._state:
             return
-        path = self.cache.states[self._key][self._state]["path"]
-        real = self._replay(path)
+        record = self.cache.states[self._key][self._state]
+        path = record["path"]
+        real = self._replay(path, record.get("walk"))
         if self._live_fingerprint() != self._state:
             self.cache.divergences.append(f"{self._key} after {path}")
+        elif "walk" not in record and not real.done:
+            record["walk"] = real.walk_state()  # stepped once: quiet from now on
         if real.done:
             self.cache.divergences.append(f"{self._key} ended by the replay of {path}; replayed the episode's own "
                                           f"{self._history}")
@@ -269,12 +279,19 @@ class CachedScienceWorld(TextEnv):
                     "engine states that differ in what it does not hold")
         self._live_at = self._state
 
-    def _replay(self, actions: list[str]):
-        """The live engine reset to the task and played ``actions``, the expert asked before each (its gold cursor
-        follows as it did), up to the end of its episode if one ends it first; returns the engine (``_live_path``:
-        the actions it played)."""
+    def _replay(self, actions: list[str], walk: dict | None = None):
+        """The live engine reset to the task and played ``actions``, up to the end of its episode if one ends it
+        first; returns the engine (``_live_path``: the actions it played). With ``walk`` (the state's record has it:
+        the expert's place, the doors seen and the focus after the witness path, :meth:`ScienceWorldEnv.walk_state`)
+        the engine's quiet replay (:meth:`ScienceWorldEnv.replay`: its state read once, at the end); without it
+        (states recorded before walks were kept, an episode's own actions) each action a step, the expert asked
+        before each (its gold cursor follows as it did)."""
         real = self._engine()
         real.reset(self._unbounded(self.task))
+        self.cache.replays["quiet" if walk is not None else "stepped"] += 1
+        if walk is not None:
+            self._live_path = list(actions[:real.replay(actions, walk)])
+            return real
         self._live_path = []
         for action in actions:
             if real.done:
@@ -314,12 +331,13 @@ class CachedScienceWorld(TextEnv):
             if real.done:
                 states[fp] = {"expert": None, "cands": [], "prompt": prompt, "path": list(self._live_path)}
             else:
+                walk = real.walk_state()  # before the expert is asked: it may step its cursor past needless actions
                 expert = real.expert_action()
                 # drawn by the visible part of the key: a state that differs in temperature alone offers the same
                 # distractors (and the policy, which sees no temperature, the same choice)
                 states[fp] = {"expert": expert, "cands": candidates(self.task, fp.split(":")[0], expert,
                                                                     real.admissible, self.distractors),
-                              "prompt": prompt, "path": list(self._live_path)}
+                              "prompt": prompt, "path": list(self._live_path), "walk": walk}
         edge["to"] = fp
         return fp
 

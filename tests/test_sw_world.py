@@ -145,6 +145,8 @@ def test_the_testbed_plays_the_cached_world_every_method_on_the_same_candidates(
     for method in ("graphgpo", "milegpo-full"):
         record = mod.run(0, method, settings)
         assert len(record["curve"]) == 3 and record["curve"][0]["success"] > 0
+        work = record["world"]  # the run's own share of the process's cached world: all of it read from the cache
+        assert work["hits"] > 0 and work["misses"] == work["quiet"] == work["stepped"] == work["divergences"] == 0
         tables[method] = record
     # paired: the first iteration (before any update) is the same episode stream for both methods
     assert json.dumps(tables["graphgpo"]["curve"][0]) == json.dumps(tables["milegpo-full"]["curve"][0])
@@ -309,6 +311,74 @@ def test_a_state_no_replay_reaches_without_ending_is_an_error_naming_it():
 
 
 # ------------------------------------------------------------------ the thermal key (the long, thermal task types)
+class QuietEngine(EndingEngine):
+    """The stand-in engine with a quiet replay: it records what it was asked to replay, and with which walk."""
+
+    def __init__(self):
+        super().__init__(ends=[])
+        self.quiet = []
+
+    def replay(self, actions, walk):
+        self.quiet.append((list(actions), walk))
+        self.replays[-1] += list(actions)
+        return len(actions)
+
+    def walk_state(self):
+        return {"cursor": len(self.replays[-1]), "gold_room": "greenhouse", "doors": {}, "focus": "none"}
+
+
+def test_a_state_kept_with_its_walk_is_replayed_quietly_and_one_without_step_by_step():
+    """The witness of B replayed to answer (B, open pot): quietly with the walk its record keeps (the engine's
+    replay, no step or expert question per action), step by step without one (a record of an older cache), after
+    which the record keeps the walk the engine is in: the next replay of B is quiet."""
+    walk = {"cursor": 3, "gold_room": "greenhouse", "doors": {"kitchen": {"greenhouse": True}}, "focus": "none"}
+    for kept in (walk, None):
+        env, _ = _engine_world(ends=[])
+        engine = QuietEngine()
+        env._engine = lambda engine=engine: engine
+        if kept is not None:
+            env.cache.states[sw_world.task_key(TASK)]["B"]["walk"] = kept
+        env.reset(TASK)
+        env.step("teleport to greenhouse")
+        obs, *_ = env.step("open pot")
+        assert obs == "The pot is now open."
+        assert engine.replays == [["open oven", "teleport to greenhouse", "open pot"]]
+        assert engine.quiet == ([(["open oven", "teleport to greenhouse"], walk)] if kept else [])
+        assert env._live_path == ["open oven", "teleport to greenhouse", "open pot"]
+        assert env.cache.replays == {"quiet": int(kept is not None), "stepped": int(kept is None)}
+        assert env.cache.states[sw_world.task_key(TASK)]["B"]["walk"] == (kept or {
+            "cursor": 2, "gold_room": "greenhouse", "doors": {}, "focus": "none"})
+        del env.cache.edges[sw_world.task_key(TASK)]["B\x1flook around"]
+        env.reset(TASK)
+        env.step("teleport to greenhouse")
+        env.step("look around")  # B again, the engine elsewhere (after open pot): replayed, quietly
+        assert len(engine.quiet) == 1 + (kept is not None)
+        assert engine.quiet[-1] == (["open oven", "teleport to greenhouse"], kept or {
+            "cursor": 2, "gold_room": "greenhouse", "doors": {}, "focus": "none"})
+
+
+def test_a_merge_keeps_the_witness_that_has_a_walk():
+    """Two parts hold state B, one with a witness and its walk: the merge keeps that witness and its walk together,
+    whichever part came first; a state both parts keep walks of keeps the first's."""
+    key = sw_world.task_key(TASK)
+    old, new = hand_cache(), hand_cache()
+    old.states[key]["B"]["path"] = ["open oven", "teleport to greenhouse"]
+    new.states[key]["B"].update(path=["teleport to greenhouse"], walk={"cursor": 1, "gold_room": "greenhouse",
+                                                                       "doors": {}, "focus": "none"})
+    for first, second in ((old, new), (new, old)):
+        merged = sw_world.TransitionCache()
+        merged.merge(json.loads(json.dumps(first.to_dict())))
+        merged.merge(json.loads(json.dumps(second.to_dict())))
+        b = merged.states[key]["B"]
+        assert b["path"] == ["teleport to greenhouse"] and b["walk"]["cursor"] == 1 and not merged.conflicts
+    other = hand_cache()
+    other.states[key]["B"].update(path=["look around", "teleport to greenhouse"], walk={"cursor": 2})
+    merged = sw_world.TransitionCache()
+    merged.merge(json.loads(json.dumps(new.to_dict())))
+    merged.merge(json.loads(json.dumps(other.to_dict())))
+    assert merged.states[key]["B"]["walk"]["cursor"] == 1
+
+
 def _tree(pot_id="101", water_id="102", pot_temp=10.00012, order=("pot", "oven"), wired=("terminal 1-201",)):
     """A small object tree as the engine gives it (``getObjectTree``): ids in the contents' keys and fields."""
     pot = {"uuid": pot_id, "name": "pot", "propMaterial": {"substanceName": "metal", "temperatureC": pot_temp},

@@ -241,6 +241,48 @@ def test_the_valid_list_is_the_librarys_read_once_a_step(env):
         assert sim.valid_with_templates() is not kept
 
 
+def _whole_state(world):
+    """Everything of an episode's state a later step or expert question reads."""
+    info = world._last_info
+    return (world.last_obs, sorted(world._sim.look().splitlines()), world.tracker.context(), world.admissible,
+            info["subgoals"], info["prompt_actions"], info["location"], info["inventory"], world._engine_score,
+            world._cursor, world._gold_room, {room: dict(doors) for room, doors in world._doors.items()}, world.done,
+            world.won, world.steps)
+
+
+def test_a_quiet_replay_reaches_the_state_the_steps_reached(env):
+    """A walk of boil (the expert's actions, a detour into another room, the expert walking back) played step by
+    step, the expert asked before each; then each prefix replayed quietly from a reset with the walk kept after
+    it: the same state, then the same expert action and the same answer to it. An ambiguous text is answered
+    within its step as a step answers it (which door is the first option differs from one reset to another: not
+    compared). A replay the engine ends before its last action (a failed focus) stops there, the walk not taken."""
+    t = task("boil")
+    env.reset(t)
+    played, walks, states = [], [], []
+    for n in range(12):
+        expert = env.expert_action()
+        action = {2: "open door to hallway", 3: "go to hallway"}.get(n, expert)
+        env.step(action)
+        played.append(action)
+        walks.append(env.walk_state())
+        states.append(_whole_state(env))
+    assert "go to kitchen" in played[4:]  # the expert walked back
+    expert = env.expert_action()
+    answer = env.step(expert)[0]
+    for i in (0, 3, 4, 7, 11):
+        env.reset(t)
+        assert env.replay(played[:i + 1], walks[i]) == i + 1
+        assert _whole_state(env) == states[i], f"after {played[:i + 1]}"
+    assert env.expert_action() == expert and env.step(expert)[0] == answer
+    env.reset(t)
+    assert env.replay(["open door"], walks[0]) == 1
+    assert env._played[-2:] == ["open door", "0"] and env._last_info["ambiguous"].startswith("Ambiguous request")
+    assert env.last_obs == "The door is now open." and not env._last_info["invalid"]
+    env.reset(t)
+    assert env.replay(["focus on orange", "look around"], walks[0]) == 1
+    assert env.done and not env.won and env.tracker.focus == "none" and env._engine_score == -100
+
+
 def test_parse_matches_free_text_to_a_listed_action(env):
     _, admissible, _ = env.reset(task("boil"))
     parsed = parse_action("<action> Open Door to  KITCHEN </action>", admissible)
