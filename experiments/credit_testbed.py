@@ -253,10 +253,11 @@ def world_work() -> dict:
     """What the process's cached world has done so far (a run's record holds its own share): edges read from the
     cache (``hits``), engine steps made (``misses``), witness replays (``quiet``: the state's record kept the
     expert's place, the engine stepped without reading its state between actions; ``stepped``: each action a
-    full step), replays that did not reach their state (``divergences``). Zeros without a cached world."""
+    full step), the engine actions they played (``actions``), replays that did not reach their state
+    (``divergences``). Zeros without a cached world."""
     cache = _WORLD_CACHE.get("cache")
     if cache is None:
-        return dict.fromkeys(("hits", "misses", "quiet", "stepped", "divergences"), 0)
+        return dict.fromkeys(("hits", "misses", "quiet", "stepped", "actions", "divergences"), 0)
     return {"hits": cache.hits, "misses": cache.misses, **cache.replays, "divergences": len(cache.divergences)}
 
 

@@ -125,8 +125,9 @@ class TransitionCache:
         self.prompts: list[list[str]] = []
         self._prompt_ids: dict[tuple, int] = {}
         self.hits = self.misses = 0
-        #: witness replays made (not saved): quietly (the state's record keeps its walk) or step by step
-        self.replays = {"quiet": 0, "stepped": 0}
+        #: witness replays made (not saved): quietly (the state's record keeps its walk) or step by step, and the
+        #: engine actions they played
+        self.replays = {"quiet": 0, "stepped": 0, "actions": 0}
         self.conflicts: list[str] = []
         #: witness replays that did not reach their state (saved: the engine was not deterministic there)
         self.divergences: list[str] = []
@@ -289,6 +290,7 @@ class CachedScienceWorld(TextEnv):
         real = self._engine()
         real.reset(self._unbounded(self.task))
         self.cache.replays["quiet" if walk is not None else "stepped"] += 1
+        self.cache.replays["actions"] += len(actions)
         if walk is not None:
             self._live_path = list(actions[:real.replay(actions, walk)])
             return real
