@@ -251,13 +251,13 @@ def world_envs(s: dict) -> dict:
 
 def world_work() -> dict:
     """What the process's cached world has done so far (a run's record holds its own share): edges read from the
-    cache (``hits``), engine steps made (``misses``), witness replays (``quiet``: the state's record kept the
-    expert's place, the engine stepped without reading its state between actions; ``stepped``: each action a
-    full step), the engine actions they played (``actions``), replays that did not reach their state
-    (``divergences``). Zeros without a cached world."""
+    cache (``hits``), engine steps made (``misses``), witness replays (``quiet``: the engine stepped without
+    reading its valid list between actions; ``matched``: of them, those whose expert's place was found from the
+    state's key; ``stepped``: each action a full step), the engine actions they played (``actions``), replays
+    that did not reach their state (``divergences``). Zeros without a cached world."""
     cache = _WORLD_CACHE.get("cache")
     if cache is None:
-        return dict.fromkeys(("hits", "misses", "quiet", "stepped", "actions", "divergences"), 0)
+        return dict.fromkeys(("hits", "misses", "quiet", "matched", "stepped", "actions", "divergences"), 0)
     return {"hits": cache.hits, "misses": cache.misses, **cache.replays, "divergences": len(cache.divergences)}
 
 

@@ -125,9 +125,10 @@ class TransitionCache:
         self.prompts: list[list[str]] = []
         self._prompt_ids: dict[tuple, int] = {}
         self.hits = self.misses = 0
-        #: witness replays made (not saved): quietly (the state's record keeps its walk) or step by step, and the
-        #: engine actions they played
-        self.replays = {"quiet": 0, "stepped": 0, "actions": 0}
+        #: witness replays made (not saved): quietly (``quiet``: the valid list read at the end alone), of them
+        #: ``matched`` with the expert's place found from the state's key (the record kept no walk), or step by step
+        #: (``stepped``); the engine actions they played (``actions``)
+        self.replays = {"quiet": 0, "matched": 0, "stepped": 0, "actions": 0}
         self.conflicts: list[str] = []
         #: witness replays that did not reach their state (saved: the engine was not deterministic there)
         self.divergences: list[str] = []
@@ -263,11 +264,11 @@ class CachedScienceWorld(TextEnv):
             return
         record = self.cache.states[self._key][self._state]
         path = record["path"]
-        real = self._replay(path, record.get("walk"))
+        real = self._replay(path, record.get("walk"), self._state)
         if self._live_fingerprint() != self._state:
             self.cache.divergences.append(f"{self._key} after {path}")
         elif "walk" not in record and not real.done:
-            record["walk"] = real.walk_state()  # stepped once: quiet from now on
+            record["walk"] = real.walk_state()  # kept: no search for the expert's place next time
         if real.done:
             self.cache.divergences.append(f"{self._key} ended by the replay of {path}; replayed the episode's own "
                                           f"{self._history}")
@@ -280,20 +281,27 @@ class CachedScienceWorld(TextEnv):
                     "engine states that differ in what it does not hold")
         self._live_at = self._state
 
-    def _replay(self, actions: list[str], walk: dict | None = None):
+    def _replay(self, actions: list[str], walk: dict | None = None, target: str | None = None):
         """The live engine reset to the task and played ``actions``, up to the end of its episode if one ends it
-        first; returns the engine (``_live_path``: the actions it played). With ``walk`` (the state's record has it:
-        the expert's place, the doors seen and the focus after the witness path, :meth:`ScienceWorldEnv.walk_state`)
-        the engine's quiet replay (:meth:`ScienceWorldEnv.replay`: its state read once, at the end); without it
-        (states recorded before walks were kept, an episode's own actions) each action a step, the expert asked
-        before each (its gold cursor follows as it did)."""
+        first; returns the engine (``_live_path``: the actions it played). Quietly (:meth:`ScienceWorldEnv.replay`:
+        the valid list read once, at the end) where the expert's place after them is known: ``walk`` (the state's
+        record keeps it: :meth:`ScienceWorldEnv.walk_state` after the witness path) or found from the key of the
+        state ``target`` they reach (:meth:`_place_expert`; records made before walks were kept); else (the
+        episode's own actions, or no place matches the key) each action a step, the expert asked before each (its
+        gold cursor follows as it did)."""
         real = self._engine()
         real.reset(self._unbounded(self.task))
-        self.cache.replays["quiet" if walk is not None else "stepped"] += 1
-        self.cache.replays["actions"] += len(actions)
-        if walk is not None:
-            self._live_path = list(actions[:real.replay(actions, walk)])
-            return real
+        if walk is not None or target is not None:
+            played = real.replay(actions, walk)
+            self._live_path = list(actions[:played])
+            self.cache.replays["actions"] += played
+            matched = walk is None and played == len(actions) and self._place_expert(target)
+            if walk is not None or matched or played < len(actions):  # (ended early: as steps would have)
+                self.cache.replays["quiet"] += 1
+                self.cache.replays["matched"] += int(matched)
+                return real
+            real.reset(self._unbounded(self.task))  # no place of the expert gives the key: step by step
+        self.cache.replays["stepped"] += 1
         self._live_path = []
         for action in actions:
             if real.done:
@@ -301,7 +309,21 @@ class CachedScienceWorld(TextEnv):
             real.expert_action()
             real.step(action)
             self._live_path.append(action)
+        self.cache.replays["actions"] += len(self._live_path)
         return real
+
+    def _place_expert(self, target: str) -> bool:
+        """Give the live engine the expert's place (gold cursor, gold path's room) whose key is ``target``'s
+        visible part (every cursor of the gold sequence in every room of the doors seen: a few hundred hashes);
+        False when none is (the replay did not reach the state)."""
+        real = self._real
+        want, seen = target.split(":")[0], self._visible_parts()
+        for room in sorted(real._doors):
+            for cursor in range(len(real.gold_sequence()) + 1):
+                if fingerprint(*seen, f"{cursor}@{room}") == want:
+                    real.set_walk({"cursor": cursor, "gold_room": room})
+                    return True
+        return False
 
     @staticmethod
     def _unbounded(task: Task) -> Task:
@@ -309,11 +331,16 @@ class CachedScienceWorld(TextEnv):
         that reaches its state by another way; the cached world's episode keeps the task's horizon)."""
         return dataclasses.replace(task, horizon=10_000)
 
+    def _visible_parts(self) -> tuple:
+        """What :func:`fingerprint` keys of the live engine's state but the expert's place."""
+        real = self._real
+        return real._sim.look(), real.tracker.inventory, real.tracker.score, real._last_info["subgoals"], \
+            real.tracker.context()
+
     def _live_fingerprint(self) -> str:
         """The live engine's state as the cache keys it (:attr:`TransitionCache.fingerprint`)."""
         real = self._real
-        fp = fingerprint(real._sim.look(), real.tracker.inventory, real.tracker.score, real._last_info["subgoals"],
-                         real.tracker.context(), f"{real._cursor}@{real._gold_room}")
+        fp = fingerprint(*self._visible_parts(), f"{real._cursor}@{real._gold_room}")
         if self.cache.fingerprint == "thermal":
             try:
                 tree = real._sim.getObjectTree()

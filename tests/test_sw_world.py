@@ -234,12 +234,47 @@ def test_the_cached_world_replays_the_engines_observations():
     assert direct == [s[:2] for s in seen]
 
 
+@pytest.mark.slow
+def test_a_witness_without_its_walk_is_replayed_quietly_the_experts_place_found_from_the_key():
+    """States recorded by play through the cached world, their walks then dropped (an older cache's records): the
+    live engine brought to each by its witness quietly, the expert's place found from the state's key; the state
+    reached (its key), the same expert action, the walk kept on the record."""
+    _engine_or_skip()
+    from milegpo.envs.scienceworld import scienceworld_tasks
+
+    task = scienceworld_tasks("train", 1, start=0, task_type="find-non-living-thing", horizon=10,
+                              simplifications="easy")[0]
+    env = sw_world.CachedScienceWorld()
+    rng = np.random.default_rng(1)
+    try:
+        for _ in range(4):
+            _, cands, _ = env.reset(task)
+            while not env.done:
+                env.step(cands[int(rng.integers(len(cands)))] if rng.random() < 0.3 else env.expert_action())
+                cands = env.admissible
+        states = env.cache.states[sw_world.task_key(task)]
+        deep = [fp for fp, rec in states.items() if rec["expert"] and len(rec["path"]) >= 3]
+        assert len(deep) >= 3
+        for fp in deep:
+            states[fp].pop("walk")
+        env.reset(task)
+        for fp in deep:
+            env._state, env._live_at = fp, None
+            env._sync()
+            assert env._live_fingerprint() == fp and env._real.expert_action() == states[fp]["expert"]
+            assert states[fp]["walk"] == {**env._real.walk_state(), "cursor": states[fp]["walk"]["cursor"]}
+        assert env.cache.replays["matched"] == len(deep) and env.cache.replays["stepped"] == 0
+    finally:
+        env.close()
+
+
 class EndingEngine:
     """A stand-in for the live engine: replaying one of the action sequences of ``ends`` ends its episode (a
     witness path whose replay diverged into a won or lost state), any other sequence does not."""
 
     def __init__(self, ends):
         self.ends, self.replays = {tuple(e) for e in ends}, []
+        self.place = True  # the cached world finds the expert's place after a quiet replay (World._place_expert)
 
     @property
     def done(self):
@@ -257,6 +292,15 @@ class EndingEngine:
         return "The pot is now open.", 0.0, False, False, {"won": False, "lost": False, "milestone": False,
                                                           "score": 0.5, "engine_score": 50, "location": "greenhouse",
                                                           "inventory": "nothing"}
+
+    def replay(self, actions, walk=None):
+        played = 0
+        for action in actions:
+            if self.done:
+                break
+            self.replays[-1].append(action)
+            played += 1
+        return played
 
 
 def _engine_world(ends):
@@ -278,6 +322,9 @@ def _engine_world(ends):
         def _state_of(self, edge):
             edge["to"] = "B"
             return "B"
+
+        def _place_expert(self, target):
+            return self._engine().place
 
     return World(cache), engine
 
@@ -318,43 +365,44 @@ class QuietEngine(EndingEngine):
         super().__init__(ends=[])
         self.quiet = []
 
-    def replay(self, actions, walk):
+    def replay(self, actions, walk=None):
         self.quiet.append((list(actions), walk))
-        self.replays[-1] += list(actions)
-        return len(actions)
+        return super().replay(actions, walk)
 
     def walk_state(self):
         return {"cursor": len(self.replays[-1]), "gold_room": "greenhouse", "doors": {}, "focus": "none"}
 
 
-def test_a_state_kept_with_its_walk_is_replayed_quietly_and_one_without_step_by_step():
-    """The witness of B replayed to answer (B, open pot): quietly with the walk its record keeps (the engine's
-    replay, no step or expert question per action), step by step without one (a record of an older cache), after
-    which the record keeps the walk the engine is in: the next replay of B is quiet."""
+@pytest.mark.parametrize("kept, place", [(True, None), (False, True), (False, False)])
+def test_a_witness_is_replayed_quietly_where_the_experts_place_is_known(kept, place):
+    """The witness of B replayed to answer (B, open pot): quietly (the engine's replay, no step or expert question
+    per action) with the walk B's record keeps, or without one (a record of an older cache) where the expert's
+    place is found from B's key; step by step where it is not. Then B's record keeps the walk the engine is in:
+    the next replay of B takes it."""
     walk = {"cursor": 3, "gold_room": "greenhouse", "doors": {"kitchen": {"greenhouse": True}}, "focus": "none"}
-    for kept in (walk, None):
-        env, _ = _engine_world(ends=[])
-        engine = QuietEngine()
-        env._engine = lambda engine=engine: engine
-        if kept is not None:
-            env.cache.states[sw_world.task_key(TASK)]["B"]["walk"] = kept
-        env.reset(TASK)
-        env.step("teleport to greenhouse")
-        obs, *_ = env.step("open pot")
-        assert obs == "The pot is now open."
-        assert engine.replays == [["open oven", "teleport to greenhouse", "open pot"]]
-        assert engine.quiet == ([(["open oven", "teleport to greenhouse"], walk)] if kept else [])
-        assert env._live_path == ["open oven", "teleport to greenhouse", "open pot"]
-        assert env.cache.replays == {"quiet": int(kept is not None), "stepped": int(kept is None), "actions": 2}
-        assert env.cache.states[sw_world.task_key(TASK)]["B"]["walk"] == (kept or {
-            "cursor": 2, "gold_room": "greenhouse", "doors": {}, "focus": "none"})
-        del env.cache.edges[sw_world.task_key(TASK)]["B\x1flook around"]
-        env.reset(TASK)
-        env.step("teleport to greenhouse")
-        env.step("look around")  # B again, the engine elsewhere (after open pot): replayed, quietly
-        assert len(engine.quiet) == 1 + (kept is not None)
-        assert engine.quiet[-1] == (["open oven", "teleport to greenhouse"], kept or {
-            "cursor": 2, "gold_room": "greenhouse", "doors": {}, "focus": "none"})
+    witness = ["open oven", "teleport to greenhouse"]
+    env, _ = _engine_world(ends=[])
+    engine = QuietEngine()
+    engine.place = place
+    env._engine = lambda: engine
+    record = env.cache.states[sw_world.task_key(TASK)]["B"]
+    if kept:
+        record["walk"] = walk
+    env.reset(TASK)
+    env.step("teleport to greenhouse")
+    obs, *_ = env.step("open pot")
+    assert obs == "The pot is now open." and env._live_path == witness + ["open pot"]
+    assert engine.quiet == [(witness, walk if kept else None)]  # tried quietly in every case
+    assert engine.replays == [witness + ["open pot"]] if kept or place else [witness, witness + ["open pot"]]
+    assert env.cache.replays == {"quiet": int(kept or place), "matched": int(bool(place)),
+                                 "stepped": int(not (kept or place)), "actions": 2 * (1 + (not (kept or place)))}
+    kept_walk = walk if kept else {"cursor": 2, "gold_room": "greenhouse", "doors": {}, "focus": "none"}
+    assert record["walk"] == kept_walk
+    del env.cache.edges[sw_world.task_key(TASK)]["B\x1flook around"]
+    env.reset(TASK)
+    env.step("teleport to greenhouse")
+    env.step("look around")  # B again, the engine elsewhere (after open pot): replayed with the kept walk
+    assert engine.quiet[-1] == (witness, kept_walk) and engine.replays[-1] == witness + ["look around"]
 
 
 def test_a_merge_keeps_the_witness_that_has_a_walk():

@@ -258,18 +258,20 @@ class ScienceWorldEnv(TextEnv):
         return {"cursor": self._cursor, "gold_room": self._gold_room,
                 "doors": {room: dict(doors) for room, doors in self._doors.items()}, "focus": self.tracker.focus}
 
-    def replay(self, actions, walk: dict) -> int:
-        """Play ``actions`` from the state the episode is in, reading nothing of the engine between them but its
-        answer, score and end (a long task's step reads ~1,000 valid actions, 30-60 ms, and the expert spells its
-        action from them), then read the state they reach as :meth:`step` would have; the expert's place, the
-        doors seen and the focus are ``walk``'s (:meth:`walk_state` of an episode that played the same actions
-        from the same reset, as the expert was asked before each of them): a replay that reaches a state a known
+    def replay(self, actions, walk: dict | None = None) -> int:
+        """Play ``actions`` from the state the episode is in, reading of the engine between them only its answer,
+        score, end and look (a long task's step reads ~1,000 valid actions, 30-60 ms, and the expert spells its
+        action from them), then read the state they reach as :meth:`step` would have: the doors seen and the focus
+        followed as steps follow them, the expert's place (its cursor and the gold path's room) ``walk``'s
+        (:meth:`walk_state` of an episode that played the same actions from the same reset, the expert asked before
+        each), or where it was without one (:meth:`set_walk` places it). For replays that reach a state a known
         history reached (measured on boil, melt, freeze: ~10 ms an action, against 60-80 ms for a step and the
         expert's question). Stops where the engine ends the episode before the last action (then ``walk`` is not
         applied: it belongs to the state after all of ``actions``). Returns how many actions it played."""
         actions = list(actions)
         if self.task is None:
             raise EnvError("ScienceWorldEnv.replay called before reset")
+        sim = self._sim
         played, obs, completed, info = 0, self.last_obs, False, None
         score = before = self._engine_score
         for action in actions:
@@ -281,6 +283,14 @@ class ScienceWorldEnv(TextEnv):
             else:
                 obs, completed, info = self._engine_step(action, quiet=True)
                 score = info["score"]
+                try:
+                    look = sim.look()
+                except Exception as e:  # noqa: BLE001 - py4j / a JVM that died
+                    raise EnvError(f"ScienceWorld's engine failed on look: {_first_line(e)}") from None
+                location = room_of(look) or ""
+                if location:  # the doors as _observe follows them
+                    self._doors.setdefault(location, {}).update(doors_of(look))
+                self.tracker.update(action, obs, obs.strip() == UNKNOWN_ACTION, {})  # the focus
             played += 1
         if played == 0:
             return 0
@@ -288,16 +298,11 @@ class ScienceWorldEnv(TextEnv):
             self.steps += played
             self.last_obs = obs
             return played
-        sim = self._sim
         try:
             info.update(look=sim.look(), inv=sim.inventory(), moves=sim.get_num_moves(),
                         valid=sim.get_valid_action_object_combinations())
         except Exception as e:  # noqa: BLE001 - py4j / a JVM that died
             raise EnvError(f"ScienceWorld's engine failed reading its state after a replay: {_first_line(e)}") from None
-        whole = played == len(actions)
-        if whole:
-            self._cursor, self._gold_room = int(walk["cursor"]), str(walk["gold_room"])
-            self._doors = {room: dict(doors) for room, doors in walk["doors"].items()}
         self._proposal = None
         admissible, out = self._observe(obs, info)
         won = completed and score >= 100
@@ -307,9 +312,18 @@ class ScienceWorldEnv(TextEnv):
         self.done, self.won = bool(completed or self.steps >= self.task.horizon), won
         self.last_obs, self.admissible = obs, list(admissible)
         self.tracker.update("", obs, False, out)
-        if whole:
-            self.tracker.focus = walk["focus"]
+        if walk is not None and played == len(actions):
+            self.set_walk(walk)
         return played
+
+    def set_walk(self, walk: dict) -> None:
+        """Take ``walk`` (:meth:`walk_state`'s fields; ``doors`` and ``focus`` may be left out) as the episode's:
+        the expert's place, the doors seen, the focus."""
+        self._cursor, self._gold_room, self._proposal = int(walk["cursor"]), str(walk["gold_room"]), None
+        if "doors" in walk:
+            self._doors = {room: dict(doors) for room, doors in walk["doors"].items()}
+        if "focus" in walk:
+            self.tracker.focus = str(walk["focus"])
 
     def gold_sequence(self) -> list[str]:
         """The gold action sequence of the loaded variation, as this engine made it (generated on first call: the

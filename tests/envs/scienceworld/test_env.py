@@ -253,9 +253,11 @@ def _whole_state(world):
 def test_a_quiet_replay_reaches_the_state_the_steps_reached(env):
     """A walk of boil (the expert's actions, a detour into another room, the expert walking back) played step by
     step, the expert asked before each; then each prefix replayed quietly from a reset with the walk kept after
-    it: the same state, then the same expert action and the same answer to it. An ambiguous text is answered
+    it, or without it and the expert's place given after: the same state, then the same expert action and the
+    same answer to it. An ambiguous text is answered
     within its step as a step answers it (which door is the first option differs from one reset to another: not
-    compared). A replay the engine ends before its last action (a failed focus) stops there, the walk not taken."""
+    compared). A replay the engine ends before its last action (a failed focus) stops there, the walk not taken
+    (the focus followed: the engine's answer says it)."""
     t = task("boil")
     env.reset(t)
     played, walks, states = [], [], []
@@ -273,6 +275,12 @@ def test_a_quiet_replay_reaches_the_state_the_steps_reached(env):
         env.reset(t)
         assert env.replay(played[:i + 1], walks[i]) == i + 1
         assert _whole_state(env) == states[i], f"after {played[:i + 1]}"
+        env.reset(t)  # without the walk: all but the expert's place (left as the reset put it), which set_walk gives
+        start = env._gold_room
+        assert env.replay(played[:i + 1]) == i + 1
+        assert (env._cursor, env._gold_room) == (0, start)
+        env.set_walk({"cursor": walks[i]["cursor"], "gold_room": walks[i]["gold_room"]})
+        assert _whole_state(env) == states[i], f"after {played[:i + 1]}, no walk"
     assert env.expert_action() == expert and env.step(expert)[0] == answer
     env.reset(t)
     assert env.replay(["open door"], walks[0]) == 1
@@ -280,7 +288,7 @@ def test_a_quiet_replay_reaches_the_state_the_steps_reached(env):
     assert env.last_obs == "The door is now open." and not env._last_info["invalid"]
     env.reset(t)
     assert env.replay(["focus on orange", "look around"], walks[0]) == 1
-    assert env.done and not env.won and env.tracker.focus == "none" and env._engine_score == -100
+    assert env.done and not env.won and env.tracker.focus == "orange" and env._engine_score == -100
 
 
 def test_parse_matches_free_text_to_a_listed_action(env):
