@@ -55,6 +55,8 @@ DISTRACTORS = 3
 #: how a cache keys its states: what is visible and the expert's progress (:func:`fingerprint`), or that and the
 #: engine's whole world state (:func:`world_digest`: temperatures included, for the thermal task types)
 FINGERPRINTS = ("visible", "thermal")
+#: how many times the cached world replays a history to reach a state before it takes what the engine gives
+SYNC_TRIES = 3
 #: the fields of an edge (what the engine answered to an action in a state), besides its target state ``to``
 EDGE_FIELDS = ("obs", "reward", "won", "lost", "milestone", "score", "engine_score", "location", "inventory")
 
@@ -250,36 +252,47 @@ class CachedScienceWorld(TextEnv):
         return self._real
 
     def _sync(self) -> None:
-        """Bring the live engine to the state the episode is in: nothing when it is there, else a reset and the state's
-        witness path (the actions that first reached it): quietly where the state's record keeps the expert's place
-        after it (its ``walk``), else step by step, the expert asked before every action so that its gold cursor follows
-        as it did, and the walk kept from then on. Not the episode's own actions: two histories that reach one state
-        share it, and only the witness is known to reach exactly it. A replay that ends elsewhere (the engine not
-        deterministic there) is counted in ``cache.divergences`` and the state's transitions are the engine's from where
-        it is. A replay that ends the engine's episode, at its end or before (a divergence into a won or lost state: the
-        engine cannot answer from there), is counted too and replaced by the episode's own actions, which reached the
-        state in this episode; an EnvError naming the state if those end it as well: the fingerprint then merges engine
-        states that differ in what it does not hold (seen on the long, thermal task types)."""
+        """Bring the live engine to the state the episode is in: nothing when it is there, else a reset and the
+        state's witness path (the actions that first reached it): quietly where the expert's place after it is known
+        (the record's ``walk``, or found from the state's key), else step by step, the expert asked before every
+        action so that its gold cursor follows as it did; the walk kept on the record from then on. Not the
+        episode's own actions: two histories that reach one state share it, and only the witness is known to reach
+        exactly it. The engine is not deterministic everywhere (a text naming two objects is answered with the first
+        option, and which is first changes from one reset to the next; a temperature can round the other way): a
+        replay that ends elsewhere or ends the engine's episode is counted in ``cache.divergences`` and tried again,
+        :data:`SYNC_TRIES` times in all. Ending elsewhere every time, the state's transitions are the engine's from
+        where it is. Ending the episode every time (a divergence into a won or lost state: the engine cannot answer
+        from there), the episode's own actions, which reached the state in this episode, are tried as often; an
+        EnvError naming the state if those end it as well: the fingerprint then merges engine states that differ in
+        what it does not hold."""
         if self._live_at == self._state:
             return
         record = self.cache.states[self._key][self._state]
         path = record["path"]
-        real = self._replay(path, record.get("walk"), self._state)
-        if self._live_fingerprint() != self._state:
-            self.cache.divergences.append(f"{self._key} after {path}")
-        elif "walk" not in record and not real.done:
+        real = self._reach(path, record.get("walk"))
+        if not real.done and "walk" not in record and self._live_fingerprint() == self._state:
             record["walk"] = real.walk_state()  # kept: no search for the expert's place next time
         if real.done:
-            self.cache.divergences.append(f"{self._key} ended by the replay of {path}; replayed the episode's own "
-                                          f"{self._history}")
-            real = self._replay(self._history)
+            self.cache.divergences.append(f"{self._key}: replayed the episode's own {self._history}")
+            real = self._reach(self._history, None)
             if real.done:
                 raise EnvError(
                     f"the cached ScienceWorld: neither the witness path {path} nor the episode's own actions "
                     f"{self._history} bring the engine to state {self._state!r} of {self._key} without ending its "
-                    f"episode (the own actions end it after {len(self._live_path)}): the state's fingerprint merges "
-                    "engine states that differ in what it does not hold")
+                    f"episode ({SYNC_TRIES} tries each; the own actions end it after {len(self._live_path)}): the "
+                    "state's fingerprint merges engine states that differ in what it does not hold")
         self._live_at = self._state
+
+    def _reach(self, actions: list[str], walk: dict | None):
+        """The live engine after ``actions`` (:meth:`_replay`), tried up to :data:`SYNC_TRIES` times until it is in
+        the episode's state with its episode going on; each miss counted in ``cache.divergences``."""
+        for _ in range(SYNC_TRIES):
+            real = self._replay(actions, walk, self._state)
+            if not real.done and self._live_fingerprint() == self._state:
+                break
+            self.cache.divergences.append(f"{self._key} {'ended by the replay of' if real.done else 'after'} "
+                                          f"{actions}")
+        return real
 
     def _replay(self, actions: list[str], walk: dict | None = None, target: str | None = None):
         """The live engine reset to the task and played ``actions``, up to the end of its episode if one ends it
