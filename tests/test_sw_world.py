@@ -268,6 +268,35 @@ def test_a_witness_without_its_walk_is_replayed_quietly_the_experts_place_found_
         env.close()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("task_type", ["boil", "melt"])
+def test_a_restart_is_the_reset_of_the_loaded_task(task_type):
+    """ScienceWorldEnv.restart (the task loaded again without making its gold path: what the cached world's replays
+    start from) gives the world reset gives: the expert's walk from each, the same observations, keys, whole engine
+    states (world_digest: temperatures included) and expert actions; the gold path kept."""
+    _engine_or_skip()
+    from milegpo.envs.scienceworld import ScienceWorldEnv, scienceworld_tasks
+
+    task = scienceworld_tasks("train", 1, start=0, task_type=task_type, simplifications="easy", horizon=60)[0]
+    env = ScienceWorldEnv()
+    env.expert("oracle")
+    try:
+        walks = []
+        for start in ("reset", "restart", "restart", "reset"):
+            first = env.reset(task) if start == "reset" else env.restart()
+            gold = env._gold
+            seen = [(first[0], first[2]["state_key"], sw_world.world_digest(env._sim.getObjectTree()))]
+            for _ in range(14):
+                action = env.expert_action()
+                obs, _, _, _, info = env.step(action)
+                seen.append((action, obs, info["state_key"], sw_world.world_digest(env._sim.getObjectTree())))
+            walks.append(seen)
+            assert env._gold is gold
+        assert walks[1] == walks[0] and walks[2] == walks[0] and walks[3] == walks[0]
+    finally:
+        env.close()
+
+
 class EndingEngine:
     """A stand-in for the live engine: replaying one of the action sequences of ``ends`` ends its episode (a
     witness path whose replay diverged into a won or lost state), any other sequence does not."""
