@@ -57,6 +57,9 @@ DISTRACTORS = 3
 FINGERPRINTS = ("visible", "thermal")
 #: how many times the cached world replays a history to reach a state before it takes what the engine gives
 SYNC_TRIES = 3
+#: the answer (and the state) of an action in a state the engine cannot be brought to (``CachedScienceWorld._sync``):
+#: the episode ends there, truncated
+UNREACHABLE = "(the engine cannot reach this state: the episode ends here)"
 #: the fields of an edge (what the engine answered to an action in a state), besides its target state ``to``
 EDGE_FIELDS = ("obs", "reward", "won", "lost", "milestone", "score", "engine_score", "location", "inventory")
 
@@ -251,7 +254,7 @@ class CachedScienceWorld(TextEnv):
             self._real.expert("oracle")  # load gold paths with the task
         return self._real
 
-    def _sync(self) -> None:
+    def _sync(self) -> bool:
         """Bring the live engine to the state the episode is in: nothing when it is there, else a reset and the
         state's witness path (the actions that first reached it): quietly where the expert's place after it is known
         (the record's ``walk``, or found from the state's key), else step by step, the expert asked before every
@@ -262,11 +265,13 @@ class CachedScienceWorld(TextEnv):
         replay that ends elsewhere or ends the engine's episode is counted in ``cache.divergences`` and tried again,
         :data:`SYNC_TRIES` times in all. Ending elsewhere every time, the state's transitions are the engine's from
         where it is. Ending the episode every time (a divergence into a won or lost state: the engine cannot answer
-        from there), the episode's own actions, which reached the state in this episode, are tried as often; an
-        EnvError naming the state if those end it as well: the fingerprint then merges engine states that differ in
-        what it does not hold."""
+        from there), the episode's own actions, which reached the state in this episode, are tried as often. False
+        if those end it as well (the state is :data:`UNREACHABLE`: a cached edge on the way was made by an engine
+        that had diverged, or the fingerprint merges engine states that differ in what it does not hold; seen on
+        the long, thermal task types, where a text naming two substances is answered by the first option: the
+        focus that a replay's engine fails on), counted in ``cache.divergences``."""
         if self._live_at == self._state:
-            return
+            return True
         record = self.cache.states[self._key][self._state]
         path = record["path"]
         real = self._reach(path, record.get("walk"))
@@ -276,12 +281,13 @@ class CachedScienceWorld(TextEnv):
             self.cache.divergences.append(f"{self._key}: replayed the episode's own {self._history}")
             real = self._reach(self._history, None)
             if real.done:
-                raise EnvError(
-                    f"the cached ScienceWorld: neither the witness path {path} nor the episode's own actions "
-                    f"{self._history} bring the engine to state {self._state!r} of {self._key} without ending its "
-                    f"episode ({SYNC_TRIES} tries each; the own actions end it after {len(self._live_path)}): the "
-                    "state's fingerprint merges engine states that differ in what it does not hold")
+                self.cache.divergences.append(
+                    f"{self._key} {UNREACHABLE}: state {self._state!r}, neither its witness path {path} nor the "
+                    f"episode's own actions {self._history} reach it without ending the engine's episode "
+                    f"({SYNC_TRIES} tries each; the own actions end it after {len(self._live_path)})")
+                return False
         self._live_at = self._state
+        return True
 
     def _reach(self, actions: list[str], walk: dict | None):
         """The live engine after ``actions`` (:meth:`_replay`), tried up to :data:`SYNC_TRIES` times until it is in
@@ -440,13 +446,19 @@ class CachedScienceWorld(TextEnv):
         edge = edges.get(f"{self._state}\x1f{action}")
         if edge is None:
             self.cache.misses += 1
-            self._sync()
-            real = self._engine()
-            real.expert_action()  # the expert's cursor follows as in the witness's episode
-            obs, reward, _, _, info = real.step(action)
-            self._live_path.append(action)
-            edge = self._edge(obs, reward, info["won"], info)
-            self._live_at = self._state_of(edge)
+            if self._sync():
+                real = self._engine()
+                real.expert_action()  # the expert's cursor follows as in the witness's episode
+                obs, reward, _, _, info = real.step(action)
+                self._live_path.append(action)
+                edge = self._edge(obs, reward, info["won"], info)
+                self._live_at = self._state_of(edge)
+            else:  # the engine cannot answer from this state: the episode ends here, truncated, as it will again
+                edge = {**{k: self._last[k] for k in ("score", "engine_score", "location", "inventory")},
+                        "obs": UNREACHABLE, "reward": 0.0, "won": False, "lost": False, "milestone": False,
+                        "truncated": True, "to": UNREACHABLE}
+                self.cache.states[self._key].setdefault(UNREACHABLE, {"expert": None, "cands": [],
+                                                                      "prompt": here["prompt"], "path": []})
             edges[f"{self._state}\x1f{action}"] = edge
         else:
             self.cache.hits += 1  # the live engine stays where it is (_live_at)
@@ -455,6 +467,7 @@ class CachedScienceWorld(TextEnv):
         self._history.append(action)
         info = {k: edge[k] for k in ("score", "engine_score", "location", "inventory", "lost", "milestone")}
         info["invalid"] = edge["obs"].strip() == UNKNOWN_ACTION
+        info["truncated"] = bool(edge.get("truncated", False))
         cands = self.cache.states[self._key][self._state]["cands"]
         return edge["obs"], edge["reward"], edge["won"], list(cands), info
 

@@ -378,17 +378,22 @@ def test_a_witness_replay_that_ends_the_engines_episode_is_replaced_by_the_episo
     assert env._history == ["look around", "teleport to greenhouse", "open pot"]
 
 
-def test_a_state_no_replay_reaches_without_ending_is_an_error_naming_it():
+def test_a_state_no_replay_reaches_without_ending_ends_the_episode_there_truncated():
     """Every replay of both histories ends the engine's episode, the episode's own before its last action (the
-    engine is not stepped once it has ended): an EnvError naming the state, not the engine's own error."""
+    engine is not stepped once it has ended): the state is unreachable; the episode ends there, truncated (not won,
+    not lost), counted, and the cache answers so from then on without the engine."""
     env, engine = _engine_world(ends=[["open oven", "teleport to greenhouse"], ["look around"]])
     env.reset(TASK)
     env.step("look around")
     env.step("teleport to greenhouse")
-    with pytest.raises(sw_world.EnvError, match="neither the witness path .* nor the episode's own actions .* state "
-                                                "'B' .* end it after 1"):
-        env.step("open pot")
+    obs, reward, term, trunc, info = env.step("open pot")
+    assert (obs, reward, term, trunc) == (sw_world.UNREACHABLE, 0.0, False, True) and env.done and not env.won
+    assert info["score"] == 0.5 and not info["lost"] and not info["milestone"] and info["admissible_actions"] == []
     assert engine.replays == [["open oven", "teleport to greenhouse"]] * 3 + [["look around"]] * 3
+    assert env.cache.divergences[-1].startswith(f"{sw_world.task_key(TASK)} {sw_world.UNREACHABLE}: state 'B'")
+    env.reset(TASK)
+    env.step("teleport to greenhouse")
+    assert env.step("open pot")[:4] == (sw_world.UNREACHABLE, 0.0, False, True) and len(engine.replays) == 6
 
 
 def test_a_replay_that_misses_its_state_is_tried_again():
