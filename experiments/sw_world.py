@@ -15,9 +15,11 @@ the expert's action) among 300-3,800 listed actions gives that action 0.2-2.4% a
   the free look at the room, the inventory, the score, the completed subgoals, the tracker's context line, the
   gold expert's place in its sequence and its room); an edge (state, action) holds
   what the engine answered (observation, reward, won / lost, milestone, score, the tracker's fields) and the state
-  it reached. Edges and states are made by the engine on first visit (the world replays the state's witness path
-  in a live engine, quietly where the state's record keeps the expert's place after it, then steps), and read
-  from the cache afterwards. Two histories that reach one visible state share
+  it reached. Edges and states are made by the engine on first visit (the world restarts a live engine and
+  replays the state's witness path, quietly where the expert's place after it is known: kept on the state's record
+  or found from its key; then steps), and read from the cache afterwards. A state no replay reaches (the engine is
+  not deterministic everywhere) ends the episode there, truncated (:data:`UNREACHABLE`, counted in the cache's
+  ``divergences``). Two histories that reach one visible state share
   it: a hidden difference (an object left in another room) is not seen. :func:`check_transitions` measures that
   (replays histories in fresh engines and compares); ``notes/milestone_truth.md`` has the figures.
 - **The thermal key** (a cache made with ``fingerprint="thermal"``: the long cell's): the state is also the
