@@ -251,13 +251,12 @@ def _whole_state(world):
 
 
 def test_a_quiet_replay_reaches_the_state_the_steps_reached(env):
-    """A walk of boil (the expert's actions, a detour into another room, the expert walking back) played step by
-    step, the expert asked before each; then each prefix replayed quietly from a reset with the walk kept after
-    it, or without it and the expert's place given after: the same state, then the same expert action and the
-    same answer to it. An ambiguous text is answered
-    within its step as a step answers it (which door is the first option differs from one reset to another: not
-    compared). A replay the engine ends before its last action (a failed focus) stops there, the walk not taken
-    (the focus followed: the engine's answer says it)."""
+    """A walk of boil (the expert's actions, a detour into another room, the expert walking back) played step by step,
+    the expert asked before each; then each prefix replayed quietly from a reset with the walk kept after it, or
+    without it and the expert's place given after: the same state, then the same expert action and the same answer
+    to it. An ambiguous text is answered within its step as a step answers it (which door is the first option
+    differs from one reset to another: not compared). A replay the engine ends before its last action (a failed
+    focus) stops there, the walk not taken (the focus followed: the engine's answer says it)."""
     t = task("boil")
     env.reset(t)
     played, walks, states = [], [], []
