@@ -276,12 +276,12 @@ class CachedScienceWorld(TextEnv):
             return True
         record = self.cache.states[self._key][self._state]
         path = record["path"]
-        real = self._reach(path, record.get("walk"))
-        if not real.done and "walk" not in record and self._live_fingerprint() == self._state:
+        real, reached = self._reach(path, record.get("walk"))
+        if reached and "walk" not in record:
             record["walk"] = real.walk_state()  # kept: no search for the expert's place next time
         if real.done:
             self.cache.divergences.append(f"{self._key}: replayed the episode's own {self._history}")
-            real = self._reach(self._history, None)
+            real, _ = self._reach(self._history, None)
             if real.done:
                 self.cache.divergences.append(
                     f"{self._key} {UNREACHABLE}: state {self._state!r}, neither its witness path {path} nor the "
@@ -293,14 +293,15 @@ class CachedScienceWorld(TextEnv):
 
     def _reach(self, actions: list[str], walk: dict | None):
         """The live engine after ``actions`` (:meth:`_replay`), tried up to :data:`SYNC_TRIES` times until it is in
-        the episode's state with its episode going on; each miss counted in ``cache.divergences``."""
+        the episode's state with its episode going on; each miss counted in ``cache.divergences``. Returns the
+        engine and whether it got there."""
         for _ in range(SYNC_TRIES):
             real = self._replay(actions, walk, self._state)
             if not real.done and self._live_fingerprint() == self._state:
-                break
+                return real, True
             self.cache.divergences.append(f"{self._key} {'ended by the replay of' if real.done else 'after'} "
                                           f"{actions}")
-        return real
+        return real, False
 
     def _replay(self, actions: list[str], walk: dict | None = None, target: str | None = None):
         """The live engine reset to the task and played ``actions``, up to the end of its episode if one ends it
@@ -347,9 +348,9 @@ class CachedScienceWorld(TextEnv):
         visible part (every cursor of the gold sequence in every room of the doors seen: a few hundred hashes);
         False when none is (the replay did not reach the state)."""
         real = self._real
-        want, seen = target.split(":")[0], self._visible_parts()
+        want, seen, places = target.split(":")[0], self._visible_parts(), len(real.gold_sequence()) + 1
         for room in sorted(real._doors):
-            for cursor in range(len(real.gold_sequence()) + 1):
+            for cursor in range(places):
                 if fingerprint(*seen, f"{cursor}@{room}") == want:
                     real.set_walk({"cursor": cursor, "gold_room": room})
                     return True

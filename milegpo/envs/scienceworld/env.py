@@ -159,10 +159,7 @@ class ScienceWorldEnv(TextEnv):
     def _observe(self, obs: str, info: dict) -> tuple[list[str], dict]:
         """The admissible actions and the info of the state the engine is in after ``obs``."""
         sim = self._sim
-        look = info.get("look", "")
-        location = room_of(look) or ""
-        if location:
-            self._doors.setdefault(location, {}).update(doors_of(look))
+        location = self._see_doors(info.get("look", ""))
         shown = prompt_actions(sim.get_possible_actions(), sim.get_possible_objects())
         out = {"engine_score": int(info["score"]), "score": max(int(info["score"]), 0) / 100.0,
                "location": location, "inventory": inventory_text(info.get("inv", "")),
@@ -173,6 +170,27 @@ class ScienceWorldEnv(TextEnv):
             out["ambiguous"] = info["ambiguous"]
         self._last_info = out
         return listed_actions(info["valid"]), out
+
+    def _see_doors(self, look: str) -> str:
+        """The room ``look`` names ("" if none); its doors, as the look shows them, kept in the doors seen."""
+        location = room_of(look) or ""
+        if location:
+            self._doors.setdefault(location, {}).update(doors_of(look))
+        return location
+
+    def _settle(self, obs: str, completed: bool, before: int, out: dict) -> bool:
+        """After the step that answered ``obs`` (the score ``before`` it, its state's info ``out``): the engine's
+        score kept, ``out`` told whether the step was invalid, completed a subgoal, lost; returns whether it won."""
+        score = out["engine_score"]
+        won = completed and score >= 100
+        self._engine_score = score
+        out.update(invalid=obs.strip() == UNKNOWN_ACTION, milestone=score > before, lost=completed and not won)
+        return won
+
+    @staticmethod
+    def _refused(action: str) -> bool:
+        """An action the environment refuses (:data:`~.actions.REFUSED_ACTIONS`: the trainer resets episodes)."""
+        return " ".join(action.lower().split()) in REFUSED_ACTIONS
 
     # ------------------------------------------------------------------ protocol hooks
     def make_tracker(self):
@@ -235,20 +253,17 @@ class ScienceWorldEnv(TextEnv):
 
     def _step(self, action: str):
         before = self._engine_score
-        if " ".join(action.lower().split()) in REFUSED_ACTIONS:
+        if self._refused(action):
             return (REFUSED_ANSWER, 0.0, False, list(self.admissible),
                     {**self._last_info, "invalid": True, "milestone": False, "engine_score": before})
         obs, completed, info = self._engine_step(action)
         admissible, out = self._observe(obs, info)
-        score = out["engine_score"]
-        won = completed and score >= 100
-        self._engine_score = score
+        won = self._settle(obs, completed, before, out)
         self._follow_gold(action, out["location"])
         if self._reward == "win":
             reward = WIN_REWARD if won else 0.0
         else:
-            reward = WIN_REWARD * (score - before) / 100.0
-        out.update(invalid=obs.strip() == UNKNOWN_ACTION, milestone=score > before, lost=completed and not won)
+            reward = WIN_REWARD * (out["engine_score"] - before) / 100.0
         return obs, reward, won, admissible, out
 
     # ------------------------------------------------------------------ expert
@@ -298,18 +313,15 @@ class ScienceWorldEnv(TextEnv):
             if completed or self.done:
                 break
             before = score
-            if " ".join(action.lower().split()) in REFUSED_ACTIONS:
+            if self._refused(action):
                 obs = REFUSED_ANSWER
             else:
                 obs, completed, info = self._engine_step(action, quiet=True)
                 score = info["score"]
                 try:
-                    look = sim.look()
+                    self._see_doors(sim.look())
                 except Exception as e:  # noqa: BLE001 - py4j / a JVM that died
                     raise EnvError(f"ScienceWorld's engine failed on look: {_first_line(e)}") from None
-                location = room_of(look) or ""
-                if location:  # the doors as _observe follows them
-                    self._doors.setdefault(location, {}).update(doors_of(look))
                 self.tracker.update(action, obs, obs.strip() == UNKNOWN_ACTION, {})  # the focus
             played += 1
         if played == 0:
@@ -325,9 +337,7 @@ class ScienceWorldEnv(TextEnv):
             raise EnvError(f"ScienceWorld's engine failed reading its state after a replay: {_first_line(e)}") from None
         self._proposal = None
         admissible, out = self._observe(obs, info)
-        won = completed and score >= 100
-        self._engine_score = score
-        out.update(invalid=obs.strip() == UNKNOWN_ACTION, milestone=score > before, lost=completed and not won)
+        won = self._settle(obs, completed, before, out)
         self.steps += played
         self.done, self.won = bool(completed or self.steps >= self.task.horizon), won
         self.last_obs, self.admissible = obs, list(admissible)
