@@ -255,9 +255,11 @@ def world_work() -> dict:
     reading its valid list between actions; ``matched``: of them, those whose expert's place was found from the
     state's key; ``stepped``: each action a full step), the engine actions they played (``actions``), replays
     that did not reach their state (``divergences``). Zeros without a cached world."""
+    import sw_world
+
     cache = _WORLD_CACHE.get("cache")
     if cache is None:
-        return dict.fromkeys(("hits", "misses", "quiet", "matched", "stepped", "actions", "divergences"), 0)
+        return dict.fromkeys(("hits", "misses", *sw_world.REPLAY_KINDS, "divergences"), 0)
     return {"hits": cache.hits, "misses": cache.misses, **cache.replays, "divergences": len(cache.divergences)}
 
 
@@ -449,8 +451,9 @@ def parser(description: str | None = __doc__) -> argparse.ArgumentParser:
                    help="the table's state: what a prompt without (observation) or with (context) the tracker's "
                         "context line shows")
     p.add_argument("--preset", default=None, choices=list(presets.PRESETS),
-                   help="credit preset (default: webshop for webshop, else alfworld, the paper's reading; "
-                        "*_spec: the spec's; graphgpo_reference / gigpo_reference[_webshop]: verl-agent's code)")
+                   help="credit preset (default: webshop for webshop, scienceworld for scienceworld, else alfworld, "
+                        "the paper's reading; *_spec: the spec's; graphgpo_reference / gigpo_reference[_webshop]: "
+                        "verl-agent's code)")
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="the trainer's invalid_action_penalty")
     p.add_argument("--overrides", default="{}",
                    help="CreditConfig fields over the preset, as JSON (e.g. '{\"norm\": \"mean_std\"}')")
@@ -485,6 +488,23 @@ def comparable_settings(settings: dict) -> dict:
     return out
 
 
+#: the settings that make the credit config (:func:`credit_read` compares what the runs' methods read of it)
+CREDIT_SETTINGS = ("preset", "overrides", "invalid_penalty")
+
+
+def credit_read(settings: dict, labels) -> dict:
+    """field -> value of the credit config of a run's settings (its preset, ``invalid_penalty`` and overrides) that
+    the methods of ``labels`` (:data:`METHODS` labels) read: two folders whose presets differ only in fields none
+    of their methods reads ran the same credit (a GraphGPO run under ``alfworld`` and one under ``scienceworld``,
+    which differ in BEACON's gamma and w only)."""
+    from milegpo.credit import get_method
+
+    config = presets.get_preset(settings["preset"]).replace(invalid_penalty=settings["invalid_penalty"],
+                                                             **settings.get("overrides", {}))
+    specs = [get_method(METHODS[label][0]) for label in labels]
+    return {name: v for name, v in config.values().items() if any(spec.reads(name) for spec in specs)}
+
+
 def settings_difference(a: dict, b: dict) -> str:
     """The settings in which ``a`` differs from ``b``, each as ``name (a's value vs b's)``; empty when equal."""
     return ", ".join(f"{k} ({a.get(k)!r} vs {b.get(k)!r})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
@@ -492,19 +512,30 @@ def settings_difference(a: dict, b: dict) -> str:
 
 def combine(folders: list[str]) -> tuple[dict, list[dict], str]:
     """The settings, records and footer of the runs saved in ``folders`` (each a results.json), combined; a
-    ValueError names the folder whose settings differ from the first's, or a (method, seed) found twice."""
+    ValueError names the folder whose settings differ from the first's (the credit config only in a field that
+    a method of both folders reads, :func:`credit_read`), or a (method, seed) found twice. The combined settings'
+    ``preset`` names every preset of the folders (" / ", in the order met)."""
     settings, records, seen, footers = None, [], {}, []
+    read: dict = {}  # credit field -> (value, the folder that read it)
     for folder in folders:
         path = Path(folder) / "results.json"
         if not path.is_file():
             raise ValueError(f"{path}: no results.json there")
         saved = json.loads(path.read_text())
         s = comparable_settings(saved["settings"])
+        plain = {k: v for k, v in s.items() if k not in CREDIT_SETTINGS}
         if settings is None:
-            settings = s
-        elif s != settings:
+            settings, first = s, plain
+        elif plain != first:
             raise ValueError(f"{path}: settings differ from {Path(folders[0]) / 'results.json'} in "
-                             f"{settings_difference(s, settings)}")
+                             f"{settings_difference(plain, first)}")
+        for name, v in credit_read(s, {r["method"] for r in saved["records"]}).items():
+            if name in read and read[name][0] != v:
+                raise ValueError(f"{path}: settings differ from {read[name][1]} in the credit field {name} "
+                                 f"({v!r} vs {read[name][0]!r}: preset {s['preset']!r}, overrides {s['overrides']})")
+            read.setdefault(name, (v, path))
+        if s["preset"] not in settings["preset"].split(" / "):
+            settings = {**settings, "preset": f"{settings['preset']} / {s['preset']}"}
         for r in saved["records"]:
             key = (r["method"], r["seed"])
             if key in seen:

@@ -59,6 +59,8 @@ DISTRACTORS = 3
 FINGERPRINTS = ("visible", "thermal")
 #: how many times the cached world replays a history to reach a state before it takes what the engine gives
 SYNC_TRIES = 3
+#: the kinds of witness replay a TransitionCache counts (``TransitionCache.replays``)
+REPLAY_KINDS = ("quiet", "matched", "stepped", "actions")
 #: the answer (and the state) of an action in a state the engine cannot be brought to (``CachedScienceWorld._sync``):
 #: the episode ends there, truncated
 UNREACHABLE = "(the engine cannot reach this state: the episode ends here)"
@@ -135,7 +137,7 @@ class TransitionCache:
         #: witness replays made (not saved): quietly (``quiet``: the valid list read at the end alone), of them
         #: ``matched`` with the expert's place found from the state's key (the record kept no walk), or step by step
         #: (``stepped``); the engine actions they played (``actions``)
-        self.replays = {"quiet": 0, "matched": 0, "stepped": 0, "actions": 0}
+        self.replays = dict.fromkeys(REPLAY_KINDS, 0)
         self.conflicts: list[str] = []
         #: witness replays that did not reach their state (saved: the engine was not deterministic there)
         self.divergences: list[str] = []

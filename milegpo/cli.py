@@ -45,10 +45,11 @@ def _plots_folder(flag: str, folder: str | None):
 
 
 #: the names of milegpo.credit.presets.PRESETS (tests/test_cli.py checks), without importing torch for --help
-PRESET_NAMES = ("alfworld", "webshop", "alfworld_paper", "webshop_paper", "alfworld_spec", "webshop_spec",
+PRESET_NAMES = ("alfworld", "webshop", "scienceworld", "alfworld_paper", "webshop_paper", "alfworld_spec", "webshop_spec",
                 "gigpo_reference", "gigpo_reference_webshop", "graphgpo_reference", "graphgpo_reference_webshop",
                 "graphgpo_reproduction", "beacon_alfworld", "beacon_webshop", "beacon_scienceworld")
 PRESET_HELP = ("alfworld = alfworld_paper, webshop = webshop_paper: paper table 5 under the paper's reading; "
+               "scienceworld: alfworld's values, BEACON's ScienceWorld script's gamma and w; "
                "alfworld_spec, webshop_spec: the spec's reading; gigpo_reference[_webshop], "
                "graphgpo_reference[_webshop]: what verl-agent's GiGPO / GraphGPO code computes with its ALFWorld "
                "[WebShop] script; graphgpo_reproduction: the recipe as issue 33 described it; "
@@ -371,7 +372,8 @@ def _add_credit_quality(sub) -> None:
                         "(token-shingle Jaccard >= T inside a task group, as MileGPOConfig.state_similarity)")
     p.add_argument("--similarity-shingle", type=int, default=2, help="tokens per shingle of --state-similarity")
     p.add_argument("--preset", default=None, type=str.lower, choices=PRESET_NAMES,
-                   help=f"credit preset (default webshop for webshop, else alfworld; {PRESET_HELP})")
+                   help=f"credit preset (default webshop for webshop, scienceworld for scienceworld, else "
+                        f"alfworld; {PRESET_HELP})")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
     p.set_defaults(func=cmd_credit_quality)
 

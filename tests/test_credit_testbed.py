@@ -123,9 +123,20 @@ def test_combine_joins_runs_of_one_configuration_and_refuses_the_rest(tmp_path, 
     assert sorted((r["method"], r["seed"]) for r in saved["records"]) == [
         ("graphgpo", 0), ("graphgpo", 1), ("grpo", 0), ("grpo", 1)]
     assert "| graphgpo - grpo |" in (c / "table.md").read_text() and str(a) in (c / "table.md").read_text()
+    # a credit field that none of a folder's methods reads may differ (BEACON's w beside GRPO / GraphGPO runs);
+    # one that a method of both reads may not
+    beacon, gamma = tmp_path / "beacon", tmp_path / "gamma"
+    assert mod.main(["--out", str(beacon), "--seeds", "0", "--methods", "beacon", *small,
+                     "--overrides", '{"beacon_weight": 1.0}']) == 0
+    assert mod.main(["--out", str(gamma), "--seeds", "3", "--methods", "graphgpo", *small,
+                     "--overrides", '{"gamma_g": 0.5}']) == 0
+    assert mod.main(["--out", str(tmp_path / "ab"), "--combine", str(a), str(beacon)]) == 0
+    assert {r["method"] for r in json.loads((tmp_path / "ab" / "results.json").read_text())["records"]} == {
+        "grpo", "graphgpo", "beacon"}
     capsys.readouterr()
     for folders, words in (([a, a], "grpo seed 0 is also in"), ([a, other], "state_anchor ('observation' vs "),
-                           ([a, tmp_path / "none"], "no results.json there")):
+                           ([a, tmp_path / "none"], "no results.json there"),
+                           ([a, gamma], "in the credit field gamma_g (0.5 vs 0.2")):
         with pytest.raises(SystemExit) as e:
             mod.main(["--out", str(tmp_path / "x"), "--combine", *map(str, folders)])
         err = capsys.readouterr().err.strip().splitlines()

@@ -202,14 +202,15 @@ def _weight(name: str, v) -> None:
         raise ValueError(f"CreditConfig.{name} must be in [0, {BEACON_MAX_WEIGHT:g}], got {v}")
 
 
-#: BEACON's fields: the defaults are its ALFWorld script's, the WebShop values its WebShop script's (a preset of the
-#: world ``webshop``, ``presets.WEBSHOP`` and those built from it, reads them: ``CreditConfig.world``)
+#: BEACON's fields: the defaults are its ALFWorld script's, the WebShop and ScienceWorld values its WebShop and
+#: ScienceWorld scripts' (a preset of the world ``webshop`` or ``scienceworld``, ``presets.WEBSHOP`` /
+#: ``presets.SCIENCEWORLD`` and those built from them, reads them: ``CreditConfig.world``)
 BEACON_FIELDS = (
     ConfigField("beacon_gamma", 0.9, "gamma of the segment reward r_t = 10 * gamma^(m_k - t) toward the segment's "
                 "milestone step m_k (B2; the scripts: ALFWorld 0.9, WebShop and ScienceWorld 0.95).", float,
-                unit_interval, world_defaults=(("webshop", 0.95),)),
+                unit_interval, world_defaults=(("webshop", 0.95), ("scienceworld", 0.95))),
     ConfigField("beacon_weight", 10.0, "w in A = A_ep + w * A_seg (B6; the scripts: ALFWorld 10, WebShop and "
-                "ScienceWorld 1).", float, _weight, world_defaults=(("webshop", 1.0),)),
+                "ScienceWorld 1).", float, _weight, world_defaults=(("webshop", 1.0), ("scienceworld", 1.0))),
     ConfigField("beacon_mode", "mean", "how both of BEACON's terms normalise (B4, B5; the code's mode): \"mean\" "
                 "(mean_norm, every script) or \"mean_std\" (mean_std_norm: divided by the sample std + norm_eps); "
                 "BEACON reads it instead of norm.", ("mean", "mean_std")),

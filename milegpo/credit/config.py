@@ -319,6 +319,11 @@ ALFWORLD_PAPER = CreditConfig().in_world("alfworld")
 #: The paper's estimator on WebShop: table 5's WebShop column, the paper's reading (a preset of the world
 #: ``webshop``: a method's field whose WebShop script differs, BEACON's gamma and w, reads its WebShop value here).
 WEBSHOP_PAPER = _preset(ALFWORLD_PAPER, theta_m=0.5, kappa_bc=1, rho=0.5, eta=1.0, norm="mean").in_world("webshop")
+#: ScienceWorld, which table 5 has no column for: the ALFWorld values as a preset of the world ``scienceworld``, so
+#: that a method whose ScienceWorld script differs reads its ScienceWorld value here (BEACON's gamma 0.95 and w 1:
+#: the ALFWorld script's w 10 made its long-cell runs collapse, notes/milestone_truth.md). ``milegpo train --env
+#: scienceworld`` and the evidence tools default to it.
+SCIENCEWORLD = ALFWORLD_PAPER.in_world("scienceworld")
 #: Table 5 under the spec's [decided] reading of the four points (every field of :data:`PAPER_READING` off):
 #: C(v) counts no self-loop and is max-normalised over success-visited nodes other than g; a self-loop enters
 #: neither b(v) (eq. 14) nor psi~(v) (eq. 16); psi-bar is normalised over the nodes other than g. It is what
@@ -360,7 +365,7 @@ GRAPHGPO_REPRODUCTION = _preset(ALFWORLD_SPEC, gamma_g=0.1, graph_unreachable="m
                                 episode_penalty="trajectory", episode_norm_over="trajectories",
                                 episode_single_value="zero", step_penalty="reward")
 #: every preset by its name (``get_preset``, ``--credit_preset``, ``--preset``, recipes, task files)
-PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "alfworld_paper": ALFWORLD_PAPER, "webshop_paper": WEBSHOP_PAPER,
+PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "scienceworld": SCIENCEWORLD, "alfworld_paper": ALFWORLD_PAPER, "webshop_paper": WEBSHOP_PAPER,
            "alfworld_spec": ALFWORLD_SPEC, "webshop_spec": WEBSHOP_SPEC, "gigpo_reference": GIGPO_REFERENCE,
            "gigpo_reference_webshop": GIGPO_REFERENCE_WEBSHOP, "graphgpo_reference": GRAPHGPO_REFERENCE,
            "graphgpo_reference_webshop": GRAPHGPO_REFERENCE_WEBSHOP, "graphgpo_reproduction": GRAPHGPO_REPRODUCTION}
@@ -388,7 +393,7 @@ def get_preset(name: str) -> CreditConfig:
         raise ValueError(f"unknown credit preset {name!r}; known: {sorted(PRESETS)}") from None
 
 
-__all__ = ["ALFWORLD", "WEBSHOP", "ALFWORLD_PAPER", "WEBSHOP_PAPER", "ALFWORLD_SPEC", "WEBSHOP_SPEC",
+__all__ = ["ALFWORLD", "WEBSHOP", "SCIENCEWORLD", "ALFWORLD_PAPER", "WEBSHOP_PAPER", "ALFWORLD_SPEC", "WEBSHOP_SPEC",
            "GRAPHGPO_REFERENCE", "GRAPHGPO_REFERENCE_WEBSHOP", "GIGPO_REFERENCE", "GIGPO_REFERENCE_WEBSHOP",
            "GRAPHGPO_REPRODUCTION", "PRESETS", "PAPER_READING", "PAPER_FIELDS", "PENALTY_PLACES", "CreditConfig",
            "get_preset", "add_preset", "choices", "check_value", "help_text", "unit_interval", "non_negative", "zero_or_one",

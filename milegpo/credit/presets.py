@@ -4,6 +4,8 @@
   where its text and the spec differ; ``ALFWORLD`` / ``WEBSHOP`` are these (the defaults);
 - ``ALFWORLD_SPEC``, ``WEBSHOP_SPEC``: table 5 under the spec's [decided] reading (what ``alfworld`` /
   ``webshop`` meant before 2026-12-03);
+- ``SCIENCEWORLD``: the ALFWorld values in the world ``scienceworld`` (BEACON reads its ScienceWorld script's
+  gamma and w there);
 - ``GIGPO_REFERENCE`` / ``GIGPO_REFERENCE_WEBSHOP``, ``GRAPHGPO_REFERENCE`` / ``GRAPHGPO_REFERENCE_WEBSHOP``: what
   verl-agent's GiGPO code and GraphGPO recipe compute with their ALFWorld / WebShop scripts;
 - ``GRAPHGPO_REPRODUCTION``: the GraphGPO recipe as a reproduction's docstrings describe it (issue 33);
@@ -23,6 +25,7 @@ from .config import (
     GRAPHGPO_REFERENCE_WEBSHOP,
     GRAPHGPO_REPRODUCTION,
     PRESETS,
+    SCIENCEWORLD,
     WEBSHOP,
     WEBSHOP_PAPER,
     WEBSHOP_SPEC,
@@ -39,6 +42,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ALFWORLD", "WEBSHOP", "ALFWORLD_PAPER", "WEBSHOP_PAPER", "ALFWORLD_SPEC", "WEBSHOP_SPEC",
+__all__ = ["ALFWORLD", "WEBSHOP", "SCIENCEWORLD", "ALFWORLD_PAPER", "WEBSHOP_PAPER", "ALFWORLD_SPEC", "WEBSHOP_SPEC",
            "GRAPHGPO_REFERENCE", "GRAPHGPO_REFERENCE_WEBSHOP", "GIGPO_REFERENCE", "GIGPO_REFERENCE_WEBSHOP",
            "GRAPHGPO_REPRODUCTION", "PRESETS", "add_preset", "get_preset"]

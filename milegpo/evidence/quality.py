@@ -341,7 +341,7 @@ QUALITY_START_DEFAULT = 100_000
 
 def default_preset(env: str) -> str:
     """The credit preset of an environment kind (paper table 5) as ``milegpo train`` picks it: the kind's row of
-    :data:`milegpo.job.ENV_DEFAULTS` (``webshop`` for WebShop), else MileGPOConfig's default (``alfworld``)."""
+    :data:`milegpo.job.ENV_DEFAULTS` (``webshop`` for WebShop, ``scienceworld`` for ScienceWorld), else MileGPOConfig's default (``alfworld``)."""
     from ..trainer.config import MileGPOConfig
     from ..job.arguments import env_defaults
 
@@ -390,8 +390,9 @@ def run_credit_quality(out_dir, env: str = "household", seeds=(0, 1, 2, 3, 4), g
     mixed expert's rows' state keys are made of (:mod:`milegpo.envs.anchors`; None: the default,
     ``tracked+actions``, as the trainer's; a checkpoint's rows are keyed as its saved task settings say).
     horizon None: the world's own (household 50 as
-    ALFWorld, WebShop 30); expert None: :func:`milegpo.evidence.labelled.default_expert`; preset None: ``webshop``
-    for WebShop, else ``alfworld``. state_similarity: thresholds at which the
+    ALFWorld, WebShop 30); expert None: :func:`milegpo.evidence.labelled.default_expert`; preset None: the
+    environment's (:func:`default_preset`: ``webshop`` for WebShop, ``scienceworld`` for ScienceWorld, else
+    ``alfworld``). state_similarity: thresholds at which the
     same batches are measured again with near-duplicate states merged (:func:`with_similar_states`,
     shingles of ``similarity_shingle`` tokens), reported under ``state_similarity`` (threshold -> the
     report of all batches, with ``states`` and ``against_exact``: :func:`against_exact`). Returns the report:

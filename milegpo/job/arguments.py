@@ -49,13 +49,14 @@ ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     # the game's own planner is their only expert (it reads the full state): the warm start imitates it
     "alfworld": {"run": dict(sft_expert="oracle"), "tiny": {}},
     "textworld": {"run": dict(sft_expert="oracle"), "tiny": {}},
-    # ScienceWorld: its gold expert (made by the engine's solver, it reads the task), the engine's 100-step episodes.
+    # ScienceWorld: its gold expert (made by the engine's solver, it reads the task), the engine's 100-step episodes,
+    # the credit preset `scienceworld` (the ALFWorld values; BEACON's ScienceWorld script's gamma and w).
     # The tiny run: find-non-living-thing (go to the answer box's room, focus on any non-living thing, put it in the
     # box; 3-11 gold steps) with the engine's easy simplifications (doors open, teleport), 10 steps, the compact
     # prompt (templates and objects in view) with one step of history, 12 warm-start epochs on 32 gold
     # walkthroughs, 10 iterations, 24 dev variations (notes/scienceworld.md: the time, what it learns)
     "scienceworld": {
-        "run": dict(sft_expert="oracle", horizon=DEFAULT_SCIENCEWORLD_HORIZON),
+        "run": dict(sft_expert="oracle", horizon=DEFAULT_SCIENCEWORLD_HORIZON, credit_preset="scienceworld"),
         "tiny": dict(env_options={"simplifications": "easy"}, task_type="find-non-living-thing", horizon=10,
                      num_train_tasks=64, prompt_style="compact", history_length=1, sft_tasks=32, sft_epochs=12.0,
                      sft_explore=0.1, max_completion_length=24, max_steps=10, eval_splits=["dev"],

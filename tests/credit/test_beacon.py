@@ -259,6 +259,11 @@ def test_empty_batch_and_config_checks():
             gamma, w, p, "mean")
     assert (presets.WEBSHOP.beacon_gamma, presets.WEBSHOP.beacon_weight) == (0.95, 1.0)
     assert (presets.ALFWORLD.beacon_gamma, presets.ALFWORLD.beacon_weight) == (0.9, 10.0)
+    # ScienceWorld's preset: every other field ALFWorld's, BEACON's its ScienceWorld script's (also after a change)
+    differ = {k for k, v in presets.SCIENCEWORLD.values().items() if v != presets.ALFWORLD.values()[k]}
+    assert differ == {"beacon_gamma", "beacon_weight"}
+    assert presets.SCIENCEWORLD == presets.BEACON_SCIENCEWORLD and presets.SCIENCEWORLD.world == "scienceworld"
+    assert presets.SCIENCEWORLD.replace(eta=0.5).beacon_weight == 1.0
 
 
 @pytest.mark.skipif("triton" not in BACKENDS, reason="needs a GPU or TRITON_INTERPRET=1")

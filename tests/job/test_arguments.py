@@ -25,6 +25,18 @@ def test_env_defaults_are_one_table_of_real_fields():
     assert set(TINY_RUN) <= fields and set(ANY_KIND_TINY) <= fields
 
 
+def test_scienceworld_picks_its_preset_so_beacon_reads_its_scienceworld_script():
+    from milegpo.evidence.quality import default_preset
+    from milegpo.job import parse
+
+    for argv in (["--env", "scienceworld"], ["--env", "scienceworld", "--model_name_or_path", "some/model"]):
+        assert parse(argv)[1].credit_preset == "scienceworld", argv
+    _, cfg = parse(["--env", "scienceworld", "--credit_method", "beacon"])
+    assert (cfg.credit_config().beacon_gamma, cfg.credit_config().beacon_weight) == (0.95, 1.0)
+    assert parse(["--env", "scienceworld", "--credit_preset", "alfworld"])[1].credit_preset == "alfworld"
+    assert default_preset("scienceworld") == "scienceworld" and default_preset("household") == "alfworld"
+
+
 def test_webshop_picks_its_preset_prompt_horizon_and_split_unless_flags_say_otherwise():
     from milegpo.envs.webshop.env import DEFAULT_WEBSHOP_HORIZON
     from milegpo.job import ENV_DEFAULTS, parse

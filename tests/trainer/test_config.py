@@ -47,8 +47,8 @@ def test_every_field_is_a_documented_flag():
     (["--credit_preset", "atari"], r"MileGPOConfig.credit_preset='atari': unknown credit preset; one of alfworld, "
                                    r"alfworld_paper, alfworld_spec, beacon_alfworld, beacon_scienceworld, "
                                    r"beacon_webshop, gigpo_reference, gigpo_reference_webshop, "
-                                   r"graphgpo_reference, graphgpo_reference_webshop, graphgpo_reproduction, webshop, "
-                                   r"webshop_paper, webshop_spec$"),
+                                   r"graphgpo_reference, graphgpo_reference_webshop, graphgpo_reproduction, "
+                                   r"scienceworld, webshop, webshop_paper, webshop_spec$"),
     (["--credit_overrides", '{"nope": 1}'], r"MileGPOConfig.credit_overrides=\{'nope': 1\}: unknown CreditConfig "
                                             r"field\(s\) \['nope'\]"),
     (["--credit_overrides", '{"eta": 0.5'], r"MileGPOConfig.credit_overrides='\{\"eta\": 0.5': not valid JSON "
