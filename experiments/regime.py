@@ -91,7 +91,7 @@ CELLS: dict[str, dict] = {
                           "world_key": "thermal",
                           "fixed_tasks": True, "quality_seeds": 5, "quality_groups": 8,
                           "note": "ScienceWorld's long task types (gold 22-36 steps), horizon 50; its early-rollout "
-                                  "figures rest on 5 batches of 8 groups (40 groups, 6,315 same-state pairs); "
+                                  "figures rest on 5 batches of 8 groups (40 groups, 6,867 same-state pairs); "
                                   "learning: the cached world over a RESTRICTED action set (the gold expert's "
                                   "action and 3 listed ones per state), its states keyed with the engine's whole "
                                   "world (temperatures: the visible key merged states these thermal types play "
