@@ -45,9 +45,10 @@ def _plots_folder(flag: str, folder: str | None):
 
 
 #: the names of milegpo.credit.presets.PRESETS (tests/test_cli.py checks), without importing torch for --help
-PRESET_NAMES = ("alfworld", "webshop", "scienceworld", "alfworld_paper", "webshop_paper", "alfworld_spec", "webshop_spec",
-                "gigpo_reference", "gigpo_reference_webshop", "graphgpo_reference", "graphgpo_reference_webshop",
-                "graphgpo_reproduction", "beacon_alfworld", "beacon_webshop", "beacon_scienceworld")
+PRESET_NAMES = ("alfworld", "webshop", "scienceworld", "alfworld_paper", "webshop_paper", "alfworld_spec",
+                "webshop_spec", "gigpo_reference", "gigpo_reference_webshop", "graphgpo_reference",
+                "graphgpo_reference_webshop", "graphgpo_reproduction", "beacon_alfworld", "beacon_webshop",
+                "beacon_scienceworld")
 PRESET_HELP = ("alfworld = alfworld_paper, webshop = webshop_paper: paper table 5 under the paper's reading; "
                "scienceworld: alfworld's values, BEACON's ScienceWorld script's gamma and w; "
                "alfworld_spec, webshop_spec: the spec's reading; gigpo_reference[_webshop], "

@@ -365,10 +365,11 @@ GRAPHGPO_REPRODUCTION = _preset(ALFWORLD_SPEC, gamma_g=0.1, graph_unreachable="m
                                 episode_penalty="trajectory", episode_norm_over="trajectories",
                                 episode_single_value="zero", step_penalty="reward")
 #: every preset by its name (``get_preset``, ``--credit_preset``, ``--preset``, recipes, task files)
-PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "scienceworld": SCIENCEWORLD, "alfworld_paper": ALFWORLD_PAPER, "webshop_paper": WEBSHOP_PAPER,
-           "alfworld_spec": ALFWORLD_SPEC, "webshop_spec": WEBSHOP_SPEC, "gigpo_reference": GIGPO_REFERENCE,
-           "gigpo_reference_webshop": GIGPO_REFERENCE_WEBSHOP, "graphgpo_reference": GRAPHGPO_REFERENCE,
-           "graphgpo_reference_webshop": GRAPHGPO_REFERENCE_WEBSHOP, "graphgpo_reproduction": GRAPHGPO_REPRODUCTION}
+PRESETS = {"alfworld": ALFWORLD, "webshop": WEBSHOP, "scienceworld": SCIENCEWORLD, "alfworld_paper": ALFWORLD_PAPER,
+           "webshop_paper": WEBSHOP_PAPER, "alfworld_spec": ALFWORLD_SPEC, "webshop_spec": WEBSHOP_SPEC,
+           "gigpo_reference": GIGPO_REFERENCE, "gigpo_reference_webshop": GIGPO_REFERENCE_WEBSHOP,
+           "graphgpo_reference": GRAPHGPO_REFERENCE, "graphgpo_reference_webshop": GRAPHGPO_REFERENCE_WEBSHOP,
+           "graphgpo_reproduction": GRAPHGPO_REPRODUCTION}
 
 
 def add_preset(name: str, config: CreditConfig) -> CreditConfig:
@@ -396,5 +397,5 @@ def get_preset(name: str) -> CreditConfig:
 __all__ = ["ALFWORLD", "WEBSHOP", "SCIENCEWORLD", "ALFWORLD_PAPER", "WEBSHOP_PAPER", "ALFWORLD_SPEC", "WEBSHOP_SPEC",
            "GRAPHGPO_REFERENCE", "GRAPHGPO_REFERENCE_WEBSHOP", "GIGPO_REFERENCE", "GIGPO_REFERENCE_WEBSHOP",
            "GRAPHGPO_REPRODUCTION", "PRESETS", "PAPER_READING", "PAPER_FIELDS", "PENALTY_PLACES", "CreditConfig",
-           "get_preset", "add_preset", "choices", "check_value", "help_text", "unit_interval", "non_negative", "zero_or_one",
-           "trajectory_count", "VARIANTS", "NORMS", "MAX_COUNT"]
+           "get_preset", "add_preset", "choices", "check_value", "help_text", "unit_interval", "non_negative",
+           "zero_or_one", "trajectory_count", "VARIANTS", "NORMS", "MAX_COUNT"]

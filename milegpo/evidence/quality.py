@@ -341,7 +341,8 @@ QUALITY_START_DEFAULT = 100_000
 
 def default_preset(env: str) -> str:
     """The credit preset of an environment kind (paper table 5) as ``milegpo train`` picks it: the kind's row of
-    :data:`milegpo.job.ENV_DEFAULTS` (``webshop`` for WebShop, ``scienceworld`` for ScienceWorld), else MileGPOConfig's default (``alfworld``)."""
+    :data:`milegpo.job.ENV_DEFAULTS` (``webshop`` for WebShop, ``scienceworld`` for ScienceWorld), else
+    MileGPOConfig's default (``alfworld``)."""
     from ..trainer.config import MileGPOConfig
     from ..job.arguments import env_defaults
 

@@ -183,7 +183,8 @@ class MileGPOConfig(GRPOConfig):
         credit_preset (`str`, defaults to `"alfworld"`): a name of `milegpo.credit.presets.PRESETS`: `alfworld` /
             `webshop` (= `alfworld_paper` / `webshop_paper`: paper table 5 under the paper's reading),
             `scienceworld` (`alfworld`'s values; BEACON reads its ScienceWorld script's gamma and w; `milegpo
-            train --env scienceworld`'s default), `alfworld_spec` / `webshop_spec` (the spec's reading), `gigpo_reference`, `graphgpo_reference` and
+            train --env scienceworld`'s default), `alfworld_spec` / `webshop_spec` (the spec's reading),
+            `gigpo_reference`, `graphgpo_reference` and
             their `_webshop` variants (what verl-agent's code computes with its ALFWorld / WebShop scripts),
             `graphgpo_reproduction` (the recipe as issue 33 described it), `beacon_alfworld` / `beacon_webshop` /
             `beacon_scienceworld` (BEACON's official scripts; p is `invalid_action_penalty` here: 1 for WebShop's).
