@@ -177,9 +177,7 @@ def run(seed: int, method_label: str, settings: dict) -> dict:
     t0 = time.perf_counter()
     s = settings
     method, variant = METHODS[method_label]
-    # the overrides are every method's run's (a preset of them all: each method reads its own fields)
-    config = presets.get_preset(s["preset"]).replace(invalid_penalty=s["invalid_penalty"],
-                                                     **s.get("overrides", {})).as_preset()
+    config = run_config(s)
     # the seed's own tasks, or with fixed_tasks every seed the first seed's (a world too costly to explore anew
     # for every seed: the cached ScienceWorld's long types)
     tasks = quality_tasks(s["env"], "train", s["tasks"], 0 if s.get("fixed_tasks") else seed, s["horizon"],
@@ -488,6 +486,13 @@ def comparable_settings(settings: dict) -> dict:
     return out
 
 
+def run_config(settings: dict):
+    """The credit config of a run's settings: its preset, ``invalid_penalty`` and overrides, as a preset of them all
+    (every method's run's: each method reads its own fields)."""
+    return presets.get_preset(settings["preset"]).replace(invalid_penalty=settings["invalid_penalty"],
+                                                          **settings.get("overrides", {})).as_preset()
+
+
 #: the settings that make the credit config (:func:`credit_read` compares what the runs' methods read of it)
 CREDIT_SETTINGS = ("preset", "overrides", "invalid_penalty")
 
@@ -499,8 +504,7 @@ def credit_read(settings: dict, labels) -> dict:
     which differ in BEACON's gamma and w only)."""
     from milegpo.credit import get_method
 
-    config = presets.get_preset(settings["preset"]).replace(invalid_penalty=settings["invalid_penalty"],
-                                                             **settings.get("overrides", {}))
+    config = run_config(settings)
     specs = [get_method(METHODS[label][0]) for label in labels]
     return {name: v for name, v in config.values().items() if any(spec.reads(name) for spec in specs)}
 
