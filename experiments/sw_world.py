@@ -106,7 +106,19 @@ def world_digest(tree: dict) -> str:
     return hashlib.sha1(canon(tree).encode()).hexdigest()[:16]
 
 
-_OBJECT_ID = re.compile(r"\d{3,}")  # an object's id (the engine numbers objects from the thousands)
+_OBJECT_ID = re.compile(r"\d{3,}")
+
+
+def _listed_alike(a, b) -> bool:
+    """Two answers that list the same things in another order (the engine's listing order is not the same from one
+    JVM to the next: the hallway's six doors come in several orders for one state)."""
+    split = re.compile(r"[,:.\n]\s*")
+    return isinstance(a, str) and isinstance(b, str) and sorted(split.split(a)) == sorted(split.split(b))
+
+
+def _short(value, n: int = 160) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[:n] + "..."  # an object's id (the engine numbers objects from the thousands)
 
 
 def candidates(task: Task, state: str, expert: str, listed, k: int = DISTRACTORS) -> list[str]:
@@ -186,8 +198,11 @@ class TransitionCache:
 
     def _add_edge(self, table: dict, key: str, edge: dict, what: str) -> None:
         old = table.setdefault(key, edge)
-        if old is not edge and {k: old[k] for k in EDGE_FIELDS} != {k: edge[k] for k in EDGE_FIELDS}:
-            self.conflicts.append(what)
+        differ = [k for k in EDGE_FIELDS if old is not edge and old[k] != edge[k]]
+        if differ:  # what differs, kept / dropped, so that a conflict can be looked into after the parts are gone
+            order = all(_listed_alike(old[k], edge[k]) for k in differ)
+            self.conflicts.append(what + (" (listing order only: " if order else " (") + "; ".join(
+                f"{k}: {_short(old[k])} / {_short(edge[k])}" for k in differ) + ")")
 
     @classmethod
     def load(cls, paths, fingerprint: str | None = None) -> "TransitionCache":
@@ -581,11 +596,14 @@ def _replay_all(items):
 
 #: the merged world cache of a folder (what the testbed reads with the parts a later run adds)
 MERGED = "cache.json.gz"
+#: where a merge appends its conflicting edges (what each part said), since it removes the parts
+CONFLICTS = "conflicts.log"
 
 
 def merge_folder(folder: Path, say=print) -> int:
     """Read every part of ``folder``, write them as one :data:`MERGED`, remove the others; 1 if two parts disagree
-    on an edge (the engine answered one action in one visible state otherwise: the conflicts are listed)."""
+    on an edge (the engine answered one action in one keyed state otherwise: the first 20 conflicts are said, all of
+    them appended to :data:`CONFLICTS` in the folder)."""
     parts = sorted(folder.glob("*.json.gz"))
     cache = TransitionCache.load(parts)
     cache.save(folder / MERGED)
@@ -597,6 +615,12 @@ def merge_folder(folder: Path, say=print) -> int:
         f"{(folder / MERGED).stat().st_size / 1e6:.2f} MB, {len(cache.conflicts)} conflicting edges")
     for c in cache.conflicts[:20]:
         say(f"  conflict: {c}")
+    if cache.conflicts:  # every one, with the merge's date: the parts that disagreed are gone after it
+        with open(folder / CONFLICTS, "a") as f:
+            f.write(f"# merge of {len(parts)} parts, {time.strftime('%Y-%m-%d %H:%M:%S')}: "
+                    f"{len(cache.conflicts)} conflicting edges (kept / dropped)\n")
+            f.writelines(c + "\n" for c in cache.conflicts)
+        say(f"  all of them: {folder / CONFLICTS}")
     return 1 if cache.conflicts else 0
 
 

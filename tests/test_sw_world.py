@@ -125,7 +125,32 @@ def test_save_load_merge_and_conflicts(tmp_path):
     other.edges[sw_world.task_key(TASK)]["A\x1fopen oven"]["obs"] = "The oven is on fire."
     both = sw_world.TransitionCache.load([path, other.save(tmp_path / "b.json.gz")])
     assert len(both.conflicts) == 1 and "open oven" in both.conflicts[0]
+    # the conflict says which field differs and both answers (kept / dropped)
+    assert "obs: 'The oven is now open.' / 'The oven is on fire.'" in both.conflicts[0]
     assert both.edges[sw_world.task_key(TASK)]["A\x1fopen oven"]["obs"] == "The oven is now open."
+    assert "listing order" not in both.conflicts[0]
+    # the same things listed in another order (the engine's order varies between JVMs) are told apart
+    doors = "You also see: A door to the kitchen (that is open), A door to the bedroom (that is open)."
+    swapped = "You also see: A door to the bedroom (that is open), A door to the kitchen (that is open)."
+    assert sw_world._listed_alike(doors, swapped) and not sw_world._listed_alike(doors, "You also see: a chair.")
+    other.edges[sw_world.task_key(TASK)]["A\x1fopen oven"]["obs"] = "In it: a pot, a cup"
+    c.edges[sw_world.task_key(TASK)]["A\x1fopen oven"]["obs"] = "In it: a cup, a pot"
+    order = sw_world.TransitionCache()
+    order.merge(c.to_dict(), "a")
+    order.merge(other.to_dict(), "b")
+    assert len(order.conflicts) == 1 and "(listing order only: obs:" in order.conflicts[0]
+    # a folder's merge removes the parts, so it keeps every conflict in a log beside the merged cache
+    folder = tmp_path / "world"
+    folder.mkdir()
+    for name in ("a.json.gz", "b.json.gz"):
+        (tmp_path / name).rename(folder / name)
+    said = []
+    assert sw_world.merge_folder(folder, say=said.append) == 1
+    assert sorted(p.name for p in folder.iterdir()) == sorted([sw_world.CONFLICTS, sw_world.MERGED])
+    log = (folder / sw_world.CONFLICTS).read_text().splitlines()
+    assert log[0].startswith("# merge of 2 parts") and len(log) == 2
+    assert log[1] == f"{folder / 'b.json.gz'}: {both.conflicts[0].split(': ', 1)[1]}"
+    assert any("1 conflicting edges" in line for line in said)
 
 
 def test_the_testbed_plays_the_cached_world_every_method_on_the_same_candidates(tmp_path, monkeypatch):
