@@ -20,7 +20,8 @@ to test a cause on its own) this measures, on the same settings:
 ``run`` writes ``<out>/<cell>/quality/credit_quality.json`` (once) and ``<out>/<cell>/testbed/seeds_<a>-<b>/``
 (``seeds_<a>-<b>_<methods>`` for other methods than :data:`METHODS`; one credit_testbed folder per call: calls
 with other seeds or methods add to a cell); ``table`` combines each cell's
-folders (a (method, seed) found twice is refused) into ``<out>/table.md`` and ``<out>/regime.json``. A cell whose
+folders (a (method, seed) found twice is refused) into ``<out>/table.md`` and ``<out>/regime.json``; ``table CELL...``
+prints those cells' table and writes nothing (the files hold every cell's). A cell whose
 world is not installed (ScienceWorld before its branch lands) is one more key of :data:`CELLS`.
 """
 
@@ -267,7 +268,7 @@ def cell_figures(name: str, out: Path) -> dict | None:
         fig["expert"]["success"] = q["labels"]["success_rate"]
         fig["expert"]["aliased_share"] = q["states"]["aliased_share"]
     if records:
-        by = {m: {r["seed"]: r for r in records if r["method"] == m} for m in {r["method"] for r in records}}
+        by = {m: {r["seed"]: r for r in records if r["method"] == m} for m in sorted({r["method"] for r in records})}
         endpoints = {"final_success": lambda r: r["final"]["success"],
                      "train_success": lambda r: _mean([c["success"] for c in r["curve"]])}
         fig["methods"] = {m: {"seeds": len(runs), **{k: bounded_mean_ci([f(r) for r in runs.values()])
@@ -417,7 +418,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["run", "quality", "table", "cells"],
                    help="run: a cell's credit-quality (once) and testbed; quality: its credit-quality again")
-    p.add_argument("cells", nargs="*", help="cells to run (run) or table (table; default every cell on disk)")
+    p.add_argument("cells", nargs="*", help="cells to run (run), or to print the table of (table: written to the "
+                   "files only for every cell on disk, no cell named)")
     p.add_argument("--out", default="experiments/results/regime")
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(20)))
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(credit_testbed.METHODS))
@@ -438,6 +440,9 @@ def main(argv=None) -> int:
         return 0
     figures = [f for f in (cell_figures(name, out) for name in (args.cells or CELLS)) if f is not None]
     md = table(figures) + table_notes(figures) + holm_summary(figures)
+    if args.cells:  # a part of the table: the files keep every cell's
+        print(md + f"(only {', '.join(args.cells)}: {out / 'table.md'} and {out / 'regime.json'} not written)")
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(md)
     (out / "regime.json").write_text(json.dumps(figures, indent=1))

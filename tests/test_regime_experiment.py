@@ -38,6 +38,11 @@ def test_a_tiny_cell_runs_in_parts_and_tables(tmp_path, monkeypatch):
     assert set(f["learner"]) == {"graphgpo", "milegpo-full"}
     assert 0.0 <= f["learner"]["graphgpo"]["tie_share_first"][0] <= 1.0
     assert "| tiny | 10 | 4 |" in (tmp_path / "table.md").read_text()
+    assert list(f["methods"]) == sorted(f["methods"])  # the same file from run to run, whatever the hash seed
+    # a named cell's table is printed, the files (every cell's) left as they are
+    (tmp_path / "table.md").write_text("every cell")
+    assert mod.main(["table", "tiny", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "table.md").read_text() == "every cell"
     # the tie share is the pooled one with its interval over groups, not a t-interval over a few batches'
     # shares (two batches at 86% and 95% gave ScienceWorld's long cell 90.4 [29.8, 151.0])
     qpath = tmp_path / "tiny" / "quality" / "credit_quality.json"
