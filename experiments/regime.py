@@ -349,10 +349,11 @@ def table(figures: list[dict]) -> str:
 SEEDS_ASKED = 20
 
 
-def table_notes(figures: list[dict]) -> str:
+def table_notes(figures: list[dict], cells=None) -> str:
     """What the table's n/a cells and seed counts mean, per cell: its note, why a column is n/a (a cell's ``why``
     says what it would cost), the cell whose early-rollout batches it reads, and where its seeds fall short of
-    :data:`SEEDS_ASKED` or of the seeds a paired t-test needs to see 2 points at the spread measured."""
+    :data:`SEEDS_ASKED` or of the seeds a paired t-test needs to see 2 points at the spread measured; last, which of
+    ``cells`` (default: every cell) has nothing on disk."""
     lines = ["", "Notes (per cell):", ""]
     for f in figures:
         name, s = f["cell"], f["settings"]
@@ -380,7 +381,7 @@ def table_notes(figures: list[dict]) -> str:
                            "; seeds a paired t-test needs to see 2 points at the measured spread, more than run: "
                            + ", ".join(short) if short else "; enough to see 2 points in both endpoints"))
         lines.append(f"- **{name}**: " + "; ".join(x for x in said if x) + ".")
-    absent = [name for name in CELLS if name not in {f["cell"] for f in figures}]
+    absent = [name for name in (cells or CELLS) if name not in {f["cell"] for f in figures}]
     if absent:
         lines.append(f"- Not run (nothing on disk, not in the table): {', '.join(absent)}.")
     return "\n".join(lines) + "\n"
@@ -439,7 +440,7 @@ def main(argv=None) -> int:
             run_cell(name, out, args.seeds, args.methods, quality_only=args.command == "quality")
         return 0
     figures = [f for f in (cell_figures(name, out) for name in (args.cells or CELLS)) if f is not None]
-    md = table(figures) + table_notes(figures) + holm_summary(figures)
+    md = table(figures) + table_notes(figures, args.cells) + holm_summary(figures)
     if args.cells:  # a part of the table: the files keep every cell's
         print(md + f"(only {', '.join(args.cells)}: {out / 'table.md'} and {out / 'regime.json'} not written)")
         return 0

@@ -17,7 +17,7 @@ def _module():
     return SimpleNamespace(**runpy.run_path(str(SCRIPT), run_name="regime"))
 
 
-def test_a_tiny_cell_runs_in_parts_and_tables(tmp_path, monkeypatch):
+def test_a_tiny_cell_runs_in_parts_and_tables(tmp_path, monkeypatch, capsys):
     mod = _module()
     tiny = {"env": "household", "options": {"max_receptacles": 4}, "horizon": 10, "iterations": 2, "tasks": 4,
             "groups": 2, "group_size": 3, "quality_groups": 2, "quality_group_size": 3}
@@ -41,8 +41,10 @@ def test_a_tiny_cell_runs_in_parts_and_tables(tmp_path, monkeypatch):
     assert list(f["methods"]) == sorted(f["methods"])  # the same file from run to run, whatever the hash seed
     # a named cell's table is printed, the files (every cell's) left as they are
     (tmp_path / "table.md").write_text("every cell")
+    assert "Not run (nothing on disk, not in the table): tiny_eta1." in capsys.readouterr().out  # every cell's
     assert mod.main(["table", "tiny", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "table.md").read_text() == "every cell"
+    assert "Not run" not in capsys.readouterr().out  # the cells not asked for are not called absent
     # the tie share is the pooled one with its interval over groups, not a t-interval over a few batches'
     # shares (two batches at 86% and 95% gave ScienceWorld's long cell 90.4 [29.8, 151.0])
     qpath = tmp_path / "tiny" / "quality" / "credit_quality.json"
