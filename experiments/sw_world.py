@@ -106,7 +106,7 @@ def world_digest(tree: dict) -> str:
     return hashlib.sha1(canon(tree).encode()).hexdigest()[:16]
 
 
-_OBJECT_ID = re.compile(r"\d{3,}")
+_OBJECT_ID = re.compile(r"\d{3,}")  # an object's id (the engine numbers objects from the thousands)
 
 
 def _listed_alike(a, b) -> bool:
@@ -118,7 +118,7 @@ def _listed_alike(a, b) -> bool:
 
 def _short(value, n: int = 160) -> str:
     text = repr(value)
-    return text if len(text) <= n else text[:n] + "..."  # an object's id (the engine numbers objects from the thousands)
+    return text if len(text) <= n else text[:n] + "..."
 
 
 def candidates(task: Task, state: str, expert: str, listed, k: int = DISTRACTORS) -> list[str]:
