@@ -107,13 +107,13 @@ def world_digest(tree: dict) -> str:
 
 
 _OBJECT_ID = re.compile(r"\d{3,}")  # an object's id (the engine numbers objects from the thousands)
+_LISTED = re.compile(r"[,:.\n]\s*")  # what separates the things an answer lists
 
 
 def _listed_alike(a, b) -> bool:
     """Two answers that list the same things in another order (the engine's listing order is not the same from one
     JVM to the next: the hallway's six doors come in several orders for one state)."""
-    split = re.compile(r"[,:.\n]\s*")
-    return isinstance(a, str) and isinstance(b, str) and sorted(split.split(a)) == sorted(split.split(b))
+    return isinstance(a, str) and isinstance(b, str) and sorted(_LISTED.split(a)) == sorted(_LISTED.split(b))
 
 
 def _short(value, n: int = 160) -> str:
@@ -198,7 +198,9 @@ class TransitionCache:
 
     def _add_edge(self, table: dict, key: str, edge: dict, what: str) -> None:
         old = table.setdefault(key, edge)
-        differ = [k for k in EDGE_FIELDS if old is not edge and old[k] != edge[k]]
+        if old is edge:
+            return
+        differ = [k for k in EDGE_FIELDS if old[k] != edge[k]]
         if differ:  # what differs, kept / dropped, so that a conflict can be looked into after the parts are gone
             order = all(_listed_alike(old[k], edge[k]) for k in differ)
             self.conflicts.append(what + (" (listing order only: " if order else " (") + "; ".join(
