@@ -9,10 +9,11 @@ cd "$(dirname "$0")/.."
 VENV="${MILEGPO_VLLM_VENV:-.vllm-venv}"
 # The environment takes about 4 GB and pip needs about 2 GB more while it unpacks; a full disk otherwise
 # ends in a pip traceback deep in a download (CI's run of 2026-12-05)
-mkdir -p "$(dirname "$VENV")"
-free_gb=$(df -Pk "$(dirname "$VENV")" | awk 'NR==2 {print int($4 / 1048576)}')
+PARENT="$(dirname "$VENV")"
+mkdir -p "$PARENT"
+free_gb=$(df -Pk "$PARENT" | awk 'NR==2 {print int($4 / 1048576)}')
 if ! compgen -G "$VENV/lib/python*/site-packages/vllm" >/dev/null && [ "${free_gb:-0}" -lt 6 ]; then
-    echo "install_vllm.sh: ${free_gb} GB free under $(cd "$(dirname "$VENV")" && pwd); vLLM's environment ($VENV) needs about 6 GB to install: free some disk or set MILEGPO_VLLM_VENV to a folder on a larger one" >&2
+    echo "install_vllm.sh: ${free_gb} GB free under $(cd "$PARENT" && pwd); vLLM's environment ($VENV) needs about 6 GB to install: free some disk or set MILEGPO_VLLM_VENV to a folder on a larger one" >&2
     exit 1
 fi
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
