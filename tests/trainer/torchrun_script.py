@@ -235,9 +235,9 @@ def main():
     # to it aborted a process after the run, 1 in ~30 ZeRO runs here: pytorch/pytorch#190489)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
-    # and the process ends without the interpreter's finalization: with the group destroyed, CI still saw one
-    # process abort after a finished run (SIGABRT, "terminate called without an active exception", credit g2po,
-    # 2026-12-06), in torch's C++ teardown; the records above are what the tests read, and they are on disk
+    # and the process ends without the interpreter's finalization (torch's C++ teardown): with the destroy in
+    # place, CI still saw one process abort after a finished run (SIGABRT, "terminate called without an active
+    # exception", credit g2po, 2026-12-06; notes/trainer.md); the tests read only the records, on disk above
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
