@@ -2,6 +2,7 @@
 
     python scripts/probe_take_skill.py credit --policy milegpo_run/sft [--tasks 64 --episodes 8]
     python scripts/probe_take_skill.py headroom --policy milegpo_run/sft [--games 150 --horizons 8 10]
+    python scripts/probe_take_skill.py decide --policy milegpo_run/sft [--games 160 --split id]
 
 ``credit`` plays ``--episodes`` episodes of each of the job's first ``--tasks`` RL training games with the policy
 (the rollout's temperature 1.0, actions constrained as the job constrains them), scores the rows with the job's
@@ -13,7 +14,15 @@ other verb, with the wrong object in hand or not), the rows, the mean advantage,
 as the policy plays and once with each kind of mistake replaced by the searching expert's action
 (:func:`corrected`): ``take`` (a take of anything but the goal's object type), ``recover`` (any action while the
 wrong object is in hand: the expert puts it back and searches on), ``both``; at each ``--horizons``. What a
-correction adds is the most that learning that skill alone could add. One JSON line per result on stdout.
+correction adds is the most that learning that skill alone could add.
+
+``decide`` says how the policy makes the take decision: the constrained policy's exact distribution over the
+admissible actions (:func:`action_distribution`: each action's probability teacher-forced, renormalised over the
+admissible continuations at every token of the action block, as ``--constrain_actions`` samples at temperature 1),
+on the first ``--games`` games of ``--split`` played by sampling from it (the rollout's temperature 1.0). At every
+state with a take admissible and nothing in hand: the probability of taking anything, where the goal's object type
+is absent from the takes (the right move is to go on) and where it is present (and of taking it): whether the take
+depends on the goal's object being there, and how sure the policy is. One JSON line per result on stdout.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
+import random
 import sys
 from pathlib import Path
 
@@ -31,13 +42,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from milegpo.envs import HouseholdEnv  # noqa: E402
 from milegpo.job.arguments import TINY_DEFAULTS  # noqa: E402
-from milegpo.job.policy import easy_tasks, reload_tokenizer  # noqa: E402
+from milegpo.job.policy import completion_text, easy_tasks, reload_tokenizer  # noqa: E402
 from milegpo.rollout import parse_action, render_prompt  # noqa: E402
 from probe_group_signal import probe_trainer  # noqa: E402
 from probe_warm_start import actor, take_facts  # noqa: E402
 
 #: the corrections of ``headroom``: none, and the mistakes :func:`corrected` replaces
 FIXES = ("none", "take", "recover", "both")
+#: the step kinds ``decide`` reports: the mass on any take where the goal's object type is absent from the takes,
+#: and where it is present, and the mass on the right take where it is present
+DECISIONS = ("absent_p_take", "present_p_take", "present_p_right")
 #: the methods ``credit`` scores the same batch with, beside the job's own
 CREDIT_METHODS = ("grpo", "gigpo", "graphgpo")
 
@@ -141,19 +155,95 @@ def headroom(a) -> list[dict]:
     return out
 
 
+def action_distribution(tok, model, prompt: str, admissible: list[str]) -> list[float]:
+    """The probability of each of ``admissible`` under ``model`` constrained to them at temperature 1, given the
+    warm start's thought (:func:`milegpo.job.policy.completion_text`): every completion teacher-forced in one batch,
+    each of its tokens' log-probabilities renormalised over the tokens the admissible completions that share its
+    prefix go on with (the constraint's trie: a forced token costs nothing). Sums to 1 up to rounding."""
+    prompt_ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                         return_dict=True)["input_ids"]
+    seqs = [tok(completion_text(a), add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for a in admissible]
+    n, longest = len(prompt_ids), max(map(len, seqs))
+    batch = torch.zeros((len(seqs), n + longest), dtype=torch.long)
+    mask = torch.zeros_like(batch)
+    for i, seq in enumerate(seqs):
+        batch[i, :n + len(seq)] = torch.tensor(prompt_ids + seq)
+        mask[i, :n + len(seq)] = 1
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=batch, attention_mask=mask).logits.double(), -1)
+    total = [0.0] * len(seqs)
+    for j in range(longest):
+        sharing = collections.defaultdict(list)  # the completions that share their first j tokens
+        for i, seq in enumerate(seqs):
+            if j < len(seq):
+                sharing[tuple(seq[:j])].append(i)
+        for rows in sharing.values():
+            options = sorted({seqs[i][j] for i in rows})
+            if len(options) > 1:
+                norm = torch.logsumexp(logp[rows[0], n + j - 1, options], 0)
+                for i in rows:
+                    total[i] += float(logp[i, n + j - 1, seqs[i][j]] - norm)
+    return [math.exp(x) for x in total]
+
+
+def decide(a) -> dict:
+    from transformers import AutoModelForCausalLM
+
+    torch.set_num_threads(1)
+    tok = reload_tokenizer(a.policy)
+    model = AutoModelForCausalLM.from_pretrained(a.policy).eval()
+    rng = random.Random(a.seed)
+    tasks = easy_tasks(a.split, a.games, horizon=a.horizon,
+                       max_receptacles=TINY_DEFAULTS["env_options"]["max_receptacles"])
+    seen, won = collections.defaultdict(list), 0
+    for task in tasks:
+        env = HouseholdEnv()
+        obs, admissible, info = env.reset(task)
+        history, goal = [], info["goal"]
+        while not env.done:
+            prompt = render_prompt(goal, obs, admissible, history, len(history), 2, TINY_DEFAULTS["prompt_style"],
+                                   info.get("state_context", ""))
+            p = action_distribution(tok, model, prompt, admissible)
+            takes = [i for i, x in enumerate(admissible) if x.startswith("take ")]
+            if takes and not env.s.holding:
+                right = [i for i in takes if admissible[i].split()[1] == env.game.target_type]
+                p_take = sum(p[i] for i in takes)
+                if right:
+                    seen["present_p_take"].append(p_take)
+                    seen["present_p_right"].append(sum(p[i] for i in right))
+                else:
+                    seen["absent_p_take"].append(p_take)
+            action = admissible[rng.choices(range(len(admissible)), p)[0]]
+            history.append((obs, action))
+            obs, _, _, _, info = env.step(action)
+            admissible = info["admissible_actions"]
+        won += env.won
+    res = {"policy": a.policy, "split": a.split, "games": a.games, "success": round(100 * won / a.games, 1)}
+    for kind in DECISIONS:
+        values = torch.tensor(seen[kind], dtype=torch.double)
+        res[kind] = {"states": len(values)} if not len(values) else {
+            "states": len(values), "mean": round(float(values.mean()), 3),
+            "q10_50_90": [round(float(q), 3) for q in torch.quantile(values, torch.tensor([.1, .5, .9], dtype=torch.double))],
+            "above_0.9": round(float((values > .9).double().mean()), 2),
+            "below_0.1": round(float((values < .1).double().mean()), 2)}
+    print(json.dumps(res), flush=True)
+    return res
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("probe", choices=("credit", "headroom"))
+    p.add_argument("probe", choices=("credit", "headroom", "decide"))
     p.add_argument("--policy", required=True, help="a policy folder (a run's sft/ or final/)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tasks", type=int, default=TINY_DEFAULTS["num_train_tasks"], help="credit: training games")
+    p.add_argument("--split", default="id", choices=("train", "id", "ood"), help="decide: whose games")
     p.add_argument("--episodes", type=int, default=TINY_DEFAULTS["group_size"], help="credit: episodes per game")
-    p.add_argument("--horizon", type=int, default=TINY_DEFAULTS["horizon"], help="credit: the episodes' horizon")
-    p.add_argument("--games", type=int, default=150, help="headroom: ID games")
+    p.add_argument("--horizon", type=int, default=TINY_DEFAULTS["horizon"], help="credit, decide: the episodes' horizon")
+    p.add_argument("--games", type=int, default=150, help="headroom, decide: games")
     p.add_argument("--horizons", type=int, nargs="+", default=[TINY_DEFAULTS["horizon"]], help="headroom")
     p.add_argument("--fixes", nargs="+", choices=FIXES, default=list(FIXES), help="headroom")
     a = p.parse_args(argv)
-    return credit(a) if a.probe == "credit" else headroom(a)
+    return {"credit": credit, "headroom": headroom, "decide": decide}[a.probe](a)
 
 
 if __name__ == "__main__":

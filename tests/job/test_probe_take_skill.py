@@ -1,5 +1,7 @@
-"""scripts/probe_take_skill.py: the kinds of step it counts, the corrections it makes, both probes end to end."""
+"""scripts/probe_take_skill.py: the kinds of step it counts, the corrections it makes, the action distribution it
+reads, the three probes end to end."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -74,3 +76,71 @@ def test_both_probes_run_on_an_untrained_policy(tmp_path, capsys):
         assert set(kind) == {"rows", "milegpo (the job's)", "grpo", "gigpo", "graphgpo"}
     assert [(r["fix"], r["games"]) for r in rooms] == [("none", 2), ("both", 2)]
     assert capsys.readouterr().out.count('"id_success"') == 2
+
+
+def _untrained_policy(path):
+    from milegpo.job.policy import make_model, make_tokenizer
+
+    tok = make_tokenizer(n_tasks=4, max_receptacles=4)
+    model = make_model(tok, hidden=32, layers=1, seed=0)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return tok, model.eval()
+
+
+def test_action_distribution_is_the_constrained_samplers(tmp_path):
+    """Each admissible action's probability equals the one the job's constraint (ActionConstraint, as
+    ``--constrain_actions`` samples) gives it, token by token after the shared thought, computed here apart (one
+    completion at a time, the allowed tokens asked of the constraint); the probabilities sum to 1."""
+    from milegpo.envs import HouseholdEnv
+    from milegpo.job.arguments import TINY_DEFAULTS
+    from milegpo.job.policy import completion_text, easy_tasks
+    from milegpo.rollout import render_prompt
+    from milegpo.trainer.constrained import allowed_tokens_fn
+
+    mod = _probe()
+    tok, model = _untrained_policy(tmp_path)
+    env = HouseholdEnv()
+    obs, adm, info = env.reset(easy_tasks("id", 1, max_receptacles=4)[0])
+    goal, checked = info["goal"], 0
+    for _ in range(3):  # the first room, then a receptacle with takes among its actions
+        prompt = render_prompt(goal, obs, adm, [], 0, 2, "compact", info.get("state_context", ""))
+        p = mod.action_distribution(tok, model, prompt, adm)
+        assert len(p) == len(adm) and abs(sum(p) - 1) < 1e-9 and min(p) > 0
+        prompt_ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                             return_dict=True)["input_ids"]
+        seqs = [tok(completion_text(a), add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for a in adm]
+        shared = next(j for j in range(min(map(len, seqs))) if len({s[j] for s in seqs}) > 1)
+        for action, seq, prob in zip(adm, seqs, p):
+            constraint = allowed_tokens_fn(tok, [tok.eos_token_id], [adm], TINY_DEFAULTS["max_completion_length"])
+            ids = torch.tensor([prompt_ids + seq])
+            with torch.no_grad():
+                logp = torch.log_softmax(model(input_ids=ids).logits[0].double(), -1)
+            total = 0.0
+            for j in range(len(seq)):
+                allowed = constraint(0, ids[0, :len(prompt_ids) + j])
+                if j >= shared:
+                    assert seq[j] in allowed, (action, j)
+                    row = logp[len(prompt_ids) + j - 1]
+                    total += float(row[seq[j]] - torch.logsumexp(row[allowed], 0))
+            assert abs(math.exp(total) - prob) < 1e-9, action
+            checked += 1
+        go = next(a for a in adm if a.startswith("go to "))
+        obs, _, _, _, info = env.step(go)
+        adm = info["admissible_actions"]
+    assert checked >= 10
+
+
+def test_decide_runs_on_an_untrained_policy(tmp_path):
+    mod = _probe()
+    _untrained_policy(tmp_path)
+    threads = torch.get_num_threads()
+    try:
+        res = mod.main(["decide", "--policy", str(tmp_path), "--games", "6"])
+    finally:
+        torch.set_num_threads(threads)
+    assert res["games"] == 6 and 0 <= res["success"] <= 100
+    assert set(mod.DECISIONS) <= set(res) and sum(res[k]["states"] for k in mod.DECISIONS) > 0
+    for kind in mod.DECISIONS:
+        if res[kind]["states"]:
+            assert 0 <= res[kind]["mean"] <= 1 and 0 <= res[kind]["above_0.9"] <= 1
