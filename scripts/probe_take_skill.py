@@ -83,6 +83,22 @@ def corrected(env: HouseholdEnv, action: str, fix: str) -> str:
     return action
 
 
+def play(task, choose) -> bool:
+    """Play ``task`` to its end in the household world, each action ``choose(env, prompt, admissible)`` of the
+    job's prompt (its style, two steps of history, the tracker's context line); whether it was won."""
+    env = HouseholdEnv()
+    obs, admissible, info = env.reset(task)
+    history, goal = [], info["goal"]
+    while not env.done:
+        prompt = render_prompt(goal, obs, admissible, history, len(history), 2, TINY_DEFAULTS["prompt_style"],
+                               info.get("state_context", ""))
+        action = choose(env, prompt, admissible)
+        history.append((obs, action))
+        obs, _, _, _, info = env.step(action)
+        admissible = info["admissible_actions"]
+    return env.won
+
+
 def credit(a) -> dict:
     from milegpo.credit import estimate
 
@@ -135,19 +151,8 @@ def headroom(a) -> list[dict]:
         tasks = easy_tasks("id", a.games, horizon=horizon, max_receptacles=TINY_DEFAULTS["env_options"]["max_receptacles"])
         for fix in a.fixes:
             torch.manual_seed(a.seed)
-            won = 0
-            for task in tasks:
-                env = HouseholdEnv()
-                obs, admissible, info = env.reset(task)
-                history, goal = [], info["goal"]
-                while not env.done:
-                    prompt = render_prompt(goal, obs, admissible, history, len(history), 2,
-                                           TINY_DEFAULTS["prompt_style"], info.get("state_context", ""))
-                    action = corrected(env, act(prompt, admissible), fix)
-                    history.append((obs, action))
-                    obs, _, _, _, info = env.step(action)
-                    admissible = info["admissible_actions"]
-                won += env.won
+            won = sum(play(task, lambda env, prompt, admissible: corrected(env, act(prompt, admissible), fix))
+                      for task in tasks)
             res = {"policy": a.policy, "horizon": horizon, "fix": fix, "games": a.games,
                    "id_success": round(100 * won / a.games, 1)}
             print(json.dumps(res), flush=True)
@@ -195,29 +200,22 @@ def decide(a) -> dict:
     rng = random.Random(a.seed)
     tasks = easy_tasks(a.split, a.games, horizon=a.horizon,
                        max_receptacles=TINY_DEFAULTS["env_options"]["max_receptacles"])
-    seen, won = collections.defaultdict(list), 0
-    for task in tasks:
-        env = HouseholdEnv()
-        obs, admissible, info = env.reset(task)
-        history, goal = [], info["goal"]
-        while not env.done:
-            prompt = render_prompt(goal, obs, admissible, history, len(history), 2, TINY_DEFAULTS["prompt_style"],
-                                   info.get("state_context", ""))
-            p = action_distribution(tok, model, prompt, admissible)
-            takes = [i for i, x in enumerate(admissible) if x.startswith("take ")]
-            if takes and not env.s.holding:
-                right = [i for i in takes if admissible[i].split()[1] == env.game.target_type]
-                p_take = sum(p[i] for i in takes)
-                if right:
-                    seen["present_p_take"].append(p_take)
-                    seen["present_p_right"].append(sum(p[i] for i in right))
-                else:
-                    seen["absent_p_take"].append(p_take)
-            action = admissible[rng.choices(range(len(admissible)), p)[0]]
-            history.append((obs, action))
-            obs, _, _, _, info = env.step(action)
-            admissible = info["admissible_actions"]
-        won += env.won
+    seen = collections.defaultdict(list)
+
+    def choose(env: HouseholdEnv, prompt: str, admissible: list[str]) -> str:
+        p = action_distribution(tok, model, prompt, admissible)
+        takes = [i for i, x in enumerate(admissible) if x.startswith("take ")]
+        if takes and not env.s.holding:
+            right = [i for i in takes if admissible[i].split()[1] == env.game.target_type]
+            p_take = sum(p[i] for i in takes)
+            if right:
+                seen["present_p_take"].append(p_take)
+                seen["present_p_right"].append(sum(p[i] for i in right))
+            else:
+                seen["absent_p_take"].append(p_take)
+        return admissible[rng.choices(range(len(admissible)), p)[0]]
+
+    won = sum(play(task, choose) for task in tasks)
     res = {"policy": a.policy, "split": a.split, "games": a.games, "success": round(100 * won / a.games, 1)}
     for kind in DECISIONS:
         values = torch.tensor(seen[kind], dtype=torch.double)

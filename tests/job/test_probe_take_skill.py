@@ -59,12 +59,8 @@ def test_step_kinds_and_corrections_on_real_rooms():
 
 
 def test_both_probes_run_on_an_untrained_policy(tmp_path, capsys):
-    from milegpo.job.policy import make_model, make_tokenizer
-
     mod = _probe()
-    tok = make_tokenizer(n_tasks=4, max_receptacles=4)
-    make_model(tok, hidden=32, layers=1, seed=0).save_pretrained(tmp_path)
-    tok.save_pretrained(tmp_path)
+    _untrained_policy(tmp_path)
     threads = torch.get_num_threads()
     try:
         res = mod.main(["credit", "--policy", str(tmp_path), "--tasks", "4", "--episodes", "2"])
