@@ -3,6 +3,7 @@
     python scripts/probe_take_skill.py credit --policy milegpo_run/sft [--tasks 64 --episodes 8]
     python scripts/probe_take_skill.py headroom --policy milegpo_run/sft [--games 150 --horizons 8 10]
     python scripts/probe_take_skill.py decide --policy milegpo_run/sft [--games 160 --split id]
+    python scripts/probe_take_skill.py fit --policy milegpo_run/sft [--seed 0 --sft_tasks 64 --games 64]
 
 ``credit`` plays ``--episodes`` episodes of each of the job's first ``--tasks`` RL training games with the policy
 (the rollout's temperature 1.0, actions constrained as the job constrains them), scores the rows with the job's
@@ -23,6 +24,12 @@ on the first ``--games`` games of ``--split`` played by sampling from it (the ro
 state with a take admissible and nothing in hand: the probability of taking anything, where the goal's object type
 is absent from the takes (the right move is to go on) and where it is present (and of taking it): whether the take
 depends on the goal's object being there, and how sure the policy is. One JSON line per result on stdout.
+
+``fit`` asks whether a warm start learned that dependence or memorised its examples: the same probabilities (any take
+where the goal's object type is absent, where it is present) on the warm start's own examples (the searching
+expert's walkthroughs of the job's ``--sft_tasks`` warm-start games with the job's random moves of ``--seed``, as
+:func:`milegpo.job.policy.expert_steps` records them for the SFT: the very prompts) and on the same recording of the
+first ``--games`` ID games (held out), each also split by whether the desklamp is in view (a word of every goal).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from milegpo.envs import HouseholdEnv  # noqa: E402
 from milegpo.job.arguments import TINY_DEFAULTS  # noqa: E402
-from milegpo.job.policy import completion_text, easy_tasks, reload_tokenizer  # noqa: E402
+from milegpo.job.policy import completion_text, easy_tasks, expert_steps, reload_tokenizer  # noqa: E402
 from milegpo.rollout import parse_action, render_prompt  # noqa: E402
 from probe_group_signal import probe_trainer  # noqa: E402
 from probe_warm_start import actor, take_facts  # noqa: E402
@@ -52,6 +59,8 @@ FIXES = ("none", "take", "recover", "both")
 #: the step kinds ``decide`` reports: the mass on any take where the goal's object type is absent from the takes,
 #: and where it is present, and the mass on the right take where it is present
 DECISIONS = ("absent_p_take", "present_p_take", "present_p_right")
+#: the state sets ``fit`` reads the take probability on
+FIT_SETS = ("sft", "held_out")
 #: the methods ``credit`` scores the same batch with, beside the job's own
 CREDIT_METHODS = ("grpo", "gigpo", "graphgpo")
 
@@ -228,20 +237,55 @@ def decide(a) -> dict:
     return res
 
 
+def fit(a) -> dict:
+    from transformers import AutoModelForCausalLM
+
+    torch.set_num_threads(1)
+    tok = reload_tokenizer(a.policy)
+    model = AutoModelForCausalLM.from_pretrained(a.policy).eval()
+    k = TINY_DEFAULTS["env_options"]["max_receptacles"]
+    sets = {"sft": (easy_tasks("train", a.sft_tasks, horizon=a.horizon, start=TINY_DEFAULTS["num_train_tasks"],
+                                max_receptacles=k), a.seed),
+            "held_out": (easy_tasks("id", a.games, horizon=a.horizon, max_receptacles=k), a.seed + 1)}
+    res = {"policy": a.policy, "seed": a.seed, "sft_tasks": a.sft_tasks, "games": a.games}
+    for name, (tasks, seed) in sets.items():
+        seen = collections.defaultdict(list)
+        for env, prompt, _, adm in expert_steps(tasks, 2, a.explore, seed, "search", TINY_DEFAULTS["prompt_style"]):
+            takes = [i for i, x in enumerate(adm) if x.startswith("take ")]
+            if takes and not env.s.holding:
+                p = action_distribution(tok, model, prompt, adm)
+                where = "present" if any(adm[i].split()[1] == env.game.target_type for i in takes) else "absent"
+                lamp = "lamp" if any(x.startswith("use ") for x in adm) else "no_lamp"
+                p_take = sum(p[i] for i in takes)
+                seen[where].append(p_take)
+                seen[f"{where}:{lamp}"].append(p_take)
+        cell = {kind: {"states": len(v), "p_take": round(sum(v) / len(v), 3) if v else None}
+                for kind, v in sorted(seen.items())}
+        if seen["absent"] and seen["present"]:
+            cell["gap"] = round(cell["present"]["p_take"] - cell["absent"]["p_take"], 3)
+        res[name] = cell
+    print(json.dumps(res), flush=True)
+    return res
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("probe", choices=("credit", "headroom", "decide"))
+    p.add_argument("probe", choices=("credit", "headroom", "decide", "fit"))
     p.add_argument("--policy", required=True, help="a policy folder (a run's sft/ or final/)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="the sampling seed; fit: the job's --seed (the warm start's random moves)")
     p.add_argument("--tasks", type=int, default=TINY_DEFAULTS["num_train_tasks"], help="credit: training games")
     p.add_argument("--split", default="id", choices=("train", "id", "ood"), help="decide: whose games")
     p.add_argument("--episodes", type=int, default=TINY_DEFAULTS["group_size"], help="credit: episodes per game")
-    p.add_argument("--horizon", type=int, default=TINY_DEFAULTS["horizon"], help="credit, decide: the episodes' horizon")
-    p.add_argument("--games", type=int, default=150, help="headroom, decide: games")
+    p.add_argument("--horizon", type=int, default=TINY_DEFAULTS["horizon"],
+                   help="credit, decide, fit: the episodes' horizon")
+    p.add_argument("--games", type=int, default=150, help="headroom, decide, fit (held-out games): games")
     p.add_argument("--horizons", type=int, nargs="+", default=[TINY_DEFAULTS["horizon"]], help="headroom")
     p.add_argument("--fixes", nargs="+", choices=FIXES, default=list(FIXES), help="headroom")
+    p.add_argument("--sft_tasks", type=int, default=64, help="fit: the job's --sft_tasks (its warm-start games)")
+    p.add_argument("--explore", type=float, default=0.2, help="fit: the job's --sft_explore")
     a = p.parse_args(argv)
-    return {"credit": credit, "headroom": headroom, "decide": decide}[a.probe](a)
+    return {"credit": credit, "headroom": headroom, "decide": decide, "fit": fit}[a.probe](a)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
     python scripts/probe_warm_start.py [--seed 1 --epochs 24 --hidden 128 --lr 3e-3 --scheduler cosine ...]
     python scripts/probe_warm_start.py --policy milegpo_run/sft [--no_context]     # a run's warm start as it is
     python scripts/probe_warm_start.py --seed 1 --constrain          # actions constrained to the admissible ones
+    python scripts/probe_warm_start.py --seed 0 --epochs 96 --save /tmp/w96   # kept for probe_take_skill.py fit
+    python scripts/probe_warm_start.py --seed 0 --rename_objects 4 --epochs 6  # 4 copies, objects renamed in 3
     python scripts/probe_warm_start.py --seed 1 --phrase_verbs go open close use examine inventory look take move \
         --tokenizer_tasks 400                                        # `take X from Y` one token too
 
@@ -14,6 +16,9 @@ ID games the policy wins (greedy and at temperature 0.4, the evaluation's) and w
 those games were (``takes``: taken where the goal's object is not among the admissible takes, which leaves the
 wrong object in hand, or right / wrong where it is, against a random admissible take's chance). ``--seed`` is the
 job's ``--seed`` (the tiny model's initial weights, the walkthroughs' random moves and the SFT order).
+``--rename_objects K``: each warm-start example K times, K-1 of them with the object types permuted
+(:func:`renamed_pairs`), so that only the comparison of the goal's word with the observation's explains the labels
+across the copies. ``--save DIR`` keeps the trained warm start (for ``scripts/probe_take_skill.py fit``).
 ``--constrain``: every action is written under the job's ``--constrain_actions`` (``milegpo.trainer.constrained``: the
 text in the action block is one of the admissible actions). ``--phrase_verbs``: the verbs whose admissible actions
 are one token each (``milegpo.job.policy.PHRASE_VERBS``), met in ``--tokenizer_tasks`` games per split. One JSON
@@ -57,6 +62,48 @@ def take_facts(env: HouseholdEnv, action: str, admissible: list[str]) -> collect
     return facts
 
 
+def rename_classes() -> list[list[str]]:
+    """The object types of the rooms that hold the embedded default's task type (those train and ID games hold),
+    grouped by where they may lie (a type in two rooms keeps its first room's group; groups in the order the rooms
+    first list them, each sorted): ``--rename_objects`` permutes the types within a group, so that a renamed
+    walkthrough's search order still suits its object."""
+    from milegpo.envs.household.generator import ROOMS, UNSEEN_TYPES
+
+    groups: dict[tuple, set] = {}
+    placed: set = set()
+    for room in ROOMS.values():
+        if policy.EASY_TASK_TYPE in room.task_types:
+            for kind, (where, _) in room.objects.items():
+                if kind not in UNSEEN_TYPES and kind not in placed:
+                    groups.setdefault(where, set()).add(kind)
+                    placed.add(kind)
+    return [sorted(group) for group in groups.values()]
+
+
+def renamed_pairs(pairs, copies: int, seed: int) -> list[tuple[str, str]]:
+    """Each (prompt, completion) of ``pairs`` followed by ``copies - 1`` copies with the object types renamed in
+    prompt and completion alike (one random permutation within each of :func:`rename_classes` per copy, drawn from
+    ``seed + 1000``: a stream apart from the walkthroughs' random moves): the labels then follow the goal's word and
+    the observation's only through their being the same word."""
+    import random
+    import re
+
+    classes = rename_classes()
+    pattern = re.compile(r"\b(" + "|".join(kind for group in classes for kind in group) + r")\b")
+    rng = random.Random(seed + 1000)
+    out = []
+    for prompt, completion in pairs:
+        out.append((prompt, completion))
+        for _ in range(copies - 1):
+            names = {}
+            for group in classes:
+                shuffled = group[:]
+                rng.shuffle(shuffled)
+                names.update(zip(group, shuffled))
+            out.append(tuple(pattern.sub(lambda m: names[m.group(1)], text) for text in (prompt, completion)))
+    return out
+
+
 def actor(tok, model, constrain: bool, max_new_tokens: int = 16):
     """``act(prompt, sample, admissible) -> completion text`` of ``model``: greedy, or sampled at the evaluation's
     temperature 0.4; with ``constrain`` the action block is one of ``admissible`` (the job's ``--constrain_actions``)."""
@@ -94,8 +141,13 @@ def main(argv=None) -> dict:
     p.add_argument("--constrain", action="store_true", help="actions constrained to the admissible ones")
     p.add_argument("--phrase_verbs", nargs="+", help="verbs whose admissible actions are one token each")
     p.add_argument("--tokenizer_tasks", type=int, default=40, help="games per split the tokenizer is made of")
+    p.add_argument("--rename_objects", type=int, default=1, metavar="K",
+                   help="each warm-start example K times: as recorded and K-1 times with its object types renamed")
+    p.add_argument("--save", help="a folder to save the trained warm start in (for scripts/probe_take_skill.py)")
     p.add_argument("--policy", help="a warm-started policy folder (a run's sft/) to probe instead of training one")
     a = p.parse_args(argv)
+    if a.rename_objects < 1:
+        p.error(f"--rename_objects {a.rename_objects}: must be at least 1 (the example as recorded)")
     torch.set_num_threads(a.threads)
     k, style = a.max_receptacles, a.prompt_style
     t0 = time.perf_counter()
@@ -110,13 +162,22 @@ def main(argv=None) -> dict:
             policy.PHRASE_VERBS = tuple(a.phrase_verbs)
         tok = make_tokenizer(n_tasks=a.tokenizer_tasks, max_receptacles=k)
         model = make_model(tok, hidden=a.hidden, layers=a.layers, seed=a.seed)
+        recorded = policy.expert_pairs
+        if a.rename_objects > 1:  # the warm start's dataset is built from policy.expert_pairs
+            policy.expert_pairs = lambda *args, **kw: renamed_pairs(recorded(*args, **kw), a.rename_objects, a.seed)
         with tempfile.TemporaryDirectory() as d:
-            model, loss, n = sft_warm_start(model, tok, tasks, d + "/sft", epochs=a.epochs, learning_rate=a.lr,
-                                            disable_tqdm=True, use_cpu=True, prompt_style=style, seed=a.seed,
-                                            explore=a.explore, batch_size=a.sft_batch_size,
-                                            lr_scheduler_type=a.scheduler, show_context=a.show_context)
+            try:
+                model, loss, n = sft_warm_start(model, tok, tasks, d + "/sft", epochs=a.epochs, learning_rate=a.lr,
+                                                disable_tqdm=True, use_cpu=True, prompt_style=style, seed=a.seed,
+                                                explore=a.explore, batch_size=a.sft_batch_size,
+                                                lr_scheduler_type=a.scheduler, show_context=a.show_context)
+            finally:
+                policy.expert_pairs = recorded
             tok.save_pretrained(d)
             tok = reload_tokenizer(d)  # what the rollout decodes with
+        if a.save:
+            model.save_pretrained(a.save)
+            tok.save_pretrained(a.save)
     sft_s = time.perf_counter() - t0
 
     def context(info: dict) -> str:

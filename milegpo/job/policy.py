@@ -80,29 +80,38 @@ def expert_pairs(tasks: Sequence[Task], history_length: int = 2, explore: float 
     action is still the label): the policy also sees off-walkthrough states and how to recover from them.
     Episodes end at a win, a loss (WebShop: a purchase that is not the goal), or after ``task.horizon + 10``
     steps."""
+    return [(prompt, completion_text(label)) for _, prompt, label, _ in
+            expert_steps(tasks, history_length, explore, seed, expert, prompt_style, show_context)]
+
+
+def expert_steps(tasks: Sequence[Task], history_length: int = 2, explore: float = 0.0,
+                 seed: int = 0, expert: str = "search", prompt_style: str = "alfworld", show_context: bool = True):
+    """The steps :func:`expert_pairs` records, as ``(env, prompt, label, admissible)``: the environment in the state
+    the prompt shows (yielded before the step is played; one environment per kind, reset per task), the expert's
+    action and the admissible actions."""
     rng = random.Random(seed)
-    pairs = []
     envs: dict[str, Any] = {}  # one environment per kind, reset per task (an engine's start is paid once)
-    for task in tasks:
-        if task.env not in envs:
-            envs[task.env] = make_env(task.env)
-        env = envs[task.env]
-        act = env.expert(expert)
-        obs, adm, info = env.reset(dataclasses.replace(task, horizon=task.horizon + 10))
-        goal, shown = info["goal"], shown_actions(info)
-        hist: list[tuple[str, str]] = []
-        while not env.done:
-            label = act()
-            context = info.get("state_context", "") if show_context else ""
-            pairs.append((render_prompt(goal, obs, shown, hist, len(hist), history_length, prompt_style,
-                                        context=context), completion_text(label)))
-            a = rng.choice(adm) if explore and adm and rng.random() < explore else label
-            hist.append((obs, a))
-            obs, _, _, _, info = env.step(a)
-            adm, shown = info["admissible_actions"], shown_actions(info)
-    for env in envs.values():
-        env.close()
-    return pairs
+    try:
+        for task in tasks:
+            if task.env not in envs:
+                envs[task.env] = make_env(task.env)
+            env = envs[task.env]
+            act = env.expert(expert)
+            obs, adm, info = env.reset(dataclasses.replace(task, horizon=task.horizon + 10))
+            goal, shown = info["goal"], shown_actions(info)
+            hist: list[tuple[str, str]] = []
+            while not env.done:
+                label = act()
+                context = info.get("state_context", "") if show_context else ""
+                yield env, render_prompt(goal, obs, shown, hist, len(hist), history_length, prompt_style,
+                                         context=context), label, adm
+                a = rng.choice(adm) if explore and adm and rng.random() < explore else label
+                hist.append((obs, a))
+                obs, _, _, _, info = env.step(a)
+                adm, shown = info["admissible_actions"], shown_actions(info)
+    finally:
+        for env in envs.values():
+            env.close()
 
 
 def met_actions(tasks: Sequence[Task]) -> set[str]:
@@ -471,7 +480,8 @@ def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = 
     return str(out_dir), info
 
 
-__all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "met_actions", "easy_tasks",
+__all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "expert_steps", "met_actions",
+           "easy_tasks",
            "completion_text", "CHAT_TEMPLATE", "EASY_TASK_TYPE", "TOKENIZER_TEXTS", "TokenizerTexts", "household_texts",
            "played_texts", "tokenizer_texts", "PLAYED_TASKS", "PLAYED_STEPS", "MAX_PHRASES",
            "webshop_texts", "scienceworld_texts", "SCIENCEWORLD_SHORT_TYPES", "PHRASE_VERBS", "load_policy", "sft_tasks",

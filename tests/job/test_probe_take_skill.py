@@ -141,3 +141,30 @@ def test_decide_runs_on_an_untrained_policy(tmp_path):
     for kind in mod.DECISIONS:
         if res[kind]["states"]:
             assert 0 <= res[kind]["mean"] <= 1 and 0 <= res[kind]["above_0.9"] <= 1
+
+
+def test_fit_runs_on_an_untrained_policy(tmp_path):
+    """Both state sets, split by where the goal's object is and whether the lamp is in view: the counts are the
+    recording's states with a take admissible and nothing in hand, and the parts add up to the whole."""
+    from milegpo.job.policy import easy_tasks, expert_steps
+
+    mod = _probe()
+    _untrained_policy(tmp_path)
+    threads = torch.get_num_threads()
+    try:
+        res = mod.main(["fit", "--policy", str(tmp_path), "--sft_tasks", "3", "--games", "3", "--seed", "2"])
+    finally:
+        torch.set_num_threads(threads)
+    expected = {"sft": (easy_tasks("train", 3, start=64, max_receptacles=4), 2),
+                "held_out": (easy_tasks("id", 3, max_receptacles=4), 3)}
+    for name in mod.FIT_SETS:
+        tasks, seed = expected[name]
+        n = sum(1 for env, _, _, adm in expert_steps(tasks, 2, 0.2, seed, "search", "compact")
+                if not env.s.holding and any(a.startswith("take ") for a in adm))
+        cell = res[name]
+        assert sum(cell[w]["states"] for w in ("absent", "present") if w in cell) == n > 0
+        for where in ("absent", "present"):
+            if where in cell:
+                parts = [cell[k] for k in (f"{where}:lamp", f"{where}:no_lamp") if k in cell]
+                assert sum(c["states"] for c in parts) == cell[where]["states"]
+                assert 0 <= cell[where]["p_take"] <= 1
