@@ -480,10 +480,8 @@ def warm_start(job: JobArguments, cfg, model, tok, out_dir: Path, quiet: bool = 
     return str(out_dir), info
 
 
-__all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "expert_steps", "met_actions",
-           "easy_tasks",
-           "completion_text", "CHAT_TEMPLATE", "EASY_TASK_TYPE", "TOKENIZER_TEXTS", "TokenizerTexts", "household_texts",
-           "played_texts", "tokenizer_texts", "PLAYED_TASKS", "PLAYED_STEPS", "MAX_PHRASES",
-           "webshop_texts", "scienceworld_texts", "SCIENCEWORLD_SHORT_TYPES", "PHRASE_VERBS", "load_policy", "sft_tasks",
-           "warm_start", "reload_tokenizer",
-           "saved_task_settings"]
+__all__ = ["make_tokenizer", "make_model", "sft_warm_start", "sft_dataset", "expert_pairs", "expert_steps",
+           "met_actions", "easy_tasks", "completion_text", "CHAT_TEMPLATE", "EASY_TASK_TYPE", "TOKENIZER_TEXTS",
+           "TokenizerTexts", "household_texts", "played_texts", "tokenizer_texts", "PLAYED_TASKS", "PLAYED_STEPS",
+           "MAX_PHRASES", "webshop_texts", "scienceworld_texts", "SCIENCEWORLD_SHORT_TYPES", "PHRASE_VERBS",
+           "load_policy", "sft_tasks", "warm_start", "reload_tokenizer", "saved_task_settings"]

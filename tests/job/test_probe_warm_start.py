@@ -68,7 +68,7 @@ def test_take_facts_tells_an_absent_target_from_a_right_or_wrong_take():
 
 def test_renamed_pairs_rename_object_types_alike_in_prompt_and_label():
     """Each example once as recorded, then renamed copies: one permutation within each group of object types per
-    copy, applied to prompt and completion alike; every other word stays; the copies differ from each other."""
+    copy, applied to prompt and completion alike; every other word stays; most copies rename something."""
     import re
 
     from milegpo.job.policy import easy_tasks, expert_pairs
