@@ -82,6 +82,12 @@ def step_kind(env: HouseholdEnv, action: str, admissible: list[str]) -> str:
     return verb + (":holding_wrong" if holding_wrong(env) else "")
 
 
+def goal_takes(env: HouseholdEnv, admissible: list[str]) -> tuple[list[int], list[int]]:
+    """The indices of ``admissible``'s takes, and of those that take the goal's object type."""
+    takes = [i for i, x in enumerate(admissible) if x.startswith("take ")]
+    return takes, [i for i in takes if admissible[i].split()[1] == env.game.target_type]
+
+
 def corrected(env: HouseholdEnv, action: str, fix: str) -> str:
     """``action``, or the searching expert's action where ``fix`` corrects this kind of mistake (:data:`FIXES`)."""
     if fix not in FIXES:
@@ -213,9 +219,8 @@ def decide(a) -> dict:
 
     def choose(env: HouseholdEnv, prompt: str, admissible: list[str]) -> str:
         p = action_distribution(tok, model, prompt, admissible)
-        takes = [i for i, x in enumerate(admissible) if x.startswith("take ")]
+        takes, right = goal_takes(env, admissible)
         if takes and not env.s.holding:
-            right = [i for i in takes if admissible[i].split()[1] == env.game.target_type]
             p_take = sum(p[i] for i in takes)
             if right:
                 seen["present_p_take"].append(p_take)
@@ -251,17 +256,16 @@ def fit(a) -> dict:
     for name, (tasks, seed) in sets.items():
         seen = collections.defaultdict(list)
         for env, prompt, _, adm in expert_steps(tasks, 2, a.explore, seed, "search", TINY_DEFAULTS["prompt_style"]):
-            takes = [i for i, x in enumerate(adm) if x.startswith("take ")]
+            takes, right = goal_takes(env, adm)
             if takes and not env.s.holding:
                 p = action_distribution(tok, model, prompt, adm)
-                where = "present" if any(adm[i].split()[1] == env.game.target_type for i in takes) else "absent"
+                where = "present" if right else "absent"
                 lamp = "lamp" if any(x.startswith("use ") for x in adm) else "no_lamp"
                 p_take = sum(p[i] for i in takes)
                 seen[where].append(p_take)
                 seen[f"{where}:{lamp}"].append(p_take)
-        cell = {kind: {"states": len(v), "p_take": round(sum(v) / len(v), 3) if v else None}
-                for kind, v in sorted(seen.items())}
-        if seen["absent"] and seen["present"]:
+        cell = {kind: {"states": len(v), "p_take": round(sum(v) / len(v), 3)} for kind, v in sorted(seen.items())}
+        if "absent" in cell and "present" in cell:
             cell["gap"] = round(cell["present"]["p_take"] - cell["absent"]["p_take"], 3)
         res[name] = cell
     print(json.dumps(res), flush=True)
