@@ -52,7 +52,7 @@ from milegpo.job.arguments import TINY_DEFAULTS  # noqa: E402
 from milegpo.job.policy import completion_text, easy_tasks, expert_steps, reload_tokenizer  # noqa: E402
 from milegpo.rollout import parse_action, render_prompt  # noqa: E402
 from probe_group_signal import probe_trainer  # noqa: E402
-from probe_warm_start import actor, take_facts  # noqa: E402
+from probe_warm_start import actor, goal_takes, take_facts  # noqa: E402
 
 #: the corrections of ``headroom``: none, and the mistakes :func:`corrected` replaces
 FIXES = ("none", "take", "recover", "both")
@@ -80,12 +80,6 @@ def step_kind(env: HouseholdEnv, action: str, admissible: list[str]) -> str:
         facts = take_facts(env, action, admissible)
         return "take:absent" if facts["absent"] else ("take:right" if facts["right"] else "take:wrong")
     return verb + (":holding_wrong" if holding_wrong(env) else "")
-
-
-def goal_takes(env: HouseholdEnv, admissible: list[str]) -> tuple[list[int], list[int]]:
-    """The indices of ``admissible``'s takes, and of those that take the goal's object type."""
-    takes = [i for i, x in enumerate(admissible) if x.startswith("take ")]
-    return takes, [i for i in takes if admissible[i].split()[1] == env.game.target_type]
 
 
 def corrected(env: HouseholdEnv, action: str, fix: str) -> str:

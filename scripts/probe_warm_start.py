@@ -46,19 +46,23 @@ from milegpo.job.policy import easy_tasks, make_model, make_tokenizer, reload_to
 from milegpo.trainer.constrained import allowed_tokens_fn  # noqa: E402
 
 
+def goal_takes(env: HouseholdEnv, admissible: list[str]) -> tuple[list[int], list[int]]:
+    """The indices of ``admissible``'s takes, and of those that take the goal's object type."""
+    takes = [i for i, x in enumerate(admissible) if x.startswith("take ")]
+    return takes, [i for i in takes if admissible[i].split()[1] == env.game.target_type]
+
+
 def take_facts(env: HouseholdEnv, action: str, admissible: list[str]) -> collections.Counter:
     """What one ``take`` of the policy was: taken with the goal's object type absent from the admissible takes (the
     wrong object in hand: only a ``move`` back, which the expert never plays, undoes it), or present and right or
     wrong, with the chance of a random admissible take being right."""
-    target = env.game.target_type
-    options = [x for x in admissible if x.startswith("take ")]
-    right = [x for x in options if x.split()[1] == target]
+    takes, right = goal_takes(env, admissible)
     facts = collections.Counter(takes=1)
     if not right:
         facts["absent"] += 1
     else:
-        facts.update(present=1, right=int(action in right))
-        facts["chance"] += len(right) / len(options)
+        facts.update(present=1, right=int(action in [admissible[i] for i in right]))
+        facts["chance"] += len(right) / len(takes)
     return facts
 
 
