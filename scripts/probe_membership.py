@@ -60,16 +60,11 @@ def example(rng: random.Random, words: list[str], shape: str) -> tuple[str, bool
 
 
 def batch(tok, rng, words, shape, n, answer_ids):
-    """``n`` examples, left-padded (the answer is read at the last position), and their answer token ids."""
+    """``n`` examples, padded by the job's tokenizer (on the left: the answer is read at the last position), and
+    their answer token ids."""
     pairs = [example(rng, words, shape) for _ in range(n)]
-    ids = [tok(text, add_special_tokens=False)["input_ids"] for text, _ in pairs]
-    width = max(map(len, ids))
-    x = torch.full((n, width), tok.pad_token_id)
-    mask = torch.zeros((n, width), dtype=torch.long)
-    for r, row in enumerate(ids):
-        x[r, width - len(row):] = torch.tensor(row)
-        mask[r, width - len(row):] = 1
-    return x, mask, torch.tensor([answer_ids[a] for _, a in pairs])
+    enc = tok([text for text, _ in pairs], add_special_tokens=False, padding=True, return_tensors="pt")
+    return enc["input_ids"], enc["attention_mask"], torch.tensor([answer_ids[a] for _, a in pairs])
 
 
 def main(argv=None) -> dict:
