@@ -20,7 +20,8 @@ correction adds is the most that learning that skill alone could add.
 ``decide`` says how the policy makes the take decision: the constrained policy's exact distribution over the
 admissible actions (:func:`action_distribution`: each action's probability teacher-forced, renormalised over the
 admissible continuations at every token of the action block, as ``--constrain_actions`` samples at temperature 1),
-on the first ``--games`` games of ``--split`` played by sampling from it (the rollout's temperature 1.0). At every
+on the first ``--games`` games of ``--split`` played by sampling from it (at ``--temperature``: the rollout's 1.0, the
+evaluation's 0.4; ``--normalise sequence``: each admissible completion's whole probability over their sum). At every
 state with a take admissible and nothing in hand: the probability of taking anything, where the goal's object type
 is absent from the takes (the right move is to go on) and where it is present (and of taking it): whether the take
 depends on the goal's object being there, and how sure the policy is. One JSON line per result on stdout.
@@ -63,6 +64,8 @@ DECISIONS = ("absent_p_take", "present_p_take", "present_p_right")
 FIT_SETS = ("sft", "held_out")
 #: the methods ``credit`` scores the same batch with, beside the job's own
 CREDIT_METHODS = ("grpo", "gigpo", "graphgpo")
+#: how :func:`action_distribution` makes the model's probabilities a distribution over the admissible actions
+NORMALISE = ("token", "sequence")
 
 
 def holding_wrong(env: HouseholdEnv) -> bool:
@@ -169,11 +172,17 @@ def headroom(a) -> list[dict]:
     return out
 
 
-def action_distribution(tok, model, prompt: str, admissible: list[str]) -> list[float]:
-    """The probability of each of ``admissible`` under ``model`` constrained to them at temperature 1, given the
-    warm start's thought (:func:`milegpo.job.policy.completion_text`): every completion teacher-forced in one batch,
-    each of its tokens' log-probabilities renormalised over the tokens the admissible completions that share its
-    prefix go on with (the constraint's trie: a forced token costs nothing). Sums to 1 up to rounding."""
+def action_distribution(tok, model, prompt: str, admissible: list[str], normalise: str = "token",
+                        temperature: float = 1.0) -> list[float]:
+    """The probability of each of ``admissible`` under ``model`` constrained to them at ``temperature``, given the
+    warm start's thought (:func:`milegpo.job.policy.completion_text`): every completion teacher-forced in one batch.
+    ``normalise="token"`` (``--constrain_actions``' sampling): each of its tokens' log-probabilities renormalised over
+    the tokens the admissible completions that share its prefix go on with (the constraint's trie: a forced token
+    costs nothing). ``"sequence"``: the model's distribution conditioned on the completion being admissible, each
+    completion's whole probability over their sum (an action's later tokens count: a take of an object the model
+    would not write after ``take`` is unlikely, however likely ``take``). Sums to 1 up to rounding."""
+    if normalise not in NORMALISE:
+        raise ValueError(f"normalise must be one of {NORMALISE}, got {normalise!r}")
     prompt_ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
                                          return_dict=True)["input_ids"]
     seqs = [tok(completion_text(a), add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for a in admissible]
@@ -184,7 +193,10 @@ def action_distribution(tok, model, prompt: str, admissible: list[str]) -> list[
         batch[i, :n + len(seq)] = torch.tensor(prompt_ids + seq)
         mask[i, :n + len(seq)] = 1
     with torch.no_grad():
-        logp = torch.log_softmax(model(input_ids=batch, attention_mask=mask).logits.double(), -1)
+        logp = torch.log_softmax(model(input_ids=batch, attention_mask=mask).logits.double() / temperature, -1)
+    if normalise == "sequence":
+        total = torch.stack([sum(logp[i, n + j - 1, t] for j, t in enumerate(seq)) for i, seq in enumerate(seqs)])
+        return torch.softmax(total, 0).tolist()
     total = [0.0] * len(seqs)
     for j in range(longest):
         sharing = collections.defaultdict(list)  # the completions that share their first j tokens
@@ -212,7 +224,7 @@ def decide(a) -> dict:
     seen = collections.defaultdict(list)
 
     def choose(env: HouseholdEnv, prompt: str, admissible: list[str]) -> str:
-        p = action_distribution(tok, model, prompt, admissible)
+        p = action_distribution(tok, model, prompt, admissible, a.normalise, a.temperature)
         takes, right = goal_takes(env, admissible)
         if takes and not env.s.holding:
             p_take = sum(p[i] for i in takes)
@@ -224,7 +236,8 @@ def decide(a) -> dict:
         return admissible[rng.choices(range(len(admissible)), p)[0]]
 
     won = sum(play(task, choose) for task in tasks)
-    res = {"policy": a.policy, "split": a.split, "games": a.games, "success": round(100 * won / a.games, 1)}
+    res = {"policy": a.policy, "split": a.split, "normalise": a.normalise, "temperature": a.temperature,
+           "games": a.games, "success": round(100 * won / a.games, 1)}
     for kind in DECISIONS:
         values = torch.tensor(seen[kind], dtype=torch.double)
         res[kind] = {"states": len(values)} if not len(values) else {
@@ -246,13 +259,13 @@ def fit(a) -> dict:
     sets = {"sft": (easy_tasks("train", a.sft_tasks, horizon=a.horizon, start=TINY_DEFAULTS["num_train_tasks"],
                                 max_receptacles=k), a.seed),
             "held_out": (easy_tasks("id", a.games, horizon=a.horizon, max_receptacles=k), a.seed + 1)}
-    res = {"policy": a.policy, "seed": a.seed, "sft_tasks": a.sft_tasks, "games": a.games}
+    res = {"policy": a.policy, "normalise": a.normalise, "seed": a.seed, "sft_tasks": a.sft_tasks, "games": a.games}
     for name, (tasks, seed) in sets.items():
         seen = collections.defaultdict(list)
         for env, prompt, _, adm in expert_steps(tasks, 2, a.explore, seed, "search", TINY_DEFAULTS["prompt_style"]):
             takes, right = goal_takes(env, adm)
             if takes and not env.s.holding:
-                p = action_distribution(tok, model, prompt, adm)
+                p = action_distribution(tok, model, prompt, adm, a.normalise)
                 where = "present" if right else "absent"
                 lamp = "lamp" if any(x.startswith("use ") for x in adm) else "no_lamp"
                 p_take = sum(p[i] for i in takes)
@@ -282,6 +295,10 @@ def main(argv=None):
     p.add_argument("--fixes", nargs="+", choices=FIXES, default=list(FIXES), help="headroom")
     p.add_argument("--sft_tasks", type=int, default=64, help="fit: the job's --sft_tasks (its warm-start games)")
     p.add_argument("--explore", type=float, default=0.2, help="fit: the job's --sft_explore")
+    p.add_argument("--normalise", default="token", choices=NORMALISE,
+                   help="decide, fit: the distribution over the admissible actions (action_distribution)")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="decide: the sampling temperature (the rollout's 1.0; the evaluation's 0.4)")
     a = p.parse_args(argv)
     return {"credit": credit, "headroom": headroom, "decide": decide, "fit": fit}[a.probe](a)
 

@@ -223,7 +223,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
                               "num_env_workers", "env_errors", "env_step_timeout", "rollout_parts", "success_threshold",
                               "tool_timeout"),
     "rollout": ("groups_per_iteration", "group_size", "history_length", "prompt_style", "require_think",
-                "constrain_actions", "constrain_query", "temperature", "max_completion_length", "state_anchor",
+                "constrain_actions", "constrain_query", "constrained_sampling", "temperature", "max_completion_length", "state_anchor",
                 "show_state_context"),
     "credit": ("credit_method", "credit_variant", "credit_preset", "credit_overrides", "credit_backend",
                "credit_device", "invalid_action_penalty", "state_similarity", "state_similarity_verify",

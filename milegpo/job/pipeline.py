@@ -184,6 +184,7 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
         f"{' / ' + cfg.task_type if cfg.task_type else ''}, horizon {cfg.horizon}; credit "
         f"{get_method(cfg.credit_method).display_name(cfg.credit_variant)}"
         f"{'; actions constrained to the admissible ones' if cfg.constrain_actions else ''}"
+        f"{', each drawn whole' if cfg.constrain_actions and cfg.constrained_sampling == 'sequence' else ''}"
         f"{', queries to the goal words' if cfg.constrain_query else ''}")
     short = short_run_line(job, cfg)
     if short:
@@ -249,7 +250,8 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
         "policy": job.model_name_or_path or "tiny", "env": cfg.env, "task_type": cfg.task_type,
         "credit_method": cfg.credit_method, "credit_variant": cfg.credit_variant, "iterations": cfg.max_steps,
         "groups_per_iteration": cfg.groups_per_iteration, "group_size": cfg.group_size, "horizon": cfg.horizon,
-        "constrain_actions": cfg.constrain_actions, "constrain_query": cfg.constrain_query, "splits": splits,
+        "constrain_actions": cfg.constrain_actions, "constrain_query": cfg.constrain_query,
+        "constrained_sampling": cfg.constrained_sampling, "splits": splits,
         "before": before, "after": after, **sft_info,
         "train_s": train_s,
         "train_success_first": history[0]["success_rate"] if history else float("nan"),

@@ -32,7 +32,7 @@ import torch
 from trl import GRPOConfig
 
 from ..credit import BACKENDS, METHODS, VARIANTS, CreditConfig, check_fields, check_method, presets
-from .constrained import MIN_CONSTRAINED_TOKENS
+from .constrained import MIN_CONSTRAINED_TOKENS, SAMPLING
 from ..envs import EnvError, task_space
 from ..envs.registry import UnknownKind
 from ..envs.anchors import DEFAULT_STATE_ANCHOR, STATE_ANCHORS, check_state_anchor
@@ -174,6 +174,14 @@ class MileGPOConfig(GRPOConfig):
             lower-cased, each word once), separated by single spaces: the policy picks the words, their order and
             the query's length, and writes no other word (vLLM: the same rule in the row's regex). Logged as
             `constrain_query` when on. Needs `constrain_actions`.
+        constrained_sampling (`str`, defaults to `"token"`): with `constrain_actions`, how an action is drawn from
+            the row's admissible ones: `token` (token by token, each renormalised over the admissible continuations:
+            a first token's mass goes to the actions that begin with it, so where `take` is likely some `take X` is
+            taken whatever the model thinks of X) or `sequence` (each admissible action by its whole probability at
+            the sampling temperature over their sum: the model's distribution conditioned on an admissible action;
+            two extra forward passes per row when its action block opens, of its text and of its actions;
+            transformers generation only, no template actions). `milegpo.trainer.constrained`. Logged as
+            `constrained_sampling_sequence` when `sequence`.
     Credit:
         credit_method (`str`, defaults to `"milegpo"`): a name of `milegpo.credit.METHODS`: `grpo`, `gigpo`,
             `graphgpo`, `milegpo`, `hgpo`, `g2po`, `beacon` (reads the rows' milestones: the environment's
@@ -286,6 +294,9 @@ class MileGPOConfig(GRPOConfig):
     constrain_query: bool = field(default=False, metadata={
         "help": "With --constrain_actions: a template's query (WebShop's search text) is made of the goal's words "
                 "only (any of them, any order, separated by single spaces)."})
+    constrained_sampling: str = field(default="token", metadata={
+        "help": "With --constrain_actions, how an action is drawn: token (each token renormalised over the admissible "
+                "continuations) or sequence (each admissible action by its whole probability; transformers only)."})
     # ---- credit
     credit_method: str = field(default="milegpo", metadata={"help": f"Advantage estimator: {', '.join(METHODS)} "
                                                                      "(milegpo.credit.METHODS)."})
@@ -564,6 +575,14 @@ class MileGPOConfig(GRPOConfig):
             raise _refused("constrain_query", True, "needs constrain_actions=True (it constrains the query inside a "
                                                     "constrained action block; with --constrain_actions false pass "
                                                     "--constrain_query false too)")
+        if self.constrained_sampling not in SAMPLING:
+            raise _refused("constrained_sampling", self.constrained_sampling, f"must be one of {', '.join(SAMPLING)}")
+        if self.constrained_sampling == "sequence" and not self.constrain_actions:
+            raise _refused("constrained_sampling", "sequence", "needs constrain_actions=True (it draws among the "
+                                                               "admissible actions)")
+        if self.constrained_sampling == "sequence" and self.use_vllm:
+            raise _refused("constrained_sampling", "sequence", "is not available with use_vllm (vLLM's structured "
+                                                               "outputs draw token by token); use 'token' there")
         if self.constrain_actions and self.use_vllm and self.vllm_mode != "colocate":
             raise _refused("constrain_actions", True, f"with use_vllm needs vllm_mode='colocate' (got "
                                                       f"{self.vllm_mode!r}: TRL's vLLM client sends one structured-"

@@ -35,6 +35,17 @@ Two backends, one rule:
   and the parser reads the last one. A completion cut by ``max_tokens`` before its block closes is not
   admissible (vLLM does not plan for the budget).
 
+How an action is drawn (``MileGPOConfig.constrained_sampling``, transformers only):
+
+- ``token`` (the default): token by token, each token's probability renormalised over the tokens the admissible
+  actions sharing the prefix go on with. A first token's whole mass goes to the actions that begin with it: where
+  ``take`` is likely, some ``take X`` is taken whatever the model thinks of each X after it;
+- ``sequence``: when the action block opens, each admissible action is drawn with its whole probability under the
+  model at the sampling temperature (its tokens, ``</action>`` and EOS) over their sum, the model's distribution
+  conditioned on writing an admissible action (:class:`SequenceScorer`: a forward pass of the row's text so far,
+  then one batched pass over its actions reading that pass's cache); its tokens are then forced. The free text before ``<action>`` is sampled as with ``token``. A row with
+  a template action (a free query) is refused: its actions cannot be listed.
+
 The loss trains the model's own (unconstrained) log-probabilities of the tokens sampled under the mask:
 the mask changes which tokens are sampled, not what the policy gradient differentiates.
 """
@@ -45,6 +56,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import torch
+
 from ..envs.base import QUERY_FORBIDDEN, WORD_EDGE_PUNCTUATION, action_template, goal_words  # re-exported
 from ..usage import RunError
 
@@ -54,6 +67,8 @@ OPEN_TAG, CLOSE_TAG = "<action>", "</action>"
 MIN_CONSTRAINED_TOKENS = 4
 #: the regex of a query (a template's free text) in :func:`action_regex`: no forbidden character, not blank
 QUERY_REGEX = r"[^\[\]<>]*[^\[\]<>\s][^\[\]<>]*"
+#: how an action is drawn from a row's admissible ones (``MileGPOConfig.constrained_sampling``; module docstring)
+SAMPLING = ("token", "sequence")
 
 
 def _encode(tokenizer, text: str) -> list[int]:
@@ -128,6 +143,11 @@ class Vocabulary:
             self._words[key] = QueryWords.build(self.tokenizer, key)
         return self._words[key]
 
+    def action_ids(self, action: str) -> list[int]:
+        """The tokens of an admissible action (not a template) in the action block: its spelling, then
+        ``</action>``."""
+        return _spelled(self.tokenizer, action, "admissible action") + self.close_ids
+
     def trie(self, admissible: Sequence[str], query_tokens: int = 1) -> _Node:
         """The token trie of ``admissible`` (cached per list); ``query_tokens``: the fewest tokens a template's
         query takes (1 for free text; the shortest word of a query of words), for the budget."""
@@ -137,7 +157,7 @@ class Vocabulary:
             for entry in admissible:
                 name = action_template(entry)
                 ids = _spelled(self.tokenizer, f"{name}[", f"prefix of the admissible action {entry!r},") \
-                    if name is not None else _spelled(self.tokenizer, entry, "admissible action") + self.close_ids
+                    if name is not None else self.action_ids(entry)
                 node = root
                 for t in ids:
                     node = node.children.setdefault(t, _Node())
@@ -215,6 +235,7 @@ class _Row:
     being forced (open: ``<action>``, close: ``]</action>``); ``node``: where in the trie (trie); ``words``: the
     row's query words (None: a free query), ``word_nodes`` where in their tries (words)."""
 
+    index: int
     prompt_length: int
     seen: int
     trie: _Node
@@ -231,8 +252,21 @@ class ActionConstraint:
     prompt + generated ids so far (1-D); the first call of a row sees its (left-padded) prompt only."""
 
     def __init__(self, vocabulary: Vocabulary, admissible: Sequence[Sequence[str]], max_new_tokens: int,
-                 query_words: Sequence[Sequence[str] | None] | None = None):
+                 query_words: Sequence[Sequence[str] | None] | None = None,
+                 scorer: "SequenceScorer | None" = None, prompts: Sequence[Sequence[int]] | None = None):
         self.v = vocabulary
+        if scorer is not None and (prompts is None or len(prompts) != len(admissible)):
+            raise ValueError(f"constrained_sampling='sequence' needs each row's prompt ids: "
+                             f"{'none' if prompts is None else len(prompts)} for {len(admissible)} rows")
+        self.admissible, self.scorer = admissible, scorer
+        self.prompts = None if prompts is None else [list(map(int, p)) for p in prompts]
+        if scorer is not None:
+            for actions in admissible:
+                template = next((a for a in actions if action_template(a) is not None), None)
+                if template is not None:
+                    raise ConstraintError(f"constrained_sampling='sequence': the admissible action {template!r} is "
+                                          "a template with a free query, whose completions cannot be listed and "
+                                          "scored; use constrained_sampling='token'")
         if query_words is not None and len(query_words) != len(admissible):
             raise ValueError(f"constrain_query: {len(query_words)} rows of query words for {len(admissible)} rows")
         self.words = [None if query_words is None or not query_words[i] or not admissible[i]
@@ -254,7 +288,7 @@ class ActionConstraint:
             return self.v.all_ids
         row = self.rows.get(batch_id)
         if row is None:
-            row = self.rows[batch_id] = _Row(prompt_length=len(ids), seen=len(ids), trie=trie,
+            row = self.rows[batch_id] = _Row(index=batch_id, prompt_length=len(ids), seen=len(ids), trie=trie,
                                              words=self.words[batch_id])
         for end in range(row.seen + 1, len(ids) + 1):
             self._advance(row, ids[row.prompt_length:end])
@@ -266,11 +300,11 @@ class ActionConstraint:
         token, v = generated[-1], self.v
         if row.mode == "free":
             if generated[-len(v.open_ids):] == v.open_ids:
-                row.mode, row.node = "trie", row.trie
+                row.mode, row.node = "trie", self._root(row, generated)
         elif row.mode == "open":
             row.at += 1
             if row.at == len(v.open_ids):
-                row.mode, row.node = "trie", row.trie
+                row.mode, row.node = "trie", self._root(row, generated)
         elif row.mode == "trie":
             child = row.node.children.get(token)
             if child is None and row.words is not None:  # a query's first token, of its first word
@@ -298,6 +332,20 @@ class ActionConstraint:
                 row.mode = "eos"
         else:  # eos: EOS was written
             row.mode = "done"
+
+    def _root(self, row: _Row, generated: list[int]) -> _Node:
+        """Where the action block starts in the trie: the row's trie (``token``), or with a scorer (``sequence``)
+        the trie of the one action drawn by its whole probability after ``generated`` (its tokens are then
+        forced)."""
+        if self.scorer is None:
+            return row.trie
+        spelled = {}  # one entry per token sequence, as the trie has one path (two spellings of one action: one)
+        for action in self.admissible[row.index]:
+            spelled.setdefault(tuple(self.v.action_ids(action)), action)
+        paths = list(spelled)
+        scores = self.scorer(self.prompts[row.index] + list(generated), paths, self.v.eos)
+        drawn = int(torch.multinomial(torch.softmax(scores.double(), 0), 1))
+        return self.v.trie([spelled[paths[drawn]]])
 
     def _allowed(self, row: _Row, generated: list[int]) -> list[int]:
         v, left = self.v, self.max_new_tokens - len(generated)
@@ -353,19 +401,68 @@ class ActionConstraint:
                 if OPEN_TAG in self.v.tokenizer.decode(tail + [t]) and (generated + [t])[-n_open:] != self.v.open_ids}
 
 
+class SequenceScorer:
+    """The whole log-probability of each of a row's continuations under ``model`` at ``temperature``
+    (``constrained_sampling='sequence'``): ``scorer(prefix, continuations, eos) -> tensor``, entry ``i`` the sum over
+    the tokens of ``continuations[i]`` of their log-probabilities (logits over ``temperature``, softmax over the
+    vocabulary) after ``prefix`` and the tokens before them, plus that of ending there (any of the ``eos`` ids).
+    Without gradients: one forward pass of ``prefix`` whose key-value cache every continuation then reads, in one
+    right-padded batch (the prefix is not run once per action)."""
+
+    def __init__(self, model, temperature: float = 1.0):
+        if not temperature > 0:
+            raise ValueError(f"constrained_sampling='sequence': temperature must be > 0, got {temperature}")
+        self.model, self.temperature = model, float(temperature)
+
+    def __call__(self, prefix: Sequence[int], continuations: Sequence[Sequence[int]],
+                 eos: Sequence[int]) -> torch.Tensor:
+        n, k, lengths = len(prefix), len(continuations), [len(c) for c in continuations]
+        device = next(self.model.parameters()).device
+        tokens = torch.zeros((k, max(lengths)), dtype=torch.long)
+        mask = torch.ones((k, n + max(lengths)), dtype=torch.long)
+        for i, c in enumerate(continuations):
+            tokens[i, :len(c)] = torch.tensor(list(c))
+            mask[i, n + len(c):] = 0
+        tokens, mask = tokens.to(device), mask.to(device)
+        with torch.no_grad():
+            head = self.model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True)
+            # transformers 5.25 names the cache ``cache`` (in and out), earlier versions ``past_key_values``
+            name = "cache" if "cache" in head else "past_key_values"
+            cache = head.get(name)
+            if cache is None:  # a model that keeps no cache: each continuation after the whole prefix
+                full = torch.cat([torch.tensor([list(prefix)], device=device).expand(k, -1), tokens], 1)
+                rest = self.model(input_ids=full, attention_mask=mask).logits[:, n:]
+            else:
+                cache.batch_repeat_interleave(k)
+                positions = torch.arange(n, n + max(lengths), device=device).expand(k, -1)
+                rest = self.model(input_ids=tokens, attention_mask=mask, position_ids=positions, use_cache=True,
+                                  **{name: cache}).logits
+        # position j of ``logits`` predicts continuation token j (j = 0: the prefix's last position)
+        logits = torch.cat([head.logits[:, -1:].expand(k, -1, -1), rest], 1)
+        logp = torch.log_softmax(logits.float() / self.temperature, -1)
+        taken = logp[:, :-1].gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        lengths_t = torch.tensor(lengths, device=logp.device)
+        taken = torch.where(torch.arange(max(lengths), device=logp.device) < lengths_t[:, None], taken, 0.0)
+        ends = logp[torch.arange(k, device=logp.device), lengths_t]
+        return taken.sum(1) + torch.logsumexp(ends[:, list(eos)], -1)
+
+
 _VOCABULARIES: dict[int, tuple[object, Vocabulary]] = {}
 
 
 def allowed_tokens_fn(tokenizer, eos_token_ids: Sequence[int], admissible: Sequence[Sequence[str]],
-                      max_new_tokens: int, query_words: Sequence[Sequence[str] | None] | None = None
+                      max_new_tokens: int, query_words: Sequence[Sequence[str] | None] | None = None,
+                      scorer: SequenceScorer | None = None, prompts: Sequence[Sequence[int]] | None = None
                       ) -> ActionConstraint:
     """The ``prefix_allowed_tokens_fn`` of one ``generate`` call: row ``i`` writes one of ``admissible[i]`` in its
     action block (an empty list: row ``i`` is free); ``query_words[i]``: the words row ``i``'s query is made of
-    (``constrain_query``; None or no list: a free query). The tokenizer's :class:`Vocabulary` is built once."""
+    (``constrain_query``; None or no list: a free query). ``scorer`` (``constrained_sampling='sequence'``): each
+    row's action is drawn by its whole probability after ``prompts[i]`` (the row's prompt ids, unpadded) and the
+    text written before it. The tokenizer's :class:`Vocabulary` is built once."""
     held = _VOCABULARIES.get(id(tokenizer))
     if held is None or held[0] is not tokenizer:
         held = _VOCABULARIES[id(tokenizer)] = (tokenizer, Vocabulary(tokenizer, eos_token_ids))
-    return ActionConstraint(held[1], admissible, max_new_tokens, query_words)
+    return ActionConstraint(held[1], admissible, max_new_tokens, query_words, scorer, prompts)
 
 
 def _regex_literal(text: str) -> str:
@@ -389,5 +486,6 @@ def action_regex(admissible: Sequence[str], query_words: Sequence[str] | None = 
     return r"[\s\S]*" + _regex_literal(OPEN_TAG) + "(" + "|".join(choices) + ")" + _regex_literal(CLOSE_TAG)
 
 
-__all__ = ["ConstraintError", "MIN_CONSTRAINED_TOKENS", "ActionConstraint", "Vocabulary", "QueryWords", "allowed_tokens_fn", "action_regex", "goal_words",
+__all__ = ["ConstraintError", "MIN_CONSTRAINED_TOKENS", "SAMPLING", "ActionConstraint", "Vocabulary", "QueryWords",
+           "SequenceScorer", "allowed_tokens_fn", "action_regex", "goal_words",
            "OPEN_TAG", "CLOSE_TAG", "QUERY_FORBIDDEN", "QUERY_REGEX", "WORD_EDGE_PUNCTUATION"]

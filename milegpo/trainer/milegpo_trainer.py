@@ -274,8 +274,10 @@ class MileGPOTrainer(trl_seam.GRPOHooks):
         admissible: per prompt, the actions its ``<action>`` block is constrained to (``constrain_actions``;
         :mod:`milegpo.trainer.constrained`): vLLM's structured outputs, one regex per prompt
         (:func:`~milegpo.trl_seam.guided_vllm_generate`), or transformers' ``generate`` with a
-        ``prefix_allowed_tokens_fn``; None: unconstrained. query_words: per prompt, the words a template's query
-        is made of (``constrain_query``: its goal's words), None: free queries."""
+        ``prefix_allowed_tokens_fn`` (``constrained_sampling='sequence'``: with a
+        :class:`~milegpo.trainer.constrained.SequenceScorer` of the model at the sampling temperature); None:
+        unconstrained. query_words: per prompt, the words a template's query is made of (``constrain_query``: its
+        goal's words), None: free queries."""
         prompt_ids = trl_seam.tokenize_prompts(self, prompts)
         words = query_words if query_words is not None else [None] * len(prompts)
         tokenizer = trl_seam.tokenizer(self)
@@ -283,9 +285,12 @@ class MileGPOTrainer(trl_seam.GRPOHooks):
             completion_ids, logprobs = trl_seam.guided_vllm_generate(
                 self, prompt_ids, [constrained.action_regex(a, w) if a else None for a, w in zip(admissible, words)])
         elif admissible is not None:
+            model = self.accelerator.unwrap_model(self.model_wrapped)
+            scorer = constrained.SequenceScorer(model, self.generation_config.temperature) \
+                if self.args.constrained_sampling == "sequence" else None
             allowed = constrained.allowed_tokens_fn(tokenizer, self.eos_token_ids, admissible,
-                                                    self.generation_config.max_new_tokens, words)
-            with _generate_with(self.accelerator.unwrap_model(self.model_wrapped), prefix_allowed_tokens_fn=allowed):
+                                                    self.generation_config.max_new_tokens, words, scorer, prompt_ids)
+            with _generate_with(model, prefix_allowed_tokens_fn=allowed):
                 completion_ids, logprobs = trl_seam.generate_single_turn(self, prompt_ids)
         else:
             completion_ids, logprobs = trl_seam.generate_single_turn(self, prompt_ids)
@@ -471,6 +476,8 @@ class MileGPOTrainer(trl_seam.GRPOHooks):
             m["constrain_actions"].append(1.0)
         if self.args.constrain_query:  # the queries were made of the goal's words (reported when on)
             m["constrain_query"].append(1.0)
+        if self.args.constrain_actions and self.args.constrained_sampling == "sequence":  # actions drawn whole
+            m["constrained_sampling_sequence"].append(1.0)
         m["rows/iteration"].append(float(world_rows.sum()))
         m["rows/per_process_max"].append(float(world_rows.max()))
         m["rows/per_process_min"].append(float(world_rows.min()))
@@ -672,6 +679,8 @@ class MileGPOTrainer(trl_seam.GRPOHooks):
                 metrics[f"{metric_key_prefix}_constrain_actions"] = 1.0
             if self.args.constrain_query:
                 metrics[f"{metric_key_prefix}_constrain_query"] = 1.0
+            if self.args.constrain_actions and self.args.constrained_sampling == "sequence":
+                metrics[f"{metric_key_prefix}_constrained_sampling_sequence"] = 1.0
             metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
             self.log(metrics)
         finally:

@@ -128,6 +128,33 @@ def test_action_distribution_is_the_constrained_samplers(tmp_path):
     assert checked >= 10 and takes >= 1
 
 
+def test_sequence_distribution_is_the_sequence_samplers(tmp_path):
+    """``normalise="sequence"``: each admissible action's probability is the softmax of the scores the job's
+    ``--constrained_sampling sequence`` draws by (SequenceScorer after the prompt and the thought, each action's
+    tokens as the constraint spells them), at temperatures 1 and 0.4."""
+    from milegpo.envs import HouseholdEnv
+    from milegpo.job.policy import easy_tasks
+    from milegpo.rollout import render_prompt
+    from milegpo.trainer.constrained import SequenceScorer, Vocabulary
+
+    mod = _probe()
+    tok, model = _untrained_policy(tmp_path)
+    vocabulary = Vocabulary(tok, [tok.eos_token_id])
+    env = HouseholdEnv()
+    obs, adm, info = env.reset(easy_tasks("id", 1, max_receptacles=4)[0])
+    prompt = render_prompt(info["goal"], obs, adm, [], 0, 2, "compact", info.get("state_context", ""))
+    prompt_ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                         return_dict=True)["input_ids"]
+    thought = tok("<think> i act </think> <action>", add_special_tokens=False)["input_ids"]
+    for temperature in (1.0, 0.4):
+        p = mod.action_distribution(tok, model, prompt, adm, "sequence", temperature)
+        scores = SequenceScorer(model, temperature)(prompt_ids + thought, [vocabulary.action_ids(a) for a in adm],
+                                                    vocabulary.eos)
+        want = torch.softmax(scores.double(), 0).tolist()
+        assert abs(sum(p) - 1) < 1e-9 and max(abs(x - y) for x, y in zip(p, want)) < 1e-5, (p, want)
+        assert p != mod.action_distribution(tok, model, prompt, adm, "token", temperature)
+
+
 def test_decide_runs_on_an_untrained_policy(tmp_path):
     mod = _probe()
     _untrained_policy(tmp_path)

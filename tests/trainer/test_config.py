@@ -107,6 +107,12 @@ def test_every_field_is_a_documented_flag():
     (["--constrain_actions", "true", "--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_tensor_parallel_size",
       "2"], r"MileGPOConfig.constrain_actions=True: with use_vllm needs vllm_tensor_parallel_size=1 \(got 2\)$"),
     (["--constrain_query", "true"], r"MileGPOConfig.constrain_query=True: needs constrain_actions=True \(it "),
+    (["--constrained_sampling", "sentence"], r"MileGPOConfig.constrained_sampling='sentence': must be one of token, "
+                                             r"sequence$"),
+    (["--constrained_sampling", "sequence"], r"MileGPOConfig.constrained_sampling='sequence': needs "
+                                             r"constrain_actions=True"),
+    (["--constrain_actions", "true", "--constrained_sampling", "sequence", "--use_vllm", "true", "--vllm_mode",
+      "colocate"], r"MileGPOConfig.constrained_sampling='sequence': is not available with use_vllm"),
     (["--max_tool_calling_iterations", "5"],
      r"MileGPOConfig.max_tool_calling_iterations=5: GRPOTrainer's tool-calling budget is not read: MileGPOTrainer's is "
      r"horizon \(.*now 50\)"),
