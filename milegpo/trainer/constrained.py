@@ -43,8 +43,9 @@ How an action is drawn (``MileGPOConfig.constrained_sampling``, transformers onl
 - ``sequence``: when the action block opens, each admissible action is drawn with its whole probability under the
   model at the sampling temperature (its tokens, ``</action>`` and EOS) over their sum, the model's distribution
   conditioned on writing an admissible action (:class:`SequenceScorer`: a forward pass of the row's text so far,
-  then one batched pass over its actions reading that pass's cache); its tokens are then forced. The free text before ``<action>`` is sampled as with ``token``. A row with
-  a template action (a free query) is refused: its actions cannot be listed.
+  then one batched pass over its actions reading that pass's cache); its tokens are then forced. The free text
+  before ``<action>`` is sampled as with ``token``. A row with a template action (a free query) is refused: its
+  actions cannot be listed.
 
 The loss trains the model's own (unconstrained) log-probabilities of the tokens sampled under the mask:
 the mask changes which tokens are sampled, not what the policy gradient differentiates.

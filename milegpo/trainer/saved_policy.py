@@ -26,14 +26,16 @@ EVAL_FIELDS = ("num_eval_tasks", "eval_group_size", "eval_temperature", "seed")
 #: that many games; it and ``group_size`` also size the environment pool, whose waves of episodes set the
 #: generation batches of an evaluation: the same pool, the same sampled episodes)
 TASK_FIELDS = ("env", "task_type", "horizon", "env_options", "prompt_style", "history_length",
-               "max_completion_length", "constrain_actions", "constrain_query", "constrained_sampling", "num_train_tasks",
-               "groups_per_iteration", "group_size", "state_anchor", "show_state_context") + EVAL_FIELDS
+               "max_completion_length", "constrain_actions", "constrain_query", "constrained_sampling",
+               "num_train_tasks", "groups_per_iteration", "group_size", "state_anchor",
+               "show_state_context") + EVAL_FIELDS
 #: the JSON types of :data:`TASK_FIELDS` (None: null allowed); a value of another type (``horizon: 2.5``, the
 #: string ``"false"`` for a switch) is refused when the file is read
 TASK_FIELD_TYPES: dict[str, tuple] = {
     "env": (str,), "task_type": (str,), "horizon": (int,), "env_options": (dict, None), "prompt_style": (str,),
     "history_length": (int,), "max_completion_length": (int, None), "constrain_actions": (bool,),
-    "constrain_query": (bool,), "constrained_sampling": (str,), "num_train_tasks": (int,), "groups_per_iteration": (int,), "group_size": (int,),
+    "constrain_query": (bool,), "constrained_sampling": (str,), "num_train_tasks": (int,),
+    "groups_per_iteration": (int,), "group_size": (int,),
     "state_anchor": (str,), "show_state_context": (bool,), "num_eval_tasks": (int,), "eval_group_size": (int,),
     "eval_temperature": (float, int), "seed": (int,)}
 #: what a policy saved before state anchors existed was trained with (its task file names neither): the
