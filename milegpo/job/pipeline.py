@@ -184,7 +184,7 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
         f"{' / ' + cfg.task_type if cfg.task_type else ''}, horizon {cfg.horizon}; credit "
         f"{get_method(cfg.credit_method).display_name(cfg.credit_variant)}"
         f"{'; actions constrained to the admissible ones' if cfg.constrain_actions else ''}"
-        f"{', each drawn whole' if cfg.constrain_actions and cfg.constrained_sampling == 'sequence' else ''}"
+        f"{', each drawn whole' if cfg.constrained_sampling == 'sequence' else ''}"
         f"{', queries to the goal words' if cfg.constrain_query else ''}")
     short = short_run_line(job, cfg)
     if short:

@@ -136,6 +136,7 @@ class Vocabulary:
         self.closers = [i for i, p in enumerate(pieces) if ">" in p and i not in self.eos]
         self._tries: dict[tuple[tuple[str, ...], int], _Node] = {}
         self._words: dict[tuple[str, ...], QueryWords] = {}
+        self._action_ids: dict[str, list[int]] = {}
 
     def query_words(self, words: Sequence[str]) -> QueryWords:
         """The word tries of a query made of ``words`` (cached per word list)."""
@@ -146,8 +147,10 @@ class Vocabulary:
 
     def action_ids(self, action: str) -> list[int]:
         """The tokens of an admissible action (not a template) in the action block: its spelling, then
-        ``</action>``."""
-        return _spelled(self.tokenizer, action, "admissible action") + self.close_ids
+        ``</action>`` (cached per action: the sequence rule asks for them at every step)."""
+        if action not in self._action_ids:
+            self._action_ids[action] = _spelled(self.tokenizer, action, "admissible action") + self.close_ids
+        return self._action_ids[action]
 
     def trie(self, admissible: Sequence[str], query_tokens: int = 1) -> _Node:
         """The token trie of ``admissible`` (cached per list); ``query_tokens``: the fewest tokens a template's
@@ -425,13 +428,14 @@ class SequenceScorer:
             tokens[i, :len(c)] = torch.tensor(list(c))
             mask[i, n + len(c):] = 0
         tokens, mask = tokens.to(device), mask.to(device)
+        prefix_ids = torch.tensor([list(prefix)], device=device)
         with torch.no_grad():
-            head = self.model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True)
+            head = self.model(input_ids=prefix_ids, use_cache=True)
             # transformers 5.25 names the cache ``cache`` (in and out), earlier versions ``past_key_values``
             name = "cache" if "cache" in head else "past_key_values"
             cache = head.get(name)
             if cache is None:  # a model that keeps no cache: each continuation after the whole prefix
-                full = torch.cat([torch.tensor([list(prefix)], device=device).expand(k, -1), tokens], 1)
+                full = torch.cat([prefix_ids.expand(k, -1), tokens], 1)
                 rest = self.model(input_ids=full, attention_mask=mask).logits[:, n:]
             else:
                 cache.batch_repeat_interleave(k)

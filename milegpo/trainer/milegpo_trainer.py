@@ -476,7 +476,7 @@ class MileGPOTrainer(trl_seam.GRPOHooks):
             m["constrain_actions"].append(1.0)
         if self.args.constrain_query:  # the queries were made of the goal's words (reported when on)
             m["constrain_query"].append(1.0)
-        if self.args.constrain_actions and self.args.constrained_sampling == "sequence":  # actions drawn whole
+        if self.args.constrained_sampling == "sequence":  # actions drawn whole (config: needs constrain_actions)
             m["constrained_sampling_sequence"].append(1.0)
         m["rows/iteration"].append(float(world_rows.sum()))
         m["rows/per_process_max"].append(float(world_rows.max()))
@@ -679,7 +679,7 @@ class MileGPOTrainer(trl_seam.GRPOHooks):
                 metrics[f"{metric_key_prefix}_constrain_actions"] = 1.0
             if self.args.constrain_query:
                 metrics[f"{metric_key_prefix}_constrain_query"] = 1.0
-            if self.args.constrain_actions and self.args.constrained_sampling == "sequence":
+            if self.args.constrained_sampling == "sequence":
                 metrics[f"{metric_key_prefix}_constrained_sampling_sequence"] = 1.0
             metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
             self.log(metrics)
