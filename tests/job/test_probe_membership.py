@@ -26,7 +26,9 @@ def test_examples_answer_whether_the_goals_word_is_listed():
             else:
                 goal = text.split("look at ")[1].split(" under")[0]
                 listed = [w.split()[-2] for w in text.split("you see ")[1].split(".\n")[0].replace("and ", "").split(", ")]
-                assert text.split("\nNow:")[0].count("[") == 1 and text.endswith("Actions: go to desk 1, look")
+                assert text.count("Before: [") == (not shape.startswith("household_now"))
+                assert text.endswith("Actions: go to desk 1, look")
+                assert (text.index("Task:") > text.index("Now:")) == shape.endswith("_late")
             assert 1 <= len(listed) <= 4 and set(listed) <= set(words) and goal in words
             expected = words.index(goal) % 2 == 0 if shape.endswith("_word") else goal in listed
             assert answer == expected
@@ -56,3 +58,25 @@ def test_heads_that_do_not_divide_the_width_are_refused(capsys):
     with pytest.raises(SystemExit):
         mod.main(["--heads", "3"])
     assert "the heads must divide the width" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--first_shape", "bare"], ["--first_steps", "10"]])
+def test_a_curriculum_needs_its_shape_and_its_steps(argv, capsys):
+    mod = load_module(SCRIPT)
+    with pytest.raises(SystemExit):
+        mod.main(argv)
+    assert "--first_shape and --first_steps go together" in capsys.readouterr().err
+
+
+def test_a_curriculum_trains_the_first_shape_then_the_second(capsys):
+    """The first shape's steps come first and count in the evaluations' step numbers: the word property (``bare_word``)
+    learned first is the one evaluated after (``household_word`` asks the same of the same words)."""
+    mod = load_module(SCRIPT)
+    threads = torch.get_num_threads()
+    try:
+        res = mod.main(["--first_shape", "bare_word", "--first_steps", "300", "--shape", "household_word", "--steps",
+                        "20", "--every", "160", "--eval", "128"])
+    finally:
+        torch.set_num_threads(threads)
+    assert [s for s, _ in res["curve"]] == [0, 160, 320] and res["first_steps"] == 300
+    assert res["first_shape"] == "bare_word" and res["steps"] == 20
