@@ -68,15 +68,20 @@ def test_a_curriculum_needs_its_shape_and_its_steps(argv, capsys):
     assert "--first_shape and --first_steps go together" in capsys.readouterr().err
 
 
-def test_a_curriculum_trains_the_first_shape_then_the_second(capsys):
-    """The first shape's steps come first and count in the evaluations' step numbers: the word property (``bare_word``)
-    learned first is the one evaluated after (``household_word`` asks the same of the same words)."""
+def test_a_curriculum_trains_the_first_shape_then_the_second(monkeypatch):
+    """Training draws the first shape for ``--first_steps`` steps, then ``--shape``; every evaluation draws ``--shape``,
+    and the evaluations' step numbers count the steps of both."""
     mod = load_module(SCRIPT)
+    drawn, batch = [], mod.batch
+    monkeypatch.setattr(mod, "batch", lambda tok, rng, words, shape, n, ids: drawn.append((shape, n)) or batch(
+        tok, rng, words, shape, n, ids))
     threads = torch.get_num_threads()
     try:
-        res = mod.main(["--first_shape", "bare_word", "--first_steps", "300", "--shape", "household_word", "--steps",
-                        "20", "--every", "160", "--eval", "128"])
+        res = mod.main(["--first_shape", "bare_word", "--first_steps", "6", "--shape", "household_word", "--steps",
+                        "4", "--every", "5", "--eval", "8", "--batch_size", "2"])
     finally:
         torch.set_num_threads(threads)
-    assert [s for s, _ in res["curve"]] == [0, 160, 320] and res["first_steps"] == 300
-    assert res["first_shape"] == "bare_word" and res["steps"] == 20
+    assert [s for s, _ in res["curve"]] == [0, 5, 10] and res["first_steps"] == 6 and res["steps"] == 4
+    assert res["first_shape"] == "bare_word"
+    evaluation, train = ("household_word", 8), [("bare_word", 2)] * 6 + [("household_word", 2)] * 4
+    assert drawn == [evaluation] + train[:5] + [evaluation] + train[5:] + [evaluation]
