@@ -56,6 +56,7 @@ def example(rng: random.Random, words: list[str], shape: str) -> tuple[str, bool
         answer = words.index(goal) % 2 == 0
     if shape.startswith("bare"):
         return f"{goal} : " + " ".join(listed) + " .", answer
+    # the history's words are drawn for every shape (the same stream of examples whether or not the line is shown)
     before = " ".join(rng.choice(words) for _ in range(rng.randint(5, 30)))
     before = "" if shape.startswith("household_now") else f"Before: [{before}]\n"
     seen = ", ".join(f"a {w} {rng.randint(1, 3)}" for w in listed)
