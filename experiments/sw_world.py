@@ -217,6 +217,7 @@ class TransitionCache:
             if cache is None:
                 cache = cls(fingerprint or data.get("fingerprint", "visible"))
             cache.merge(data, str(path))
+            del data  # before the next part is read: each part is a whole cache, two at once doubled the peak
         return cache if cache is not None else cls(fingerprint or "visible")
 
     def sizes(self) -> dict:
