@@ -217,7 +217,7 @@ class TransitionCache:
             if cache is None:
                 cache = cls(fingerprint or data.get("fingerprint", "visible"))
             cache.merge(data, str(path))
-            del data  # before the next part is read: each part is a whole cache, two at once doubled the peak
+            del data  # before the next part is read (each part is a whole cache: 13.9 -> 9.8 GB with 3)
         return cache if cache is not None else cls(fingerprint or "visible")
 
     def sizes(self) -> dict:
