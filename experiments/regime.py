@@ -16,12 +16,14 @@ to test a cause on its own) this measures, on the same settings:
     python experiments/regime.py run household_full_h50 --seeds $(seq 0 19)   # one cell (parts: other seeds)
     python experiments/regime.py quality household_full_h50                   # its credit-quality again
     python experiments/regime.py table                                        # every cell on disk
+    python experiments/regime.py looks scienceworld_long --at 20 30 39        # one cell's interim looks
 
 ``run`` writes ``<out>/<cell>/quality/credit_quality.json`` (once) and ``<out>/<cell>/testbed/seeds_<a>-<b>/``
 (``seeds_<a>-<b>_<methods>`` for other methods than :data:`METHODS`; one credit_testbed folder per call: calls
 with other seeds or methods add to a cell); ``table`` combines each cell's
 folders (a (method, seed) found twice is refused) into ``<out>/table.md`` and ``<out>/regime.json``; ``table CELL...``
-prints those cells' table and writes nothing (the files hold every cell's). A cell whose
+prints those cells' table and writes nothing (the files hold every cell's); ``looks CELL`` prints the cell's MileGPO -
+GraphGPO tests over seeds 0 to n-1 for each n of ``--at``, each with Holm's verdict over every cell's tests. A cell whose
 world is not installed (ScienceWorld before its branch lands) is one more key of :data:`CELLS`.
 """
 
@@ -245,6 +247,11 @@ def bounded_mean_ci(xs, n_resamples: int = 4000, seed: int = 0) -> tuple[float, 
     return (float(xs.mean()), *percentile_interval(means))
 
 
+#: a learning run's endpoints (its testbed record -> a success rate): the final evaluation, the mean training success
+ENDPOINTS = {"final_success": lambda r: r["final"]["success"],
+             "train_success": lambda r: _mean([c["success"] for c in r["curve"]])}
+
+
 def cell_figures(name: str, out: Path) -> dict | None:
     """Every figure of one cell on disk (None when nothing is)."""
     folder = out / name
@@ -269,16 +276,14 @@ def cell_figures(name: str, out: Path) -> dict | None:
         fig["expert"]["aliased_share"] = q["states"]["aliased_share"]
     if records:
         by = {m: {r["seed"]: r for r in records if r["method"] == m} for m in sorted({r["method"] for r in records})}
-        endpoints = {"final_success": lambda r: r["final"]["success"],
-                     "train_success": lambda r: _mean([c["success"] for c in r["curve"]])}
         fig["methods"] = {m: {"seeds": len(runs), **{k: bounded_mean_ci([f(r) for r in runs.values()])
-                                                      for k, f in endpoints.items()}} for m, runs in by.items()}
+                                                      for k, f in ENDPOINTS.items()}} for m, runs in by.items()}
         fig["paired"] = {}
         for a, b in PAIRS:
             if a in by and b in by:
                 seeds = sorted(set(by[a]) & set(by[b]))
                 tests = {k: paired_test([f(by[a][s]) for s in seeds], [f(by[b][s]) for s in seeds])
-                         for k, f in endpoints.items()}
+                         for k, f in ENDPOINTS.items()}
                 for t in tests.values():  # one seed has no spread to size the seeds by: None
                     t["seeds_for_2_points"] = seeds_for(0.02, t["sd"]) if t["n"] >= 2 else None
                 fig["paired"][f"{a} - {b}"] = tests
@@ -415,15 +420,63 @@ def holm_summary(figures: list[dict], pair: str = "milegpo-full - graphgpo") -> 
             + ("; ".join(survive) if survive else "none survives") + ".\n")
 
 
+def interim_looks(name: str, out: Path, at=(), pair: str = "milegpo-full - graphgpo") -> list[dict]:
+    """A cell's interim looks at ``pair``: each endpoint's paired test over seeds 0 to n-1, for each n of ``at``
+    (none: every n from 2 to the most seeds 0 to n-1 that both methods ran), and whether Holm over every cell's
+    ``pair`` tests (:func:`holm_summary`'s family: the other cells' as they are on disk now) keeps it. A cell whose
+    seeds are added a few at a time is looked at many times: a look's nominal p is not the cell's result."""
+    a, b = pair.split(" - ")
+    records = _records(out / name, cell_settings(name).get("also", ()))
+    by = {m: {r["seed"]: r for r in records if r["method"] == m} for m in (a, b)}
+    ran = 0
+    while ran in by[a] and ran in by[b]:
+        ran += 1
+    at = sorted(at) if at else list(range(2, ran + 1))
+    if not at or at[0] < 2 or at[-1] > ran:
+        raise ValueError(f"{name}: a look needs seeds 0 to n-1 (n >= 2) of both {a} and {b}; they ran seeds 0 to "
+                         f"{ran - 1}" + (f", asked at {', '.join(map(str, at))}" if at else ""))
+    others = {}
+    for other in CELLS:
+        figure = cell_figures(other, out) if other != name else None
+        for key, t in ((figure or {}).get("paired", {}).get(pair, {})).items():
+            if t["t_p"] == t["t_p"]:
+                others[(other, key)] = t["t_p"]
+    rows = []
+    for n in at:
+        row = {"seeds": n, "tests": len(others) + len(ENDPOINTS)}
+        for key, f in ENDPOINTS.items():
+            row[key] = paired_test([f(by[a][s]) for s in range(n)], [f(by[b][s]) for s in range(n)])
+        kept = holm({**others, **{(name, k): row[k]["t_p"] for k in ENDPOINTS}})
+        for key in ENDPOINTS:
+            row[key]["holm"] = kept[(name, key)]
+        rows.append(row)
+    return rows
+
+
+def looks_table(name: str, rows: list[dict], pair: str = "milegpo-full - graphgpo") -> str:
+    """:func:`interim_looks` as markdown: a row a look, each endpoint's difference in points, p and Holm's verdict."""
+    lines = [f"{name}, {pair}, over seeds 0 to n-1 (points, 95% t-interval, paired t-test p; Holm over the "
+             f"{rows[0]['tests']} tests of every cell at 5%: each look is another chance to cross its bar)", "",
+             "| seeds | final | p | Holm | training | p | Holm |", "|" + " --- |" * 7]
+    for row in rows:
+        cols = [f"{_ci([row[k]['diff'], *row[k]['ci']], sign=True)} | {row[k]['t_p']:.4f} | "
+                f"{'kept' if row[k]['holm'] else 'not kept'}" for k in ("final_success", "train_success")]
+        lines.append(f"| {row['seeds']} | {' | '.join(cols)} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["run", "quality", "table", "cells"],
-                   help="run: a cell's credit-quality (once) and testbed; quality: its credit-quality again")
+    p.add_argument("command", choices=["run", "quality", "table", "cells", "looks"],
+                   help="run: a cell's credit-quality (once) and testbed; quality: its credit-quality again; looks: "
+                   "one cell's MileGPO - GraphGPO tests over seeds 0 to n-1, n = --at (interim looks)")
     p.add_argument("cells", nargs="*", help="cells to run (run), or to print the table of (table: written to the "
                    "files only for every cell on disk, no cell named)")
     p.add_argument("--out", default="experiments/results/regime")
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(20)))
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(credit_testbed.METHODS))
+    p.add_argument("--at", type=int, nargs="+", default=[],
+                   help="looks: the numbers of seeds to look at (default: every n from 2 to the seeds both ran)")
     args = p.parse_args(argv)
     out = Path(args.out)
     unknown = [c for c in args.cells if c not in CELLS]
@@ -432,6 +485,15 @@ def main(argv=None) -> int:
     if args.command == "cells":
         for name in CELLS:
             print(f"{name}: {CELLS[name].get('note', '')}; {json.dumps(cell_settings(name))}")
+        return 0
+    if args.command == "looks":
+        if len(args.cells) != 1:
+            p.error("looks: name one cell")
+        try:
+            rows = interim_looks(args.cells[0], out, args.at)
+        except ValueError as e:
+            p.error(str(e))
+        print(looks_table(args.cells[0], rows), end="")
         return 0
     if args.command in ("run", "quality"):
         if not args.cells:

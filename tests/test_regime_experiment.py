@@ -45,6 +45,16 @@ def test_a_tiny_cell_runs_in_parts_and_tables(tmp_path, monkeypatch, capsys):
     assert mod.main(["table", "tiny", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "table.md").read_text() == "every cell"
     assert "Not run" not in capsys.readouterr().out  # the cells not asked for are not called absent
+    # interim looks: the pair's tests over seeds 0 to n-1, each with Holm's verdict over every cell's tests on disk
+    rows = mod.interim_looks("tiny", tmp_path)
+    assert [r["seeds"] for r in rows] == [2, 3] and rows[-1]["tests"] == 2
+    assert rows[-1]["final_success"]["diff"] == f["paired"]["milegpo-full - graphgpo"]["final_success"]["diff"]
+    assert rows[0]["train_success"]["n"] == 2 and isinstance(rows[0]["train_success"]["holm"], bool)
+    assert mod.main(["looks", "tiny", "--out", str(tmp_path), "--at", "3"]) == 0
+    assert "| 3 | " in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:  # seeds 0 to 3 were not all run: one line, no traceback
+        mod.main(["looks", "tiny", "--out", str(tmp_path), "--at", "4"])
+    assert exit_.value.code == 2 and "they ran seeds 0 to 2, asked at 4" in capsys.readouterr().err
     # the tie share is the pooled one with its interval over groups, not a t-interval over a few batches'
     # shares (two batches at 86% and 95% gave ScienceWorld's long cell 90.4 [29.8, 151.0])
     qpath = tmp_path / "tiny" / "quality" / "credit_quality.json"
