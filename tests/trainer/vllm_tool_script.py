@@ -29,7 +29,9 @@ def main():
     model.save_pretrained(path)
     tok.save_pretrained(path)
     args = make_config(os.path.join(out, "run"), 0, "milegpo", 2, groups_per_iteration=2, group_size=4,
-                       use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.2,
+                       # vLLM's CPU backend reserves this fraction of the machine's RAM, free at start (0.2 failed beside
+                       # other jobs, 3 GB free); 0.05 (~1.2 GB) is enough for this tiny model
+                       use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.05,
                        vllm_enable_sleep_mode=False)
     trainer = MileGPOTrainer(path, args=args, processing_class=tok, train_dataset=dataset(range(8)),
                              eval_dataset={"heldout": dataset([100, 101])}, environment_factory=MazeEnv)
