@@ -403,14 +403,17 @@ def holm(pvalues: dict, alpha: float = 0.05) -> dict:
     return out
 
 
+def pair_tests(figures: list[dict], pair: str = "milegpo-full - graphgpo") -> dict:
+    """(cell, endpoint) -> ``pair``'s paired test in each of :func:`cell_figures`' ``figures`` that has a p: the
+    family Holm corrects over."""
+    return {(f["cell"], key): t for f in figures for key, t in f.get("paired", {}).get(pair, {}).items()
+            if t["t_p"] == t["t_p"]}
+
+
 def holm_summary(figures: list[dict], pair: str = "milegpo-full - graphgpo") -> str:
     """The table's conclusion line: ``pair``'s tests of every cell and endpoint (final, training), Holm-corrected
     at 5%; the ones that survive, with their sign."""
-    tests = {}
-    for f in figures:
-        for key, t in f.get("paired", {}).get(pair, {}).items():
-            if t["t_p"] == t["t_p"]:
-                tests[(f["cell"], key)] = t
+    tests = pair_tests(figures, pair)
     if not tests:
         return ""
     kept = holm({k: t["t_p"] for k, t in tests.items()})
@@ -435,12 +438,8 @@ def interim_looks(name: str, out: Path, at=(), pair: str = "milegpo-full - graph
     if not at or at[0] < 2 or at[-1] > ran:
         raise ValueError(f"{name}: a look needs seeds 0 to n-1 (n >= 2) of both {a} and {b}; they ran seeds 0 to "
                          f"{ran - 1}" + (f", asked at {', '.join(map(str, at))}" if at else ""))
-    others = {}
-    for other in CELLS:
-        figure = cell_figures(other, out) if other != name else None
-        for key, t in ((figure or {}).get("paired", {}).get(pair, {})).items():
-            if t["t_p"] == t["t_p"]:
-                others[(other, key)] = t["t_p"]
+    figures = [f for f in (cell_figures(other, out) for other in CELLS if other != name) if f is not None]
+    others = {k: t["t_p"] for k, t in pair_tests(figures, pair).items()}
     rows = []
     for n in at:
         row = {"seeds": n, "tests": len(others) + len(ENDPOINTS)}
