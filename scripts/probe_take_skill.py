@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from milegpo.envs import HouseholdEnv  # noqa: E402
-from milegpo.job.arguments import TINY_DEFAULTS  # noqa: E402
+from milegpo.job.arguments import TINY_DEFAULTS, saved_task_settings  # noqa: E402
 from milegpo.job.policy import completion_text, easy_tasks, expert_steps, reload_tokenizer  # noqa: E402
 from milegpo.rollout import parse_action, render_prompt  # noqa: E402
 from probe_group_signal import probe_trainer  # noqa: E402
@@ -256,7 +256,9 @@ def fit(a) -> dict:
     tok = reload_tokenizer(a.policy)
     model = AutoModelForCausalLM.from_pretrained(a.policy).eval()
     k = TINY_DEFAULTS["env_options"]["max_receptacles"]
-    sets = {"sft": (easy_tasks("train", a.sft_tasks, horizon=a.horizon, start=TINY_DEFAULTS["num_train_tasks"],
+    # the warm start's games follow the RL's training games (the policy's own count where it saved one)
+    start = saved_task_settings(a.policy).get("num_train_tasks", TINY_DEFAULTS["num_train_tasks"])
+    sets = {"sft": (easy_tasks("train", a.sft_tasks, horizon=a.horizon, start=start,
                                 max_receptacles=k), a.seed),
             "held_out": (easy_tasks("id", a.games, horizon=a.horizon, max_receptacles=k), a.seed + 1)}
     res = {"policy": a.policy, "normalise": a.normalise, "seed": a.seed, "sft_tasks": a.sft_tasks, "games": a.games}
@@ -285,7 +287,7 @@ def main(argv=None):
     p.add_argument("--policy", required=True, help="a policy folder (a run's sft/ or final/)")
     p.add_argument("--seed", type=int, default=0,
                    help="the sampling seed; fit: the job's --seed (the warm start's random moves)")
-    p.add_argument("--tasks", type=int, default=TINY_DEFAULTS["num_train_tasks"], help="credit: training games")
+    p.add_argument("--tasks", type=int, default=64, help="credit: training games")
     p.add_argument("--split", default="id", choices=("train", "id", "ood"), help="decide: whose games")
     p.add_argument("--episodes", type=int, default=TINY_DEFAULTS["group_size"], help="credit: episodes per game")
     p.add_argument("--horizon", type=int, default=TINY_DEFAULTS["horizon"],

@@ -464,6 +464,19 @@ def _given(argv: Sequence[str], config: dict, name: str) -> Any:
     return None if name == "env" and isinstance(value, dict) else value
 
 
+def _uses_vllm(value: Any) -> bool:
+    """Whether a ``--use_vllm`` value given (a flag's string, a YAML value, None) asks for vLLM, as the parser
+    reads it (a value it refuses is refused there)."""
+    if isinstance(value, str):
+        from transformers.hf_argparser import string_to_bool
+
+        try:
+            return string_to_bool(value)
+        except Exception:  # noqa: BLE001 - not a boolean: the parser names it in one line
+            return False
+    return bool(value)
+
+
 def build_parser(prog: str = "milegpo train", full_help: bool = False):
     from trl import TrlParser
 
@@ -508,6 +521,8 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
         raise UsageError(f"{prog}: error: {e}") from None
     env = _given(argv, config, "env") or saved.get("env") or "household"
     defaults = env_defaults(env, tiny=model_path is None)
+    if defaults.get("constrained_sampling") == "sequence" and _uses_vllm(_given(argv, config, "use_vllm")):
+        defaults["constrained_sampling"] = "token"  # vLLM draws token by token; a `sequence` given is refused
     if saved.get("env", "household") == env:
         # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
         defaults.update(saved)

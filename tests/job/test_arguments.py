@@ -77,6 +77,22 @@ def test_household_defaults_are_unchanged():
     assert not cfg.constrain_actions  # a real model writes its actions freely unless told
 
 
+def test_the_tiny_runs_sequence_rule_gives_way_to_vllm_only_when_not_asked_for():
+    """The household tiny run draws each action whole (`sequence`), which vLLM cannot: with `--use_vllm true` (a
+    flag or the YAML's) its default is `token`; `sequence` asked for beside vLLM is refused in one line."""
+    import pytest
+
+    from milegpo.job import parse
+    from milegpo.usage import UsageError
+
+    assert parse([])[1].constrained_sampling == "sequence"
+    for argv in (["--use_vllm", "true"], ["--use_vllm=True"], ["--use-vllm", "1"]):
+        assert parse(argv)[1].constrained_sampling == "token", argv
+    assert parse(["--use_vllm", "false"])[1].constrained_sampling == "sequence"
+    with pytest.raises(UsageError, match="constrained_sampling='sequence': is not available with use_vllm"):
+        parse(["--use_vllm", "true", "--constrained_sampling", "sequence"])
+
+
 def _saved(tmp_path, name, settings):
     import json
 

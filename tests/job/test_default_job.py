@@ -1,9 +1,11 @@
 """The default job (`milegpo train` with no flags but the output folder) learns: issue 50.
 
-One seed of the embedded default run, as a user runs it first, with fewer evaluation games (8 per split instead of
-the default's, so that it fits CI: the evaluations are not what is checked here). What is checked is the honest
-signal that reinforcement learning works, not a fixed figure: the mean training success of the last ten iterations is
-above the first iteration's. And the console carries no warning a user cannot act on.
+One seed of the embedded default run, as a user runs it first, evaluated on the in-distribution split only (its
+300 games; the OOD split's evaluations are not what is checked here, and skipping them saves about a minute). What is
+checked is the honest signal that reinforcement learning works, not a fixed figure: the policy after RL wins more of
+those 300 games than the warm start did (both evaluations play the same games). Training success is no such signal
+since the default trains on fresh games: one iteration's 32 episodes are one draw (the test's seed wins all 32 at
+iteration 1, notes/main_job.md, seventeenth round). And the console carries no warning a user cannot act on.
 """
 
 import json
@@ -19,18 +21,19 @@ from milegpo.job.pipeline import TRL_DEPRECATION_WARNINGS
 
 
 @pytest.mark.slow
-def test_default_job_raises_training_success_without_unactionable_warnings(tmp_path, capsys):
+def test_default_job_wins_more_held_out_games_after_rl_without_unactionable_warnings(tmp_path, capsys):
     torch.set_num_threads(1)
     out = tmp_path / "run"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert main(["train", "--output_dir", str(out), "--num_eval_tasks", "8"]) == 0
+        assert main(["train", "--output_dir", str(out), "--eval_splits", "id"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["iterations"] == TINY_DEFAULTS["max_steps"] and summary["sft_examples"] > 0
     assert summary["constrain_actions"] is True  # the default writes admissible actions only (issue 50)
-    success = [h["success_rate"] for h in summary["history"]]
-    assert len(success) == TINY_DEFAULTS["max_steps"]
-    assert sum(success[-10:]) / 10 > success[0], success  # the last ten iterations' mean, above the first's
+    assert summary["constrained_sampling"] == "sequence"  # each drawn by its whole probability (17th round)
+    assert len(summary["history"]) == TINY_DEFAULTS["max_steps"]
+    before, after = summary["before"]["id_success_rate"], summary["after"]["id_success_rate"]
+    assert after > before, (before, after)  # RL wins more of the same 300 held-out games than the warm start
     shown = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
     assert not [m for m in shown if any(re.search(p, m) for p in TRL_DEPRECATION_WARNINGS)], shown
     text = capsys.readouterr()

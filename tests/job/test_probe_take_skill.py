@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from milegpo.job import TINY_DEFAULTS
+
 from ..test_recipes import load_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "probe_take_skill.py"
@@ -182,7 +184,8 @@ def test_fit_runs_on_an_untrained_policy(tmp_path):
         res = mod.main(["fit", "--policy", str(tmp_path), "--sft_tasks", "3", "--games", "3", "--seed", "2"])
     finally:
         torch.set_num_threads(threads)
-    expected = {"sft": (easy_tasks("train", 3, start=64, max_receptacles=4), 2),
+    start = TINY_DEFAULTS["num_train_tasks"]  # the warm start's games follow the RL's (no settings saved here)
+    expected = {"sft": (easy_tasks("train", 3, start=start, max_receptacles=4), 2),
                 "held_out": (easy_tasks("id", 3, max_receptacles=4), 3)}
     for name in mod.FIT_SETS:
         tasks, seed = expected[name]
