@@ -41,9 +41,9 @@ ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     # constrained to the admissible ones (the warm starts that won under 10% wrote 63-71% invalid actions; constrained,
     # every seed's wins 32-52% of the ID games), each drawn by its whole probability (`sequence`: a take needs the
     # goal object's name copied, not a comparison the tiny model does not learn; with --use_vllm `token`: vLLM draws
-    # token by token), RL on 4,096 games it cannot
-    # memorise (on 64 it learned those games, not the task) at lr 1e-3 decaying to 0 (at 3e-4 RL moved ID by +1.4
-    # [-2.4, +5.2] over 5 seeds; held constant at 1e-3 one seed of 10 collapsed; notes/main_job.md, 17th round)
+    # token by token), RL on 4,096 games it cannot memorise (on 64 it learned those games, not the task) at lr 1e-3
+    # decaying to 0 (at 3e-4 RL moved ID by +1.4 [-2.4, +5.2] over 5 seeds; held constant at 1e-3 one seed of 10
+    # collapsed; notes/main_job.md, 17th round)
     "household": {
         "run": {},
         "tiny": dict(env_options={"max_receptacles": 4}, prompt_style="compact", sft_epochs=24.0,
