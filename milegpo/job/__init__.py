@@ -27,10 +27,10 @@ from .console import METRICS_FILE, IterationConsole, iteration_line
 from .pipeline import make_trainer, run_eval, run_train
 from .policy import load_policy, reload_tokenizer, sft_tasks, warm_start
 from .report import (advantages_plot, eval_line, eval_summary, format_eval, format_summary, time_split,
-                     training_history, write_plots, write_summary)
+                     training_ends, training_history, write_plots, write_summary)
 
 __all__ = ["JobArguments", "ANY_KIND_TINY", "TINY_DEFAULTS", "TINY_RUN", "ENV_DEFAULTS", "env_defaults", "saved_task_settings",
            "TASK_SETTINGS", "TASK_FIELDS", "EVAL_FIELDS", "build_parser", "parse", "run_train", "run_eval", "make_trainer",
            "IterationConsole", "iteration_line", "METRICS_FILE", "load_policy", "reload_tokenizer", "sft_tasks", "warm_start", "eval_summary",
-           "training_history", "time_split", "eval_line", "format_eval", "format_summary", "write_summary",
+           "training_history", "training_ends", "time_split", "eval_line", "format_eval", "format_summary", "write_summary",
            "write_plots", "advantages_plot"]

@@ -42,7 +42,7 @@ from .console import METRICS_FILE, use_iteration_console
 from .policy import load_policy, reload_tokenizer, warm_start
 from .rundir import claim_output_dir, logged_evaluation_before
 from .report import eval_line, eval_summary, eval_tasks_text, format_eval, format_summary, time_split, \
-    training_history, write_plots, write_summary
+    training_ends, training_history, write_plots, write_summary
 
 
 def _batch_saver(directory: Path | None):
@@ -254,13 +254,10 @@ def _train(job: JobArguments, cfg, out: Path, t_start: float, quiet: bool) -> di
         "constrained_sampling": cfg.constrained_sampling, "splits": splits,
         "before": before, "after": after, **sft_info,
         "train_s": train_s,
-        "train_success_first": history[0]["success_rate"] if history else float("nan"),
-        "train_success_last": history[-1]["success_rate"] if history else float("nan"),
+        **training_ends(history),
         "history": history, "time_per_iteration": time_split(history), "diagnostics": saver.diagnostics,
         "batches": _saved_batches(out / "batches", saver.files), "output_dir": str(out),
     }
-    if history and "score" in history[0]:  # a world that scores episodes (WebShop): its training score too
-        summary.update(train_score_first=history[0]["score"], train_score_last=history[-1]["score"])
     if job.plots:
         summary["plots"] = [str(p) for p in write_plots(out / "plots", history, saver.diagnostics, before, after,
                                                         splits, summary["batches"], cfg)]

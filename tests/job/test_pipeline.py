@@ -21,7 +21,7 @@ def test_train_short_default_run_prints_summary_and_writes_plots(tmp_path, capsy
     assert main(["train", "--output_dir", str(out), *SHORT]) == 0
     text = capsys.readouterr().out
     for phrase in ("MileGPO run summary", "SFT warm start:", "before RL (after SFT)", "after RL", "id success",
-                   "ood success", "gap", "train success: first iteration", "per iteration (median): rollout",
+                   "ood success", "gap", "RL changed it by", "train success (mean of the first / last iteration", "per iteration (median): rollout",
                    "evaluating the warm-started policy on id (2 tasks), ood (2 tasks)"):
         assert phrase in text, phrase
     # one readable line per iteration, no metrics dict; every metric in metrics.jsonl
@@ -107,8 +107,10 @@ def test_train_short_webshop_run_reports_score_and_diagnostics(tmp_path, capsys,
                  "--constrain_query", "false"]) == 0  # free actions (the tiny defaults constrain them: below)
     text = capsys.readouterr().out
     for phrase in ("env webshop", "credit milegpo/full", "SFT warm start:", "before RL (after SFT)", "after RL",
-                   "test success", "test score", "test invalid", "train score: first", "per iteration (median)"):
+                   "test success", "test score", "test invalid", "RL changed it by", "per iteration (median)"):
         assert phrase in text, phrase
+    assert re.search(r"train success \(mean of the first / last iteration, fresh games each\): [\d.]+% -> [\d.]+%, "
+                     r"score [\d.]+ -> [\d.]+", text), text
     assert not re.search(r"\bood\b|\bgap\b", text)  # one split: no OOD column, no gap ("food" may be a product)
     for png in ("training.png", "credit_diagnostics.png", "advantages_by_method.png"):
         assert (out / "plots" / png).stat().st_size > 1000, png
