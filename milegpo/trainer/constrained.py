@@ -43,9 +43,10 @@ How an action is drawn (``MileGPOConfig.constrained_sampling``, transformers onl
 - ``sequence``: when the action block opens, each admissible action is drawn with its whole probability under the
   model at the sampling temperature (its tokens, ``</action>`` and EOS) over their sum, the model's distribution
   conditioned on writing an admissible action (:class:`SequenceScorer`: a forward pass of the row's text so far,
-  then one batched pass over its actions reading that pass's cache); its tokens are then forced. The free text
-  before ``<action>`` is sampled as with ``token``. A row with a template action (a free query) is refused: its
-  actions cannot be listed.
+  then one batched pass over its actions reading that pass's cache; the rows that open their block at the same step
+  after the same text, as a small policy's do, in one pass of each prompt length); its tokens are then forced. The
+  free text before ``<action>`` is sampled as with ``token``. A row with a template action (a free query) is
+  refused: its actions cannot be listed.
 
 The loss trains the model's own (unconstrained) log-probabilities of the tokens sampled under the mask:
 the mask changes which tokens are sampled, not what the policy gradient differentiates.
@@ -248,6 +249,7 @@ class _Row:
     node: _Node | None = None
     words: QueryWords | None = None
     word_nodes: list[_WordNode] = field(default_factory=list)  # words: where in the word tries (several: ambiguous)
+    generated: list[int] = field(default_factory=list)  # the row's ids after its prompt, as last seen
 
 
 class ActionConstraint:
@@ -284,6 +286,7 @@ class ActionConstraint:
                              f"{OPEN_TAG} and the longest admissible action ({len(vocabulary.open_ids)} + {longest} "
                              "tokens with its closing tag and EOS); raise max_completion_length")
         self.rows: dict[int, _Row] = {}
+        self._early: dict[int, tuple[tuple[int, ...], torch.Tensor]] = {}  # row -> (its text assumed, its scores)
 
     def __call__(self, batch_id: int, input_ids) -> list[int]:
         ids = input_ids.tolist() if hasattr(input_ids, "tolist") else list(input_ids)
@@ -296,8 +299,8 @@ class ActionConstraint:
                                              words=self.words[batch_id])
         for end in range(row.seen + 1, len(ids) + 1):
             self._advance(row, ids[row.prompt_length:end])
-        row.seen = len(ids)
-        return self._allowed(row, ids[row.prompt_length:])
+        row.seen, row.generated = len(ids), ids[row.prompt_length:]
+        return self._allowed(row, row.generated)
 
     def _advance(self, row: _Row, generated: list[int]) -> None:
         """Move ``row`` past the last token of ``generated``."""
@@ -343,13 +346,40 @@ class ActionConstraint:
         forced)."""
         if self.scorer is None:
             return row.trie
-        spelled = {}  # one entry per token sequence, as the trie has one path (two spellings of one action: one)
-        for action in self.admissible[row.index]:
-            spelled.setdefault(tuple(self.v.action_ids(action)), action)
+        spelled = self._spelled(row.index)
         paths = list(spelled)
-        scores = self.scorer(self.prompts[row.index] + list(generated), paths, self.v.eos)
+        early = self._early.pop(row.index, None)
+        if early is not None and early[0] == tuple(generated):
+            scores = early[1]
+        elif hasattr(self.scorer, "score_many"):
+            ahead = self._opening_next(row, generated)
+            scores, *others = self.scorer.score_many(
+                [self.prompts[i] + list(generated) for i in [row.index, *ahead]],
+                [paths, *(list(self._spelled(i)) for i in ahead)], self.v.eos)
+            self._early.update((i, (tuple(generated), s)) for i, s in zip(ahead, others))
+        else:  # any callable (prefix, continuations, eos) -> scores
+            scores = self.scorer(self.prompts[row.index] + list(generated), paths, self.v.eos)
         drawn = int(torch.multinomial(torch.softmax(scores.double(), 0), 1))
         return self.v.trie([spelled[paths[drawn]]])
+
+    def _opening_next(self, row: _Row, generated: list[int]) -> list[int]:
+        """The other rows one token short of opening their block after the same text as ``row`` (``generated``):
+        generate calls the rows in turn, so when ``row`` opens its block the rows after it are a step behind. Most
+        open theirs at the same step after the same text (the tiny policy's fixed thought, or none): scored now in
+        one batched pass with ``row``, each such row's draw reads its scores when it opens as assumed (one that
+        writes another token is scored alone when its block opens; the batched scores are each row's alone up to
+        float rounding)."""
+        behind = list(generated[:-1])
+        return [i for i, other in self.rows.items() if other is not row and other.mode in ("free", "open")
+                and other.generated == behind and self._early.get(i, (None,))[0] != tuple(generated)]
+
+    def _spelled(self, index: int) -> dict[tuple[int, ...], str]:
+        """A row's admissible actions by their token sequences, one entry per sequence (as the trie has one path:
+        two spellings of one action, one)."""
+        spelled = {}
+        for action in self.admissible[index]:
+            spelled.setdefault(tuple(self.v.action_ids(action)), action)
+        return spelled
 
     def _allowed(self, row: _Row, generated: list[int]) -> list[int]:
         v, left = self.v, self.max_new_tokens - len(generated)
@@ -411,7 +441,12 @@ class SequenceScorer:
     the tokens of ``continuations[i]`` of their log-probabilities (logits over ``temperature``, softmax over the
     vocabulary) after ``prefix`` and the tokens before them, plus that of ending there (any of the ``eos`` ids).
     Without gradients: one forward pass of ``prefix`` whose key-value cache every continuation then reads, in one
-    right-padded batch (the prefix is not run once per action)."""
+    right-padded batch (the prefix is not run once per action). :meth:`score_many` scores several rows so: one
+    pass over the prefixes of each length (no padding) and one over all their continuations."""
+
+    #: the most logits (continuation tokens x vocabulary) one batched pass of :meth:`score_many` computes: 2**25
+    #: floats, 128 MiB (a 150k-token vocabulary: about 16 continuations of 14 tokens a pass, one row's)
+    LOGITS_PER_PASS = 2 ** 25
 
     def __init__(self, model, temperature: float = 1.0):
         if not temperature > 0:
@@ -420,36 +455,70 @@ class SequenceScorer:
 
     def __call__(self, prefix: Sequence[int], continuations: Sequence[Sequence[int]],
                  eos: Sequence[int]) -> torch.Tensor:
-        n, k, lengths = len(prefix), len(continuations), [len(c) for c in continuations]
+        return self.score_many([prefix], [continuations], eos)[0]
+
+    def score_many(self, prefixes: Sequence[Sequence[int]], continuations: Sequence[Sequence[Sequence[int]]],
+                   eos: Sequence[int]) -> list[torch.Tensor]:
+        """``[scorer(prefixes[r], continuations[r], eos) for r in rows]``, rows of one prefix length in one pass."""
+        if len(prefixes) != len(continuations):
+            raise ValueError(f"score_many: {len(prefixes)} prefixes for {len(continuations)} lists of continuations")
+        out: list[torch.Tensor | None] = [None] * len(prefixes)
+        by_length: dict[int, list[int]] = {}
+        for r, prefix in enumerate(prefixes):
+            by_length.setdefault(len(prefix), []).append(r)
+        vocab = int(getattr(self.model.config, "vocab_size", 0) or 1)
+        for rows in by_length.values():
+            chunks, chunk, width, count = [], [], 0, 0  # at most LOGITS_PER_PASS logits a pass, one row at least
+            for r in rows:
+                w, k = max(len(c) for c in continuations[r]) + 1, len(continuations[r])
+                if chunk and (count + k) * max(width, w) * vocab > self.LOGITS_PER_PASS:
+                    chunks.append(chunk)
+                    chunk, width, count = [], 0, 0
+                chunk.append(r)
+                width, count = max(width, w), count + k
+            for chunk in chunks + [chunk]:
+                scores = self._same_length([prefixes[r] for r in chunk], [continuations[r] for r in chunk], eos)
+                for r, row_scores in zip(chunk, scores):
+                    out[r] = row_scores
+        return out
+
+    def _same_length(self, prefixes, continuations, eos) -> list[torch.Tensor]:
+        """:meth:`score_many` for prefixes of one length: one pass over them, one over every continuation (each
+        reading its own row's cache)."""
+        n = len(prefixes[0])
         device = next(self.model.parameters()).device
+        counts = [len(c) for c in continuations]
+        flat = [c for row in continuations for c in row]
+        k, lengths = len(flat), [len(c) for c in flat]
         tokens = torch.zeros((k, max(lengths)), dtype=torch.long)
         mask = torch.ones((k, n + max(lengths)), dtype=torch.long)
-        for i, c in enumerate(continuations):
+        for i, c in enumerate(flat):
             tokens[i, :len(c)] = torch.tensor(list(c))
             mask[i, n + len(c):] = 0
         tokens, mask = tokens.to(device), mask.to(device)
-        prefix_ids = torch.tensor([list(prefix)], device=device)
+        prefix_ids = torch.tensor([list(p) for p in prefixes], device=device)
+        owner = torch.repeat_interleave(torch.arange(len(prefixes), device=device), torch.tensor(counts, device=device))
         with torch.no_grad():
             head = self.model(input_ids=prefix_ids, use_cache=True)
             # transformers 5.25 names the cache ``cache`` (in and out), earlier versions ``past_key_values``
             name = "cache" if "cache" in head else "past_key_values"
             cache = head.get(name)
             if cache is None:  # a model that keeps no cache: each continuation after the whole prefix
-                full = torch.cat([prefix_ids.expand(k, -1), tokens], 1)
+                full = torch.cat([prefix_ids[owner], tokens], 1)
                 rest = self.model(input_ids=full, attention_mask=mask).logits[:, n:]
             else:
-                cache.batch_repeat_interleave(k)
+                cache.reorder_cache(owner)  # each row's cache once per continuation of its own
                 positions = torch.arange(n, n + max(lengths), device=device).expand(k, -1)
                 rest = self.model(input_ids=tokens, attention_mask=mask, position_ids=positions, use_cache=True,
                                   **{name: cache}).logits
         # position j of ``logits`` predicts continuation token j (j = 0: the prefix's last position)
-        logits = torch.cat([head.logits[:, -1:].expand(k, -1, -1), rest], 1)
+        logits = torch.cat([head.logits[owner, -1:], rest], 1)
         logp = torch.log_softmax(logits.float() / self.temperature, -1)
         taken = logp[:, :-1].gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         lengths_t = torch.tensor(lengths, device=logp.device)
         taken = torch.where(torch.arange(max(lengths), device=logp.device) < lengths_t[:, None], taken, 0.0)
         ends = logp[torch.arange(k, device=logp.device), lengths_t]
-        return taken.sum(1) + torch.logsumexp(ends[:, list(eos)], -1)
+        return list((taken.sum(1) + torch.logsumexp(ends[:, list(eos)], -1)).split(counts))
 
 
 _VOCABULARIES: dict[int, tuple[object, Vocabulary]] = {}

@@ -65,6 +65,82 @@ def test_the_scorer_is_each_sequence_teacher_forced_alone(tok, temperature, cach
         assert abs(float(got[i]) - want) < 1e-4, (ADMISSIBLE[i], float(got[i]), want)
 
 
+@pytest.mark.parametrize("cached", [True, False])
+def test_scoring_many_rows_at_once_is_scoring_each_alone(tok, cached, monkeypatch):
+    """score_many: rows of several prefix lengths and numbers of actions, in passes of a few rows (a small
+    LOGITS_PER_PASS), give each row's scores as scoring it alone does, to float rounding."""
+    model = tiny_model(tok)
+    if not cached:
+        model.config.use_cache = False
+        model.forward = functools.partial(_no_cache, model.forward)
+    scorer = SequenceScorer(model, 0.7)
+    prefixes = [_ids(tok, f"Task: look at {o} under the desklamp. <action>") for o in ("cellphone", "pen", "laptop")]
+    prefixes += [prefixes[0], _ids(tok, "Task: look at pen under the desklamp. You see a pen 1. <action>")]
+    conts = [[_ids(tok, f" {a} </action>") for a in ADMISSIBLE[i:]] for i in range(len(prefixes))]
+    eos = [tok.eos_token_id, tok.pad_token_id]
+    assert len({len(p) for p in prefixes}) > 1
+    alone = [scorer(p, c, eos) for p, c in zip(prefixes, conts)]
+    for budget in (SequenceScorer.LOGITS_PER_PASS, 1, 20 * len(tok) * 12):  # one pass a length, a row a pass, a few
+        monkeypatch.setattr(SequenceScorer, "LOGITS_PER_PASS", budget)
+        many = scorer.score_many(prefixes, conts, eos)
+        assert [len(m) for m in many] == [len(c) for c in conts]
+        for m, a in zip(many, alone):
+            torch.testing.assert_close(m, a, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="score_many: 2 prefixes for 1 lists of continuations"):
+        scorer.score_many(prefixes[:2], conts[:1], eos)
+
+
+class OneRowAtATime:
+    """A scorer without score_many: the constraint scores each row alone, as it did before batching."""
+
+    def __init__(self, scorer):
+        self.scorer, self.calls = scorer, 0
+
+    def __call__(self, prefix, continuations, eos):
+        self.calls += 1
+        return self.scorer(prefix, continuations, eos)
+
+
+def test_rows_opening_their_block_together_are_scored_together_and_draw_as_alone(tok):
+    """Generate calls the rows in turn, one token each a step: the rows that open ``<action>`` at the same step after
+    the same text are scored in one score_many call, each drawing what it draws when scored alone (the same seed,
+    the same actions); a row whose text differs is scored alone when its block opens."""
+    model = tiny_model(tok, seed=3)
+    prompts = [_ids(tok, f"Task: look at {o} under the desklamp. You see a laptop 1, a pen 1.")
+               for o in ("cellphone", "pen", "laptop", "cellphone", "pen")]
+    admissible = [ADMISSIBLE[i:] for i in range(5)]
+    thought = _ids(tok, "<think> i act </think> <action>")
+    scripts = [thought] * 4 + [_ids(tok, "<think> i go </think> <action>")]  # row 4 thinks otherwise
+    assert len(scripts[4]) == len(thought) and scripts[4] != thought
+
+    def drive(scorer):
+        torch.manual_seed(5)
+        fn = allowed_tokens_fn(tok, [tok.eos_token_id], admissible, 24, scorer=scorer, prompts=prompts)
+        rows = [list(p) for p in prompts]
+        written = [[] for _ in prompts]
+        for step in range(24):  # as generate does: every row once a step, in order
+            for i in range(5):
+                allowed = fn(i, torch.tensor(rows[i]))
+                if step < len(scripts[i]):
+                    assert scripts[i][step] in allowed
+                    rows[i].append(scripts[i][step])
+                elif not set(allowed) <= {tok.eos_token_id}:
+                    assert len(allowed) == 1
+                    rows[i].append(allowed[0])
+                    written[i].append(allowed[0])
+        return [tok.decode(w).replace("</action>", "").strip() for w in written]
+
+    alone = OneRowAtATime(SequenceScorer(model))
+    together = SequenceScorer(model)
+    calls = []
+    original = together.score_many
+    together.score_many = lambda prefixes, *rest: calls.append(len(prefixes)) or original(prefixes, *rest)
+    want, got = drive(alone), drive(together)
+    assert got == want and all(a in adm for a, adm in zip(got, admissible)), (got, want)
+    assert alone.calls == 5
+    assert calls == [4, 1]  # row 0 opens with rows 1-3 one token behind on the same text; row 4 alone
+
+
 def _no_cache(forward, **kw):
     kw["use_cache"] = False
     return forward(**kw)
