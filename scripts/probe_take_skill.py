@@ -24,7 +24,9 @@ on the first ``--games`` games of ``--split`` played by sampling from it (at ``-
 evaluation's 0.4; ``--normalise sequence``: each admissible completion's whole probability over their sum). At every
 state with a take admissible and nothing in hand: the probability of taking anything, where the goal's object type
 is absent from the takes (the right move is to go on) and where it is present (and of taking it): whether the take
-depends on the goal's object being there, and how sure the policy is. One JSON line per result on stdout.
+depends on the goal's object being there, and how sure the policy is; and the success and the present-goal
+probabilities split by whether the goal's object type is one no training game names (``UNSEEN_TYPES``: on the OOD
+split, most games). One JSON line per result on stdout.
 
 ``fit`` asks whether a warm start learned that dependence or memorised its examples: the same probabilities (any take
 where the goal's object type is absent, where it is present) on the warm start's own examples (the searching
@@ -49,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from milegpo.envs import HouseholdEnv  # noqa: E402
+from milegpo.envs.household import UNSEEN_TYPES  # noqa: E402
 from milegpo.job.arguments import TINY_DEFAULTS, saved_task_settings  # noqa: E402
 from milegpo.job.policy import completion_text, easy_tasks, expert_steps, reload_tokenizer  # noqa: E402
 from milegpo.rollout import parse_action, render_prompt  # noqa: E402
@@ -95,11 +98,14 @@ def corrected(env: HouseholdEnv, action: str, fix: str) -> str:
     return action
 
 
-def play(task, choose) -> bool:
+def play(task, choose, started=None) -> bool:
     """Play ``task`` to its end in the household world, each action ``choose(env, prompt, admissible)`` of the
-    job's prompt (its style, two steps of history, the tracker's context line); whether it was won."""
+    job's prompt (its style, two steps of history, the tracker's context line); whether it was won. ``started(env)``:
+    called once the game is dealt."""
     env = HouseholdEnv()
     obs, admissible, info = env.reset(task)
+    if started is not None:
+        started(env)
     history, goal = [], info["goal"]
     while not env.done:
         prompt = render_prompt(goal, obs, admissible, history, len(history), 2, TINY_DEFAULTS["prompt_style"],
@@ -223,22 +229,32 @@ def decide(a) -> dict:
                        max_receptacles=TINY_DEFAULTS["env_options"]["max_receptacles"])
     seen = collections.defaultdict(list)
 
+    games = []  # (the goal's object type is one no training game names, won)
+
     def choose(env: HouseholdEnv, prompt: str, admissible: list[str]) -> str:
         p = action_distribution(tok, model, prompt, admissible, a.normalise, a.temperature)
         takes, right = goal_takes(env, admissible)
+        unseen = "_unseen_type" if env.game.target_type in UNSEEN_TYPES else "_seen_type"
         if takes and not env.s.holding:
             p_take = sum(p[i] for i in takes)
             if right:
-                seen["present_p_take"].append(p_take)
-                seen["present_p_right"].append(sum(p[i] for i in right))
+                for suffix in ("", unseen):
+                    seen["present_p_take" + suffix].append(p_take)
+                    seen["present_p_right" + suffix].append(sum(p[i] for i in right))
             else:
                 seen["absent_p_take"].append(p_take)
         return admissible[rng.choices(range(len(admissible)), p)[0]]
 
-    won = sum(play(task, choose) for task in tasks)
+    for task in tasks:
+        dealt = []
+        won = play(task, choose, dealt.append)
+        games.append((dealt[0].game.target_type in UNSEEN_TYPES, won))
     res = {"policy": a.policy, "split": a.split, "normalise": a.normalise, "temperature": a.temperature,
-           "games": a.games, "success": round(100 * won / a.games, 1)}
-    for kind in DECISIONS:
+           "games": a.games, "success": round(100 * sum(w for _, w in games) / a.games, 1)}
+    for name, unseen in (("seen_type", False), ("unseen_type", True)):  # the OOD split's goal types (UNSEEN_TYPES)
+        won = [w for u, w in games if u == unseen]
+        res[f"success_{name}"] = {"games": len(won), "success": round(100 * sum(won) / len(won), 1) if won else None}
+    for kind in DECISIONS + tuple(f"present_p_{x}_{t}" for t in ("seen_type", "unseen_type") for x in ("take", "right")):
         values = torch.tensor(seen[kind], dtype=torch.double)
         res[kind] = {"states": len(values)} if not len(values) else {
             "states": len(values), "mean": round(float(values.mean()), 3),

@@ -163,6 +163,7 @@ def test_decide_runs_on_an_untrained_policy(tmp_path):
     threads = torch.get_num_threads()
     try:
         res = mod.main(["decide", "--policy", str(tmp_path), "--games", "6"])
+        ood = mod.main(["decide", "--policy", str(tmp_path), "--games", "12", "--split", "ood"])
     finally:
         torch.set_num_threads(threads)
     assert res["games"] == 6 and 0 <= res["success"] <= 100
@@ -170,6 +171,15 @@ def test_decide_runs_on_an_untrained_policy(tmp_path):
     for kind in mod.DECISIONS:
         if res[kind]["states"]:
             assert 0 <= res[kind]["mean"] <= 1 and 0 <= res[kind]["above_0.9"] <= 1
+    # by the goal's object type: the ID split's are all training types; the parts add up to the whole
+    assert res["success_seen_type"]["games"] == 6 and res["success_unseen_type"] == {"games": 0, "success": None}
+    assert res["present_p_right_seen_type"]["states"] == res["present_p_right"]["states"]
+    assert res["present_p_take_unseen_type"] == {"states": 0}
+    parts = ood["success_seen_type"], ood["success_unseen_type"]
+    assert sum(p["games"] for p in parts) == 12 and all(p["games"] for p in parts), parts
+    assert math.isclose(sum(p["games"] * (p["success"] or 0) for p in parts) / 12, ood["success"], abs_tol=0.1)
+    assert sum(ood[f"present_p_right_{t}"]["states"] for t in ("seen_type", "unseen_type")) \
+        == ood["present_p_right"]["states"]
 
 
 def test_fit_runs_on_an_untrained_policy(tmp_path):
