@@ -1,12 +1,18 @@
 """One constrained generation call under ``constrained_sampling='sequence'``: each row's admissible actions scored
 one row at a time (the scorer before 2026-12-07) against the rows that open their action block together scored
-in one pass of each prompt length (:meth:`milegpo.trainer.constrained.SequenceScorer.score_many`).
+in one pass of each prompt length (:meth:`milegpo.trainer.constrained.SequenceScorer.score_many`); and, with a
+real model's vocabulary, the scorer's prefix pass computing every prefix position's logits (a model whose forward
+does not take ``logits_to_keep``, the scorer before 2026-12-08) against its last position's only.
 
 The policy is the job's tiny Qwen2 (``milegpo.job.policy``, untrained), ``ROWS`` household-like prompts of four
 lengths, each with ten admissible actions, ``max_new_tokens`` just enough for ``<action>`` and the longest action, so
 that every row opens its block first thing (as the job's warm-started policy does after its fixed thought). Both
 ways draw the same actions (asserted, the same seed). Recorded: ``speedup_vs_row_by_row`` (median seconds of one
 ``generate`` call, row by row over batched) and the load average.
+
+The prefix bench: a Qwen2 of the job's width with ``VOCAB`` (Qwen2.5's) tokens, untrained; one ``score_many`` call of
+8 rows of ``PREFIX`` random tokens with 10 continuations of 12 tokens each. The scores agree to 1e-4 (asserted).
+Recorded: ``speedup_vs_every_position``.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from milegpo.job.policy import make_model, make_tokenizer
 from milegpo.trainer.constrained import SequenceScorer, allowed_tokens_fn
 
 ROWS = 32
+VOCAB = 151_936
+PREFIX = 200
 OBJECTS = ["cellphone", "pen", "laptop", "book", "keychain", "pencil", "cd", "mug"]
 PLACES = ["sidetable 1", "drawer 1", "shelf 1", "desk 1"]
 _MEDIANS: dict[str, float] = {}
@@ -87,3 +95,48 @@ def test_sequence_scorer_generate(benchmark, median_of, record_ratio, load_avera
     _MEDIANS[impl] = me
     if impl == "batched" and "row_by_row" in _MEDIANS:
         record_ratio(benchmark, "speedup_vs_row_by_row", _MEDIANS["row_by_row"] / me)
+
+
+@pytest.fixture(scope="module")
+def wide_vocabulary():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2)
+    model = Qwen2ForCausalLM(cfg).eval()
+    g = torch.Generator().manual_seed(1)
+    prefixes = [torch.randint(0, VOCAB, (PREFIX,), generator=g).tolist() for _ in range(8)]
+    conts = [[torch.randint(0, VOCAB, (12,), generator=g).tolist() for _ in range(10)] for _ in range(8)]
+    return model, prefixes, conts
+
+
+class EveryPosition(torch.nn.Module):
+    """The model behind a forward that takes only ``**kwargs``: the scorer does not ask it for fewer logits."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.config = model, model.config
+
+    def forward(self, **kw):
+        return self.inner(**kw)
+
+
+@pytest.mark.parametrize("impl", ["every_position", "last_only"])
+def test_sequence_scorer_prefix_logits(benchmark, median_of, record_ratio, load_average, wide_vocabulary, impl):
+    torch.set_num_threads(1)
+    benchmark.group = f"SequenceScorer.score_many, vocabulary {VOCAB}, 8 prefixes of {PREFIX} tokens"
+    model, prefixes, conts = wide_vocabulary
+    scorer = SequenceScorer(EveryPosition(model) if impl == "every_position" else model)
+    scores = torch.cat(scorer.score_many(prefixes, conts, [0]))
+    _MEDIANS.setdefault(f"scores/{impl}", scores)
+    if impl == "last_only" and "scores/every_position" in _MEDIANS:
+        torch.testing.assert_close(scores, _MEDIANS["scores/every_position"], atol=1e-4, rtol=0)
+    benchmark.pedantic(scorer.score_many, args=(prefixes, conts, [0]), rounds=5, iterations=1, warmup_rounds=1)
+    benchmark.extra_info.update(vocab=VOCAB, prefix=PREFIX, impl=impl, load_average=load_average)
+    me = median_of(benchmark)
+    if me is None:
+        return
+    _MEDIANS[f"prefix/{impl}"] = me
+    if impl == "last_only" and "prefix/every_position" in _MEDIANS:
+        record_ratio(benchmark, "speedup_vs_every_position", _MEDIANS["prefix/every_position"] / me)

@@ -26,7 +26,8 @@ state with a take admissible and nothing in hand: the probability of taking anyt
 is absent from the takes (the right move is to go on) and where it is present (and of taking it): whether the take
 depends on the goal's object being there, and how sure the policy is; and the success and the present-goal
 probabilities split by whether the goal's object type is one no training game names (``UNSEEN_TYPES``: on the OOD
-split, most games). One JSON line per result on stdout.
+split, most games); and where the lost games stop: each one's task type and the furthest of its subgoals it reached
+(:mod:`milegpo.envs.household.subgoals`; ``none``: the goal's object never seen). One JSON line per result on stdout.
 
 ``fit`` asks whether a warm start learned that dependence or memorised its examples: the same probabilities (any take
 where the goal's object type is absent, where it is present) on the warm start's own examples (the searching
@@ -230,6 +231,7 @@ def decide(a) -> dict:
     seen = collections.defaultdict(list)
 
     games = []  # (the goal's object type is one no training game names, won)
+    stops = collections.Counter()  # (task type, the furthest subgoal a lost game reached) -> games
 
     def choose(env: HouseholdEnv, prompt: str, admissible: list[str]) -> str:
         p = action_distribution(tok, model, prompt, admissible, a.normalise, a.temperature)
@@ -249,11 +251,15 @@ def decide(a) -> dict:
         dealt = []
         won = play(task, choose, dealt.append)
         games.append((dealt[0].game.target_type in UNSEEN_TYPES, won))
+        if not won:
+            goals = dealt[0]._subgoals
+            stops[f"{goals.goal.task_type}: {(('none',) + goals.chain)[goals.reached]}"] += 1
     res = {"policy": a.policy, "split": a.split, "normalise": a.normalise, "temperature": a.temperature,
            "games": a.games, "success": round(100 * sum(w for _, w in games) / a.games, 1)}
     for name, unseen in (("seen_type", False), ("unseen_type", True)):  # the OOD split's goal types (UNSEEN_TYPES)
         won = [w for u, w in games if u == unseen]
         res[f"success_{name}"] = {"games": len(won), "success": round(100 * sum(won) / len(won), 1) if won else None}
+    res["lost_games_furthest_subgoal"] = dict(sorted(stops.items()))
     for kind in DECISIONS + tuple(f"present_p_{x}_{t}" for t in ("seen_type", "unseen_type") for x in ("take", "right")):
         values = torch.tensor(seen[kind], dtype=torch.double)
         res[kind] = {"states": len(values)} if not len(values) else {

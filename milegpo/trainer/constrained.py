@@ -54,6 +54,7 @@ the mask changes which tokens are sampled, not what the policy gradient differen
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -442,7 +443,9 @@ class SequenceScorer:
     vocabulary) after ``prefix`` and the tokens before them, plus that of ending there (any of the ``eos`` ids).
     Without gradients: one forward pass of ``prefix`` whose key-value cache every continuation then reads, in one
     right-padded batch (the prefix is not run once per action). :meth:`score_many` scores several rows so: one
-    pass over the prefixes of each length (no padding) and one over all their continuations."""
+    pass over the prefixes of each length (no padding) and one over all their continuations. Where the model's
+    ``forward`` takes ``logits_to_keep`` (transformers' causal LMs), the prefix pass computes the logits of its last
+    position only, not a vocabulary's worth at every prefix position."""
 
     #: the most logits (continuation tokens x vocabulary) one batched pass of :meth:`score_many` computes: 2**25
     #: floats, 128 MiB (a 150k-token vocabulary: about 16 continuations of 14 tokens a pass, one row's)
@@ -452,6 +455,7 @@ class SequenceScorer:
         if not temperature > 0:
             raise ValueError(f"constrained_sampling='sequence': temperature must be > 0, got {temperature}")
         self.model, self.temperature = model, float(temperature)
+        self._keeps = _takes_logits_to_keep(model)
 
     def __call__(self, prefix: Sequence[int], continuations: Sequence[Sequence[int]],
                  eos: Sequence[int]) -> torch.Tensor:
@@ -499,13 +503,14 @@ class SequenceScorer:
         prefix_ids = torch.tensor([list(p) for p in prefixes], device=device)
         owner = torch.repeat_interleave(torch.arange(len(prefixes), device=device), torch.tensor(counts, device=device))
         with torch.no_grad():
-            head = self.model(input_ids=prefix_ids, use_cache=True)
+            head = self.model(input_ids=prefix_ids, use_cache=True, **({"logits_to_keep": 1} if self._keeps else {}))
             # transformers 5.25 names the cache ``cache`` (in and out), earlier versions ``past_key_values``
             name = "cache" if "cache" in head else "past_key_values"
             cache = head.get(name)
             if cache is None:  # a model that keeps no cache: each continuation after the whole prefix
                 full = torch.cat([prefix_ids[owner], tokens], 1)
-                rest = self.model(input_ids=full, attention_mask=mask).logits[:, n:]
+                keep = {"logits_to_keep": max(lengths)} if self._keeps else {}
+                rest = self.model(input_ids=full, attention_mask=mask, **keep).logits[:, -max(lengths):]
             else:
                 cache.reorder_cache(owner)  # each row's cache once per continuation of its own
                 positions = torch.arange(n, n + max(lengths), device=device).expand(k, -1)
@@ -519,6 +524,15 @@ class SequenceScorer:
         taken = torch.where(torch.arange(max(lengths), device=logp.device) < lengths_t[:, None], taken, 0.0)
         ends = logp[torch.arange(k, device=logp.device), lengths_t]
         return list((taken.sum(1) + torch.logsumexp(ends[:, list(eos)], -1)).split(counts))
+
+
+def _takes_logits_to_keep(model) -> bool:
+    """Whether ``model.forward`` names a ``logits_to_keep`` parameter (a model that only takes ``**kwargs``, a
+    wrapper's, is not asked: it might pass the name on to a module that refuses it)."""
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return False
 
 
 _VOCABULARIES: dict[int, tuple[object, Vocabulary]] = {}

@@ -180,6 +180,14 @@ def test_decide_runs_on_an_untrained_policy(tmp_path):
     assert math.isclose(sum(p["games"] * (p["success"] or 0) for p in parts) / 12, ood["success"], abs_tol=0.1)
     assert sum(ood[f"present_p_right_{t}"]["states"] for t in ("seen_type", "unseen_type")) \
         == ood["present_p_right"]["states"]
+    # every lost game is counted once where it stopped: a task type and one of its subgoals (or none)
+    from milegpo.envs.household.subgoals import SUBGOALS
+    for r in (res, ood):
+        stops = r["lost_games_furthest_subgoal"]
+        assert sum(stops.values()) == round(r["games"] * (1 - r["success"] / 100)), (r["success"], stops)
+        for key in stops:
+            ttype, reached = key.split(": ")
+            assert reached in ("none",) + SUBGOALS[ttype][:-1], key
 
 
 def test_fit_runs_on_an_untrained_policy(tmp_path):

@@ -90,6 +90,36 @@ def test_scoring_many_rows_at_once_is_scoring_each_alone(tok, cached, monkeypatc
         scorer.score_many(prefixes[:2], conts[:1], eos)
 
 
+@pytest.mark.parametrize("cached", [True, False])
+def test_the_scorer_asks_only_for_the_logits_it_reads(tok, cached):
+    """Where the model's forward takes ``logits_to_keep``, the prefix pass asks for its last position's logits only
+    (without a cache, the whole pass for the continuations' positions only); a forward that only takes ``**kwargs``
+    is not asked. Both give the same scores."""
+    model = tiny_model(tok)
+    real, asked = model.forward, []
+
+    def keeping(input_ids=None, attention_mask=None, position_ids=None, use_cache=None, logits_to_keep=0, **kw):
+        asked.append(logits_to_keep)
+        return real(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    use_cache=use_cache and cached, logits_to_keep=logits_to_keep, **kw)
+
+    def every_position(**kw):
+        kw["use_cache"] = kw.get("use_cache") and cached
+        return real(**kw)
+
+    prefixes = [_ids(tok, f"Task: look at {o} under the desklamp. <action>") for o in ("cellphone", "pen")]
+    conts = [[_ids(tok, f" {a} </action>") for a in ADMISSIBLE[i:]] for i in range(2)]
+    eos = [tok.eos_token_id, tok.pad_token_id]
+    model.forward = every_position
+    whole = SequenceScorer(model).score_many(prefixes, conts, eos)
+    model.forward = keeping
+    kept = SequenceScorer(model).score_many(prefixes, conts, eos)
+    longest = max(len(c) for row in conts for c in row)
+    assert asked == ([1, 0] if cached else [1, longest]), asked
+    for k, w in zip(kept, whole):
+        torch.testing.assert_close(k, w, atol=1e-5, rtol=0)
+
+
 class OneRowAtATime:
     """A scorer without score_many: the constraint scores each row alone, as it did before batching."""
 
