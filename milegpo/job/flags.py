@@ -521,11 +521,17 @@ def parse(argv: Sequence[str] | None = None, prog: str = "milegpo train"):
         raise UsageError(f"{prog}: error: {e}") from None
     env = _given(argv, config, "env") or saved.get("env") or "household"
     defaults = env_defaults(env, tiny=model_path is None)
-    if defaults.get("constrained_sampling") == "sequence" and _uses_vllm(_given(argv, config, "use_vllm")):
-        defaults["constrained_sampling"] = "token"  # vLLM draws token by token; a `sequence` given is refused
     if saved.get("env", "household") == env:
         # a policy saved by `milegpo train` plays (and goes on training on) the games it was trained on
         defaults.update(saved)
+    if defaults.get("constrained_sampling") == "sequence" and _uses_vllm(_given(argv, config, "use_vllm")):
+        # vLLM draws token by token: a default's or a saved policy's `sequence` gives way (a `sequence` given is
+        # refused); a saved policy's is said, since its own figures were drawn whole
+        defaults["constrained_sampling"] = "token"
+        if saved.get("constrained_sampling") == "sequence" and _given(argv, config, "constrained_sampling") is None:
+            print(f"[milegpo] note: {model_path} was saved drawing each action whole (constrained_sampling "
+                  "'sequence'); vLLM draws token by token, so this run does (--constrained_sampling token says so "
+                  "and hides this note)", file=sys.stderr, flush=True)
     if not torch.cuda.is_available():  # GRPOConfig defaults to bf16 on an accelerator
         defaults.update(use_cpu=True, bf16=False)
     parser.set_defaults(**defaults)

@@ -127,6 +127,28 @@ def test_a_saved_policys_settings_apply_to_its_own_env_only(tmp_path):
     assert (cfg.env, cfg.task_type, cfg.env_options) == ("household", "look_at_obj_in_light", {"max_receptacles": 4})
 
 
+def test_a_saved_policys_sequence_rule_gives_way_to_vllm_and_says_so(tmp_path, capsys):
+    """A policy saved by the default job records `constrained_sampling: sequence`; going on with vLLM it draws token
+    by token, with a one-line note (its own figures were drawn whole); `sequence` asked for is still refused."""
+    import pytest
+
+    from milegpo.job import parse
+    from milegpo.usage import UsageError
+
+    policy = _saved(tmp_path, "final", {"env": "household", "constrain_actions": True,
+                                        "constrained_sampling": "sequence"})
+    assert parse(["--model_name_or_path", policy])[1].constrained_sampling == "sequence"
+    assert capsys.readouterr().err == ""
+    assert parse(["--model_name_or_path", policy, "--use_vllm", "true"])[1].constrained_sampling == "token"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and policy in err and "vLLM draws token by token" in err, err
+    assert parse(["--model_name_or_path", policy, "--use_vllm", "true", "--constrained_sampling", "token"]
+                 )[1].constrained_sampling == "token"
+    assert capsys.readouterr().err == ""
+    with pytest.raises(UsageError, match="constrained_sampling='sequence': is not available with use_vllm"):
+        parse(["--model_name_or_path", policy, "--use_vllm", "true", "--constrained_sampling", "sequence"])
+
+
 def test_a_broken_saved_settings_file_is_an_error_naming_it(tmp_path):
     import pytest
 
