@@ -28,7 +28,8 @@ VOCAB = 151_936
 PREFIX = 200
 OBJECTS = ["cellphone", "pen", "laptop", "book", "keychain", "pencil", "cd", "mug"]
 PLACES = ["sidetable 1", "drawer 1", "shelf 1", "desk 1"]
-_MEDIANS: dict[str, float] = {}
+#: each parametrisation's output, for the next one to assert the same (the medians go to conftest's ``medians``)
+_OUTPUTS: dict[str, object] = {}
 
 
 class RowByRow:
@@ -76,7 +77,7 @@ def _generate(setting, scorer):
 
 
 @pytest.mark.parametrize("impl", ["row_by_row", "batched"])
-def test_sequence_scorer_generate(benchmark, median_of, record_ratio, load_average, setting, impl):
+def test_sequence_scorer_generate(benchmark, medians, median_of, record_ratio, load_average, setting, impl):
     torch.set_num_threads(1)
     benchmark.group = f"constrained_sampling='sequence', one generate call of {ROWS} rows"
     model = setting[1]
@@ -84,17 +85,17 @@ def test_sequence_scorer_generate(benchmark, median_of, record_ratio, load_avera
     texts = _generate(setting, scorer)
     actions = [t.split("<action>")[-1].split("</action>")[0].strip() for t in texts]
     assert all(a in adm for a, adm in zip(actions, setting[3])), actions
-    _MEDIANS.setdefault(f"texts/{impl}", texts)
-    if "texts/row_by_row" in _MEDIANS and impl == "batched":
-        assert texts == _MEDIANS["texts/row_by_row"]  # the same draws
+    _OUTPUTS.setdefault(f"texts/{impl}", texts)
+    if "texts/row_by_row" in _OUTPUTS and impl == "batched":
+        assert texts == _OUTPUTS["texts/row_by_row"]  # the same draws
     benchmark.pedantic(_generate, args=(setting, scorer), rounds=5, iterations=1, warmup_rounds=1)
     benchmark.extra_info.update(rows=ROWS, impl=impl, load_average=load_average)
     me = median_of(benchmark)
     if me is None:  # --benchmark-disable
         return
-    _MEDIANS[impl] = me
-    if impl == "batched" and "row_by_row" in _MEDIANS:
-        record_ratio(benchmark, "speedup_vs_row_by_row", _MEDIANS["row_by_row"] / me)
+    medians[f"sequence_generate/{impl}"] = me
+    if impl == "batched" and "sequence_generate/row_by_row" in medians:
+        record_ratio(benchmark, "speedup_vs_row_by_row", medians["sequence_generate/row_by_row"] / me)
 
 
 @pytest.fixture(scope="module")
@@ -123,20 +124,21 @@ class EveryPosition(torch.nn.Module):
 
 
 @pytest.mark.parametrize("impl", ["every_position", "last_only"])
-def test_sequence_scorer_prefix_logits(benchmark, median_of, record_ratio, load_average, wide_vocabulary, impl):
+def test_sequence_scorer_prefix_logits(benchmark, medians, median_of, record_ratio, load_average, wide_vocabulary,
+                                       impl):
     torch.set_num_threads(1)
     benchmark.group = f"SequenceScorer.score_many, vocabulary {VOCAB}, 8 prefixes of {PREFIX} tokens"
     model, prefixes, conts = wide_vocabulary
     scorer = SequenceScorer(EveryPosition(model) if impl == "every_position" else model)
     scores = torch.cat(scorer.score_many(prefixes, conts, [0]))
-    _MEDIANS.setdefault(f"scores/{impl}", scores)
-    if impl == "last_only" and "scores/every_position" in _MEDIANS:
-        torch.testing.assert_close(scores, _MEDIANS["scores/every_position"], atol=1e-4, rtol=0)
+    _OUTPUTS.setdefault(f"scores/{impl}", scores)
+    if impl == "last_only" and "scores/every_position" in _OUTPUTS:
+        torch.testing.assert_close(scores, _OUTPUTS["scores/every_position"], atol=1e-4, rtol=0)
     benchmark.pedantic(scorer.score_many, args=(prefixes, conts, [0]), rounds=5, iterations=1, warmup_rounds=1)
     benchmark.extra_info.update(vocab=VOCAB, prefix=PREFIX, impl=impl, load_average=load_average)
     me = median_of(benchmark)
     if me is None:
         return
-    _MEDIANS[f"prefix/{impl}"] = me
-    if impl == "last_only" and "prefix/every_position" in _MEDIANS:
-        record_ratio(benchmark, "speedup_vs_every_position", _MEDIANS["prefix/every_position"] / me)
+    medians[f"sequence_prefix/{impl}"] = me
+    if impl == "last_only" and "sequence_prefix/every_position" in medians:
+        record_ratio(benchmark, "speedup_vs_every_position", medians["sequence_prefix/every_position"] / me)
