@@ -347,7 +347,8 @@ class MileGPOConfig(GRPOConfig):
 
     # ---- GRPOConfig defaults changed to the paper's recipe (spec section 10)
     learning_rate: float = field(default=1e-6, metadata={"help": "Learning rate (paper: 1e-6)."})
-    beta: float = field(default=0.01, metadata={"help": "k3 KL coefficient (paper: 0.01)."})
+    beta: float = field(default=0.01, metadata={"help": "k3 KL coefficient to the reference policy (paper: 0.01; "
+                                                     "the embedded tiny model: 0.04, to its warm start)."})
     max_steps: int = field(default=300, metadata={"help": "Training iterations (paper: 300)."})
     max_completion_length: int | None = field(default=512, metadata={"help": "Tokens per step completion."})
     per_device_train_batch_size: int = field(default=8, metadata={"help": "Rows per forward/backward chunk."})
