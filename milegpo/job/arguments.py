@@ -36,15 +36,15 @@ TINY_RUN: dict[str, Any] = dict(
 #: policy's :data:`TASK_SETTINGS` (when it was trained on the same kind), ``--config`` YAML, command-line flags.
 ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     # the household world's shortest task type in rooms of 4 receptacles, the compact prompt, 24 warm-start epochs;
-    # groups of 8 episodes (groups of 4 won nothing in about half the groups: no signal for any method), a k3 KL
-    # term to the warm start at beta 0.04 (GRPO's published value; without it, seeds 0-9 gained +8.8 [+3.9, +13.8]
-    # ID points, 9 of 10, with it +12.5 [+8.8, +16.1], all 10; notes/main_job.md, 20th round), 300 evaluation games per split (a success rate's standard error under 3 points) and actions
-    # constrained to the admissible ones (the warm starts that won under 10% wrote 63-71% invalid actions; constrained,
-    # every seed's wins 32-52% of the ID games), each drawn by its whole probability (`sequence`: a take needs the
-    # goal object's name copied, not a comparison the tiny model does not learn; with --use_vllm `token`: vLLM draws
-    # token by token), RL on 4,096 games it cannot memorise (on 64 it learned those games, not the task) at lr 1e-3
-    # decaying to 0 (at 3e-4 RL moved ID by +1.4 [-2.4, +5.2] over 5 seeds; held constant at 1e-3 one seed of 10
-    # collapsed; notes/main_job.md, 17th round)
+    # groups of 8 episodes (groups of 4 won nothing in about half the groups: no signal for any method), a k3 KL term to
+    # the warm start at beta 0.04 (GRPO's published value; without it, seeds 0-9 gained +8.8 [+3.9, +13.8] ID points, 9
+    # of 10, with it +12.5 [+8.8, +16.1], all 10; notes/main_job.md, 20th round), 300 evaluation games per split (a
+    # success rate's standard error under 3 points) and actions constrained to the admissible ones (the warm starts that
+    # won under 10% wrote 63-71% invalid actions; constrained, every seed's wins 32-52% of the ID games), each drawn by
+    # its whole probability (`sequence`: a take needs the goal object's name copied, not a comparison the tiny model
+    # does not learn; with --use_vllm `token`: vLLM draws token by token), RL on 4,096 games it cannot memorise (on 64
+    # it learned those games, not the task) at lr 1e-3 decaying to 0 (at 3e-4 RL moved ID by +1.4 [-2.4, +5.2] over 5
+    # seeds; held constant at 1e-3 one seed of 10 collapsed; notes/main_job.md, 17th round)
     "household": {
         "run": {},
         "tiny": dict(env_options={"max_receptacles": 4}, prompt_style="compact", sft_epochs=24.0,
